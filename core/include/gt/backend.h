@@ -1,0 +1,46 @@
+// The backend contract: the terminal stage of a worker.
+//
+// A backend owns tensors, one namespace per client (Instruction::client), and
+// executes instructions on them. It is called from the worker's pipeline
+// thread only. It must not throw: library exceptions (e.g. c10::Error) are
+// caught inside the plugin and returned as a Status naming the op.
+#pragma once
+
+#include <cstdint>
+
+#include "gt/instruction.h"
+#include "gt/status.h"
+
+namespace gt {
+
+// How a backend answers data requests (kFetch).
+class ReplySink {
+ public:
+  virtual ~ReplySink() = default;
+  // Sends `bytes` (contiguous, row-major, `dtype`, `shape`) to the client of
+  // `request`. The sink keeps `bytes` alive until it has been sent.
+  virtual void SendData(const Instruction& request, DType dtype, const Shape& shape,
+                        BlobPtr bytes) = 0;
+};
+
+struct BackendStats {
+  uint64_t live_tensors = 0;
+  uint64_t resident_bytes = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Executes `inst` (any op, control ops included). On failure returns the
+  // reason; the failed op's results then do not exist and the host reports
+  // the error to the client.
+  virtual Status Execute(const Instruction& inst, ReplySink& replies) = 0;
+
+  // Whether Execute() implements `op`.
+  virtual bool Supports(Op op) const = 0;
+
+  virtual BackendStats Stats() const = 0;
+};
+
+}  // namespace gt

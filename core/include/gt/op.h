@@ -1,0 +1,68 @@
+// The closed operation set of gt.
+//
+// Every instruction names one Op. Adding an op means: a value here, a row in
+// kOpTable (op.cc, checked against kCount at compile time), a shape rule in
+// shape_inference.cc, a kernel in each backend, and a case in the conformance
+// test (tests/conformance_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace gt {
+
+enum class Op : uint16_t {
+  // Creation: no operands, one result.
+  kFromBytes = 0,  // payload bytes + shape + dtype
+  kRandn,          // shape, dtype, seed (0: backend's generator)
+  kZeros,
+  kOnes,
+  // Elementwise binary: (a, b) or (a, scalar) / (scalar, a); broadcasting.
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  // Contraction.
+  kMatmul,
+  // Elementwise unary.
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kExp,
+  kLog,
+  kSqrt,
+  kNeg,
+  // Reductions: axes (empty = all), keepdims.
+  kSum,
+  kMean,
+  kMax,
+  // Movement.
+  kReshape,    // shape (may hold one -1)
+  kTranspose,  // axes = {dim0, dim1}; empty = swap the last two
+  // Control: produce no tensor.
+  kFetch,       // send operand's bytes back to the client
+  kFree,        // forget operands
+  kSync,        // barrier; carries attrs.sync_id
+  kDropClient,  // free every tensor of the instruction's client
+  kCount
+};
+
+enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMovement, kControl };
+
+struct OpInfo {
+  Op op;
+  std::string_view name;  // stable, lower-case; used in logs, metrics labels, errors
+  OpKind kind;
+};
+
+// REQUIRES: op < Op::kCount.
+const OpInfo& GetOpInfo(Op op);
+inline std::string_view OpName(Op op) { return GetOpInfo(op).name; }
+inline OpKind KindOf(Op op) { return GetOpInfo(op).kind; }
+// Inverse of OpName.
+std::optional<Op> ParseOp(std::string_view name);
+// True for ops that yield one tensor result.
+inline bool ProducesTensor(Op op) { return KindOf(op) != OpKind::kControl; }
+
+}  // namespace gt

@@ -1,0 +1,71 @@
+// The stage contract: what a stream modifier plugin implements.
+//
+// A host (dispatcher or worker) runs its manifest's stages as a chain on one
+// pipeline thread. Each instruction enters the first stage; whatever a stage
+// emits enters the next one; the last emits into the host's terminal (the
+// dispatcher's router or the worker's backend).
+//
+// Ordering: instructions reach Process() in stream order; what a stage emits
+// keeps the order it was emitted in.
+// Threading: every call on one Stage object comes from the same thread; a
+// stage needs no locks for its own state.
+// Errors: return a non-OK Status to reject an instruction; the host reports it
+// to the client that sent it (at its next sync point) and counts it in
+// gt_stage_errors_total. An exception escaping a stage is caught by the host
+// and treated the same way (kind "plugin_error").
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "gt/instruction.h"
+#include "gt/options.h"
+#include "gt/status.h"
+
+namespace prometheus {
+class Registry;
+}
+
+namespace gt {
+
+enum class HostKind : uint8_t { kDispatcher = 1, kWorker = 2 };
+std::string_view HostKindName(HostKind kind);  // "dispatcher" | "worker"
+
+// Where a stage sends what it emits.
+class Emitter {
+ public:
+  virtual ~Emitter() = default;
+  virtual void Emit(Instruction inst) = 0;
+};
+
+// Everything a plugin's factory may use. Valid for the lifetime of the host.
+struct StageContext {
+  HostKind host;
+  std::string instance;       // host id, e.g. "worker-0"
+  std::string stage;          // the stage's name in the manifest
+  const OptionValues* options;
+  // For the plugin's own metrics. Give every series the labels
+  // {host, instance, stage} (see MetricLabels()).
+  prometheus::Registry* registry;
+};
+
+class Stage {
+ public:
+  virtual ~Stage() = default;
+
+  // Takes one instruction and emits zero or more into `out`: pass it on,
+  // rewrite it, drop it (emit nothing) or inject new ones.
+  virtual Status Process(Instruction inst, Emitter& out) = 0;
+
+  // Called after the last instruction of each incoming batch; a stage that
+  // holds instructions back emits them here (or later).
+  virtual Status EndBatch(Emitter& out) {
+    (void)out;
+    return Status::Ok();
+  }
+
+  // Instructions currently held back (reported as gt_stage_queue_depth).
+  virtual size_t Buffered() const { return 0; }
+};
+
+}  // namespace gt

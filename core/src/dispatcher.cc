@@ -1,0 +1,504 @@
+#include "dispatcher.h"
+
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codec.h"
+#include "host_metrics.h"
+#include "pipeline.h"
+#include "transport.h"
+
+namespace gt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct PendingSync {
+  uint64_t sync_id = 0;
+  std::set<size_t> waiting;  // worker indexes that have not acknowledged yet
+  std::vector<wire::OpError> errors;
+};
+
+struct ClientState {
+  ClientId id = 0;
+  std::string route;
+  uint64_t token = 0;
+  Clock::time_point last_seen;
+  int worker = -1;                                  // where new tensors go
+  std::unordered_map<TensorId, size_t> tensors;     // live tensor -> worker index
+  std::unordered_map<TensorId, uint64_t> failed;    // tensor -> seq of the op that failed to make it
+  std::set<size_t> touched;                         // workers sent to since the last sync
+  std::set<size_t> ever;                            // workers that may hold its tensors
+  std::vector<wire::OpError> errors;                // found here, reported at the next sync
+  std::deque<PendingSync> syncs;
+};
+
+struct WorkerState {
+  std::string route;
+  std::string name;
+  std::string metrics_endpoint;
+  Clock::time_point last_seen;
+  bool alive = true;
+  wire::Envelope outgoing;
+  std::vector<BlobPtr> payloads;
+};
+
+std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
+
+}  // namespace
+
+class Dispatcher::Impl final : public Terminal {
+ public:
+  Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
+      : manifest_(manifest), router_(context, zmq::socket_type::router), metrics_(HostKind::kDispatcher, manifest.id, registry) {
+    router_.set(zmq::sockopt::router_mandatory, 1);
+    router_.set(zmq::sockopt::sndhwm, 0);
+    router_.set(zmq::sockopt::rcvhwm, 0);
+    router_.set(zmq::sockopt::linger, 0);
+  }
+
+  Status Init(prometheus::Registry& registry) {
+    Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
+    if (!pipeline.ok()) return pipeline.status();
+    pipeline_ = std::move(*pipeline);
+    pipeline_->SetTerminal(this, "router");
+    pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
+    return Status::Ok();
+  }
+
+  Status Bind(const std::string& endpoint) {
+    try {
+      router_.bind(endpoint);
+    } catch (const zmq::error_t& e) {
+      return Unavailable("cannot bind " + endpoint + ": " + e.what());
+    }
+    endpoint_ = router_.get(zmq::sockopt::last_endpoint);
+    return Status::Ok();
+  }
+
+  std::string endpoint() const { return endpoint_; }
+
+  void Run(const std::atomic<bool>& stop) {
+    auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
+    Clock::time_point next_check = Clock::now() + tick;
+    while (!stop.load(std::memory_order_relaxed)) {
+      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+      int ready = 0;
+      try {
+        ready = zmq::poll(&item, 1, tick);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) return;
+        continue;
+      }
+      // Drain what is waiting, then look at the clock.
+      for (int n = 0; ready > 0 && n < 1024; ++n) {
+        auto frames = ReceiveFrames(router_, zmq::recv_flags::dontwait);
+        if (!frames) break;
+        HandleFrames(std::move(*frames));
+      }
+      if (Clock::now() >= next_check) {
+        CheckLiveness();
+        next_check = Clock::now() + tick;
+      }
+    }
+  }
+
+  // ---- Terminal: the router ------------------------------------------------
+
+  Status Accept(Instruction inst) override {
+    auto it = clients_.find(inst.client);
+    if (it == clients_.end()) return Internal("instruction for unknown client " + std::to_string(inst.client));
+    ClientState& c = it->second;
+    if (!ever_had_worker_) {
+      backlog_.push_back(std::move(inst));  // replayed when the first worker registers
+      return Status::Ok();
+    }
+    if (inst.op == Op::kSync) return BeginSync(c, inst);
+    if (Status s = CheckIds(c, inst); !s.ok()) {
+      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      return s;
+    }
+    Result<size_t> target = TargetWorker(c, inst);
+    if (!target.ok()) {
+      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      return target.status();
+    }
+    if (inst.op == Op::kFree)
+      for (TensorId id : inst.operands) c.tensors.erase(id);
+    for (TensorId r : inst.results) c.tensors[r] = *target;
+    Enqueue(*target, c, inst);
+    return Status::Ok();
+  }
+
+  void EndBatch() override { FlushWorkers(); }
+
+ private:
+  // ---- incoming messages ---------------------------------------------------
+
+  void HandleFrames(std::vector<zmq::message_t>&& frames) {
+    std::string route = frames.empty() ? std::string() : frames[0].to_string();
+    metrics_.messages_received.Increment();
+    Result<WireMessage> msg = DecodeFrames(std::move(frames), true);
+    if (!msg.ok()) return RejectMessage(route, msg.status());
+    metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
+    if (auto w = worker_by_route_.find(route); w != worker_by_route_.end())
+      return HandleWorkerMessage(w->second, *msg);
+    HandleClientMessage(*msg);
+  }
+
+  void RejectMessage(const std::string& route, const Status& status) {
+    metrics_.malformed_messages.Increment();
+    if (route.empty()) return;
+    wire::Envelope reply;
+    reply.set_kind(wire::Envelope::ERROR);
+    wire::OpError* e = reply.add_errors();
+    e->set_code(static_cast<uint32_t>(status.code()));
+    e->set_message("dispatcher " + manifest_.id + " rejected a message: " + status.message());
+    e->set_host(manifest_.id);
+    Send(route, reply, {});
+  }
+
+  void HandleClientMessage(WireMessage& msg) {
+    const wire::Envelope& env = msg.envelope;
+    switch (env.kind()) {
+      case wire::Envelope::HELLO:
+        ClientFor(msg.routing_id, env.token());
+        return;
+      case wire::Envelope::BATCH:
+        return HandleBatch(ClientFor(msg.routing_id, 0), msg);
+      case wire::Envelope::HEARTBEAT:
+        if (auto it = client_by_token_.find(env.token()); it != client_by_token_.end())
+          clients_[it->second].last_seen = Clock::now();
+        return;
+      case wire::Envelope::BYE:
+        if (auto it = client_by_route_.find(msg.routing_id); it != client_by_route_.end()) DropClient(it->second);
+        return;
+      case wire::Envelope::REGISTER:
+        return RegisterWorker(msg.routing_id, env);
+      default:
+        return RejectMessage(msg.routing_id, InvalidArgument("unexpected message kind " +
+                                                             wire::Envelope::Kind_Name(env.kind()) + " from a client"));
+    }
+  }
+
+  ClientState& ClientFor(const std::string& route, uint64_t token) {
+    if (auto it = client_by_route_.find(route); it != client_by_route_.end()) {
+      ClientState& c = clients_[it->second];
+      c.last_seen = Clock::now();
+      return c;
+    }
+    ClientId id = next_client_++;
+    ClientState& c = clients_[id];
+    c.id = id;
+    c.route = route;
+    c.token = token;
+    c.last_seen = Clock::now();
+    client_by_route_[route] = id;
+    if (token != 0) client_by_token_[token] = id;
+    metrics_.clients_connected.Increment();
+    return c;
+  }
+
+  void HandleBatch(ClientState& c, WireMessage& msg) {
+    for (const wire::Instruction& wi : msg.envelope.instructions()) {
+      Result<Instruction> inst = DecodeInstruction(wi, msg.frames);
+      Op op = wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync;
+      if (!inst.ok()) {
+        metrics_.malformed_messages.Increment();
+        RecordError({c.id, wi.seq(), op}, inst.status());
+        continue;
+      }
+      inst->client = c.id;  // the namespace is the connection's, whatever the message says
+      if (inst->op == Op::kDropClient) {
+        RecordError({c.id, wi.seq(), op}, InvalidArgument("drop_client is reserved for the dispatcher"));
+        continue;
+      }
+      pipeline_->Push(std::move(*inst));
+    }
+    pipeline_->EndBatch();
+  }
+
+  void HandleWorkerMessage(size_t w, WireMessage& msg) {
+    WorkerState& worker = workers_[w];
+    worker.last_seen = Clock::now();
+    const wire::Envelope& env = msg.envelope;
+    switch (env.kind()) {
+      case wire::Envelope::HEARTBEAT:
+        return;
+      case wire::Envelope::SYNC_ACK:
+        return OnSyncAck(w, env);
+      case wire::Envelope::DATA:
+        return ForwardData(msg);
+      case wire::Envelope::BYE:
+        return WorkerLost(w, "said goodbye");
+      case wire::Envelope::REGISTER:
+        return;  // a repeated registration changes nothing
+      default:
+        metrics_.malformed_messages.Increment();
+        std::cerr << "dispatcher: unexpected " << wire::Envelope::Kind_Name(env.kind()) << " from worker "
+                  << worker.name << "\n";
+    }
+  }
+
+  // ---- workers -------------------------------------------------------------
+
+  void RegisterWorker(const std::string& route, const wire::Envelope& env) {
+    size_t index = workers_.size();
+    WorkerState w;
+    w.route = route;
+    w.name = env.name().empty() ? "worker-" + std::to_string(index) : env.name();
+    w.metrics_endpoint = env.metrics_endpoint();
+    w.last_seen = Clock::now();
+    workers_.push_back(std::move(w));
+    worker_by_route_[route] = index;
+    metrics_.workers_connected.Increment();
+    wire::Envelope welcome;
+    welcome.set_kind(wire::Envelope::WELCOME);
+    welcome.set_worker_index(static_cast<uint32_t>(index));
+    Send(route, welcome, {});
+    if (!ever_had_worker_) ReplayBacklog();
+  }
+
+  void ReplayBacklog() {
+    ever_had_worker_ = true;
+    std::deque<Instruction> pending;
+    pending.swap(backlog_);
+    for (Instruction& inst : pending) {
+      OpRef ref{inst.client, inst.seq, inst.op};
+      if (Status s = Accept(std::move(inst)); !s.ok()) RecordError(ref, s);
+    }
+    FlushWorkers();
+  }
+
+  void CheckLiveness() {
+    auto now = Clock::now();
+    auto timeout = std::chrono::milliseconds(manifest_.heartbeat_timeout_ms);
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      if (workers_[w].alive && now - workers_[w].last_seen > timeout) {
+        metrics_.heartbeats_missed.Increment();
+        WorkerLost(w, "missed heartbeats for " + std::to_string(manifest_.heartbeat_timeout_ms) + " ms");
+      }
+    }
+    // Clients that send heartbeats (token != 0) get the same treatment.
+    std::vector<ClientId> silent;
+    for (auto& [id, c] : clients_)
+      if (c.token != 0 && now - c.last_seen > 2 * timeout) silent.push_back(id);
+    for (ClientId id : silent) {
+      metrics_.heartbeats_missed.Increment();
+      DropClient(id);
+    }
+  }
+
+  void WorkerLost(size_t w, const std::string& why) {
+    WorkerState& worker = workers_[w];
+    if (!worker.alive) return;
+    worker.alive = false;
+    worker_by_route_.erase(worker.route);
+    metrics_.workers_connected.Decrement();
+    std::cerr << "dispatcher " << manifest_.id << ": worker " << worker.name << " lost (" << why << ")\n";
+    for (auto& [id, c] : clients_) {
+      for (auto it = c.syncs.begin(); it != c.syncs.end();) {
+        if (it->waiting.erase(w)) {
+          wire::OpError e;
+          e.set_client(id);
+          e.set_code(static_cast<uint32_t>(Code::kUnavailable));
+          e.set_message("worker " + worker.name + " was lost (" + why + ") before it answered; its tensors are gone");
+          e.set_host(manifest_.id);
+          it->errors.push_back(e);
+        }
+        ++it;
+      }
+      CompleteReadySyncs(c);
+    }
+  }
+
+  Result<size_t> TargetWorker(ClientState& c, const Instruction& inst) {
+    if (!inst.operands.empty()) {
+      size_t w = c.tensors.at(inst.operands[0]);
+      for (TensorId id : inst.operands)
+        if (c.tensors.at(id) != w)
+          return Unavailable(inst.Describe() + ": operands live on different workers (" + workers_[w].name + ", " +
+                             workers_[c.tensors.at(id)].name + ")");
+      if (!workers_[w].alive)
+        return Unavailable(inst.Describe() + ": operands were on worker " + workers_[w].name + ", which is gone");
+      return w;
+    }
+    if (c.worker >= 0 && workers_[c.worker].alive) return static_cast<size_t>(c.worker);
+    for (size_t k = 0; k < workers_.size(); ++k) {
+      size_t w = (next_placement_ + k) % workers_.size();
+      if (!workers_[w].alive) continue;
+      next_placement_ = w + 1;
+      c.worker = static_cast<int>(w);
+      return w;
+    }
+    return Unavailable(inst.Describe() + ": no live worker");
+  }
+
+  Status CheckIds(const ClientState& c, const Instruction& inst) const {
+    for (TensorId id : inst.operands) {
+      if (auto f = c.failed.find(id); f != c.failed.end())
+        return FailedPrecondition(inst.Describe() + ": operand " + TensorName(id) + " does not exist because op #" +
+                                  std::to_string(f->second) + " failed");
+      if (!c.tensors.count(id)) return NotFound(inst.Describe() + ": unknown tensor " + TensorName(id));
+    }
+    for (TensorId id : inst.results)
+      if (c.tensors.count(id))
+        return InvalidArgument(inst.Describe() + ": result " + TensorName(id) + " already names a live tensor");
+    if (ProducesTensor(inst.op) && inst.results.size() != 1)
+      return InvalidArgument(inst.Describe() + ": expected exactly one result id");
+    return Status::Ok();
+  }
+
+  // ---- sync ----------------------------------------------------------------
+
+  Status BeginSync(ClientState& c, const Instruction& inst) {
+    PendingSync sync;
+    sync.sync_id = inst.attrs.sync_id;
+    for (size_t w : c.touched) {
+      if (!workers_[w].alive) continue;
+      sync.waiting.insert(w);
+      Enqueue(w, c, inst);
+    }
+    c.touched.clear();
+    c.syncs.push_back(std::move(sync));
+    CompleteReadySyncs(c);
+    return Status::Ok();
+  }
+
+  void OnSyncAck(size_t w, const wire::Envelope& env) {
+    auto it = clients_.find(env.client());
+    if (it == clients_.end()) return;  // the client left meanwhile
+    ClientState& c = it->second;
+    for (PendingSync& s : c.syncs) {
+      if (s.sync_id != env.sync_id() || !s.waiting.erase(w)) continue;
+      s.errors.insert(s.errors.end(), env.errors().begin(), env.errors().end());
+      break;
+    }
+    CompleteReadySyncs(c);
+  }
+
+  // Answers finished syncs in the order the client asked for them.
+  void CompleteReadySyncs(ClientState& c) {
+    while (!c.syncs.empty() && c.syncs.front().waiting.empty()) {
+      PendingSync& s = c.syncs.front();
+      wire::Envelope done;
+      done.set_kind(wire::Envelope::SYNC_DONE);
+      done.set_sync_id(s.sync_id);
+      for (auto& e : c.errors) *done.add_errors() = std::move(e);
+      for (auto& e : s.errors) *done.add_errors() = std::move(e);
+      c.errors.clear();
+      Send(c.route, done, {});
+      c.syncs.pop_front();
+    }
+  }
+
+  void ForwardData(WireMessage& msg) {
+    auto it = clients_.find(msg.envelope.client());
+    if (it == clients_.end()) return;
+    msg.envelope.clear_client();
+    Send(it->second.route, msg.envelope, msg.frames);
+  }
+
+  // ---- clients -------------------------------------------------------------
+
+  void RecordError(const OpRef& ref, const Status& status) {
+    auto it = clients_.find(ref.client);
+    if (it == clients_.end()) {
+      std::cerr << "dispatcher " << manifest_.id << ": " << status.ToString() << "\n";
+      return;
+    }
+    Instruction named;
+    named.client = ref.client;
+    named.seq = ref.seq;
+    named.op = ref.op;
+    it->second.errors.push_back(MakeOpError(named, status, manifest_.id));
+  }
+
+  void DropClient(ClientId id) {
+    auto it = clients_.find(id);
+    if (it == clients_.end()) return;
+    ClientState& c = it->second;
+    Instruction drop;
+    drop.op = Op::kDropClient;
+    drop.client = id;
+    for (size_t w : c.ever)
+      if (workers_[w].alive) Enqueue(w, c, drop);
+    FlushWorkers();
+    client_by_route_.erase(c.route);
+    if (c.token) client_by_token_.erase(c.token);
+    clients_.erase(it);
+    metrics_.clients_connected.Decrement();
+  }
+
+  // ---- outgoing ------------------------------------------------------------
+
+  void Enqueue(size_t w, ClientState& c, const Instruction& inst) {
+    WorkerState& worker = workers_[w];
+    if (worker.outgoing.instructions_size() == 0) worker.outgoing.set_kind(wire::Envelope::BATCH);
+    EncodeInstruction(inst, worker.outgoing.add_instructions(), &worker.payloads);
+    if (inst.op != Op::kDropClient) {
+      c.touched.insert(w);
+      c.ever.insert(w);
+    }
+    dirty_.insert(w);
+  }
+
+  void FlushWorkers() {
+    for (size_t w : dirty_) {
+      WorkerState& worker = workers_[w];
+      if (worker.alive) {
+        if (!Send(worker.route, worker.outgoing, worker.payloads)) WorkerLost(w, "unreachable");
+      }
+      worker.outgoing.Clear();
+      worker.payloads.clear();
+    }
+    dirty_.clear();
+  }
+
+  bool Send(const std::string& route, const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
+    Result<size_t> sent = SendEnvelope(router_, route, env, frames);
+    if (!sent.ok()) return false;
+    metrics_.messages_sent.Increment();
+    metrics_.bytes_sent.Increment(static_cast<double>(*sent));
+    return true;
+  }
+
+  HostManifest manifest_;
+  zmq::socket_t router_;
+  std::string endpoint_;
+  HostMetrics metrics_;
+  std::unique_ptr<Pipeline> pipeline_;
+
+  ClientId next_client_ = 1;
+  std::unordered_map<ClientId, ClientState> clients_;
+  std::unordered_map<std::string, ClientId> client_by_route_;
+  std::unordered_map<uint64_t, ClientId> client_by_token_;
+
+  std::vector<WorkerState> workers_;  // never shrinks: indexes stay valid
+  std::unordered_map<std::string, size_t> worker_by_route_;
+  size_t next_placement_ = 0;
+  bool ever_had_worker_ = false;
+  std::deque<Instruction> backlog_;
+  std::set<size_t> dirty_;
+};
+
+Dispatcher::Dispatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Dispatcher::~Dispatcher() = default;
+
+Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const HostManifest& manifest, zmq::context_t& context,
+                                                       prometheus::Registry& registry) {
+  if (manifest.host != HostKind::kDispatcher) return InvalidArgument(manifest.source + ": not a dispatcher manifest");
+  auto impl = std::make_unique<Impl>(manifest, context, registry);
+  if (Status s = impl->Init(registry); !s.ok()) return s;
+  return std::unique_ptr<Dispatcher>(new Dispatcher(std::move(impl)));
+}
+
+Status Dispatcher::Bind(const std::string& endpoint) { return impl_->Bind(endpoint); }
+std::string Dispatcher::endpoint() const { return impl_->endpoint(); }
+void Dispatcher::Run(const std::atomic<bool>& stop) { impl_->Run(stop); }
+
+}  // namespace gt

@@ -1,0 +1,48 @@
+// The dispatcher role of a stream host.
+//
+// Binds one ROUTER socket that clients and workers connect DEALERs to. Each
+// client gets its own namespace (ClientId, taken from the connection, never
+// from a message), its instructions run through the manifest's stages and
+// end in the router terminal, which checks tensor ids against the client's
+// table and forwards instructions to the worker holding the operands.
+// Sync points (kSync) are answered once every worker that received the
+// client's instructions since its last sync has acknowledged them, carrying
+// every error of those instructions.
+//
+// Thread-safety: Run() owns the socket; call everything else before Run() or
+// from the thread that runs it. Stop from any thread through `stop`.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <prometheus/registry.h>
+#include <zmq.hpp>
+
+#include "manifest.h"
+
+namespace gt {
+
+class Dispatcher {
+ public:
+  // REQUIRES: manifest.host == HostKind::kDispatcher.
+  static Result<std::unique_ptr<Dispatcher>> Create(const HostManifest& manifest, zmq::context_t& context,
+                                                    prometheus::Registry& registry);
+  ~Dispatcher();
+
+  // Binds the ROUTER to `endpoint` (tcp://, ipc:// or inproc://).
+  Status Bind(const std::string& endpoint);
+  // The endpoint as bound (a tcp port 0 resolved to the real port).
+  std::string endpoint() const;
+
+  // Serves until `stop` becomes true.
+  void Run(const std::atomic<bool>& stop);
+
+ private:
+  class Impl;
+  explicit Dispatcher(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gt

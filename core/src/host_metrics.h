@@ -1,0 +1,77 @@
+// Every metric a gt host exports, declared in one place. docs/METRICS.md is
+// the written spec of these names; keep the two in step.
+//
+// Stage family (labels host, instance, stage; errors add kind):
+//   gt_stage_instructions_received_total  counter  instructions that entered the stage
+//   gt_stage_instructions_emitted_total   counter  instructions the stage passed on
+//   gt_stage_instructions_dropped_total   counter  received instructions that produced nothing
+//   gt_stage_instructions_injected_total  counter  emitted beyond one per received
+//   gt_stage_processing_seconds           histogram time inside the stage per instruction
+//   gt_stage_errors_total                 counter  rejected instructions, by gt::Code name
+//   gt_stage_queue_depth                  gauge    instructions held back by the stage
+// Host family (labels host, instance):
+//   gt_host_clients_connected, gt_host_workers_connected            gauges
+//   gt_host_bytes_received_total, gt_host_bytes_sent_total          counters
+//   gt_host_messages_received_total, gt_host_messages_sent_total    counters
+//   gt_host_malformed_messages_total                                counter
+//   gt_host_heartbeats_missed_total                                 counter (peers declared dead)
+//   gt_worker_live_tensors, gt_worker_resident_bytes                gauges (workers)
+//   gt_backend_op_seconds{op}                                       histogram (workers)
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "gt/op.h"
+#include "gt/stage.h"
+#include "gt/status.h"
+
+namespace gt {
+
+struct StageMetrics {
+  prometheus::Counter* received;
+  prometheus::Counter* emitted;
+  prometheus::Counter* dropped;
+  prometheus::Counter* injected;
+  prometheus::Histogram* seconds;
+  prometheus::Gauge* queue_depth;
+  std::array<prometheus::Counter*, static_cast<size_t>(Code::kCount)> errors;  // [kOk] unused
+};
+
+class HostMetrics {
+ public:
+  // Registers every family on `registry` (which must outlive this object).
+  HostMetrics(HostKind host, std::string instance, prometheus::Registry& registry);
+
+  // The stage family's series for one stage of this host.
+  StageMetrics ForStage(const std::string& stage);
+  prometheus::Histogram& OpSeconds(Op op) { return *op_seconds_[static_cast<size_t>(op)]; }
+
+  prometheus::Gauge& clients_connected;
+  prometheus::Gauge& workers_connected;
+  prometheus::Counter& bytes_received;
+  prometheus::Counter& bytes_sent;
+  prometheus::Counter& messages_received;
+  prometheus::Counter& messages_sent;
+  prometheus::Counter& malformed_messages;
+  prometheus::Counter& heartbeats_missed;
+  prometheus::Gauge& live_tensors;
+  prometheus::Gauge& resident_bytes;
+
+ private:
+  prometheus::Labels labels_;
+  prometheus::Registry* registry_ = nullptr;
+  std::array<prometheus::Histogram*, static_cast<size_t>(Op::kCount)> op_seconds_{};
+};
+
+// Bucket bounds for latency histograms: 1 us .. ~4 s, x4 apart.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
+
+}  // namespace gt

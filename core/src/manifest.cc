@@ -1,0 +1,237 @@
+#include "manifest.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace gt {
+namespace {
+
+struct Checker {
+  std::vector<ManifestProblem> problems;
+
+  void Add(const std::string& path, const YAML::Node& at, std::string message) {
+    int line = at.IsDefined() && at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+    problems.push_back({path, line, std::move(message)});
+  }
+};
+
+const std::set<std::string>& TopLevelKeys() {
+  static const std::set<std::string> keys = {"host", "id", "listen", "connect", "metrics",
+                                             "heartbeat_interval_ms", "heartbeat_timeout_ms", "stages", "backend"};
+  return keys;
+}
+
+std::string Known(const std::set<std::string>& keys) {
+  std::string out;
+  for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+std::optional<std::string> ScalarAt(Checker& c, const YAML::Node& parent, const std::string& key,
+                                    const std::string& path) {
+  YAML::Node node = parent[key];
+  if (!node.IsDefined() || node.IsNull()) return std::nullopt;
+  if (!node.IsScalar()) {
+    c.Add(path, node, "expected a scalar");
+    return std::nullopt;
+  }
+  return node.Scalar();
+}
+
+void ParseInt(Checker& c, const YAML::Node& root, const std::string& key, int64_t* out) {
+  std::optional<std::string> text = ScalarAt(c, root, key, key);
+  if (!text) return;
+  OptionSpec spec{key.c_str(), OptionType::kInt, "", "ms", "", 1, 3.6e6};
+  Result<OptionValue> v = ParseOptionValue(spec, *text);
+  if (!v.ok()) return c.Add(key, root[key], v.status().message());
+  *out = std::get<int64_t>(*v);
+}
+
+OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Node& options, const std::string& path) {
+  OptionValues values;
+  std::set<std::string> declared;
+  for (size_t i = 0; i < d.option_count; ++i) declared.insert(d.options[i].name);
+  if (options.IsDefined() && !options.IsNull() && !options.IsMap()) {
+    c.Add(path, options, "expected a map of option: value");
+  } else if (options.IsMap()) {
+    for (const auto& kv : options) {
+      std::string key = kv.first.as<std::string>();
+      if (!declared.count(key))
+        c.Add(path + "." + key, kv.first,
+              "unknown option '" + key + "' of plugin '" + d.name + "' (known: " + Known(declared) + ")");
+    }
+  }
+  for (size_t i = 0; i < d.option_count; ++i) {
+    const OptionSpec& spec = d.options[i];
+    YAML::Node given = options.IsMap() ? options[spec.name] : YAML::Node();
+    std::string opt_path = path + "." + spec.name;
+    if (given.IsDefined() && !given.IsNull() && !given.IsScalar()) {
+      c.Add(opt_path, given, "option '" + std::string(spec.name) + "' expects " +
+                                 std::string(OptionTypeName(spec.type)) + ", got a " +
+                                 (given.IsMap() ? "map" : "sequence"));
+      continue;
+    }
+    std::string text = given.IsDefined() && !given.IsNull() ? given.Scalar() : spec.default_value;
+    Result<OptionValue> v = ParseOptionValue(spec, text);
+    if (!v.ok()) {
+      c.Add(opt_path, given.IsDefined() ? given : options, v.status().message());
+      continue;
+    }
+    values.Set(spec.name, std::move(*v));
+  }
+  return values;
+}
+
+std::optional<ManifestStage> CheckStage(Checker& c, const YAML::Node& node, const std::string& path,
+                                        PluginKind want, std::optional<HostKind> host) {
+  if (!node.IsMap()) {
+    c.Add(path, node, "expected a map with 'plugin' (and 'name', 'options')");
+    return std::nullopt;
+  }
+  static const std::set<std::string> keys = {"name", "plugin", "options"};
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    if (!keys.count(key)) c.Add(path + "." + key, kv.first, "unknown key '" + key + "' (known: " + Known(keys) + ")");
+  }
+  std::optional<std::string> plugin_name = ScalarAt(c, node, "plugin", path + ".plugin");
+  if (!plugin_name) {
+    c.Add(path + ".plugin", node, "missing 'plugin'");
+    return std::nullopt;
+  }
+  Result<LoadedPlugin> plugin = FindPlugin(*plugin_name);
+  if (!plugin.ok()) {
+    c.Add(path + ".plugin", node["plugin"], plugin.status().message());
+    return std::nullopt;
+  }
+  const PluginDescriptor& d = *plugin->descriptor;
+  bool kind_ok = d.kind == want;
+  if (!kind_ok)
+    c.Add(path + ".plugin", node["plugin"],
+          "plugin '" + *plugin_name + "' is a " + std::string(PluginKindName(d.kind)) + ", expected a " +
+              std::string(PluginKindName(want)));
+  if (host && !(d.hosts & HostBit(*host)))
+    c.Add(path + ".plugin", node["plugin"],
+          "plugin '" + *plugin_name + "' may not run in a " + std::string(HostKindName(*host)) + " host");
+  ManifestStage stage;
+  stage.name = ScalarAt(c, node, "name", path + ".name").value_or(*plugin_name);
+  stage.plugin = *plugin;
+  stage.options = CheckOptions(c, d, node["options"], path + ".options");
+  if (!kind_ok) return std::nullopt;
+  return stage;
+}
+
+std::optional<HostKind> CheckHost(Checker& c, const YAML::Node& root, std::optional<HostKind> expected) {
+  std::optional<std::string> text = ScalarAt(c, root, "host", "host");
+  std::optional<HostKind> host;
+  if (!text) {
+    c.Add("host", root, "missing 'host' (dispatcher or worker)");
+  } else if (*text == "dispatcher") {
+    host = HostKind::kDispatcher;
+  } else if (*text == "worker") {
+    host = HostKind::kWorker;
+  } else {
+    c.Add("host", root["host"], "host must be 'dispatcher' or 'worker', got '" + *text + "'");
+  }
+  if (host && expected && *host != *expected)
+    c.Add("host", root["host"], "this manifest is for a " + std::string(HostKindName(*host)) + ", not a " +
+                                    std::string(HostKindName(*expected)));
+  return expected ? expected : host;
+}
+
+void CheckStages(Checker& c, const YAML::Node& root, std::optional<HostKind> host, HostManifest* m) {
+  YAML::Node stages = root["stages"];
+  if (!stages.IsDefined() || stages.IsNull()) return;
+  if (!stages.IsSequence()) return c.Add("stages", stages, "expected a sequence of stages");
+  std::set<std::string> names;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    std::string path = "stages[" + std::to_string(i) + "]";
+    std::optional<ManifestStage> stage = CheckStage(c, stages[i], path, PluginKind::kModifier, host);
+    if (!stage) continue;
+    if (!names.insert(stage->name).second)
+      c.Add(path + ".name", stages[i], "duplicate stage name '" + stage->name + "'");
+    m->stages.push_back(std::move(*stage));
+  }
+}
+
+void CheckBackend(Checker& c, const YAML::Node& root, std::optional<HostKind> host, HostManifest* m) {
+  YAML::Node backend = root["backend"];
+  bool present = backend.IsDefined() && !backend.IsNull();
+  if (host == HostKind::kDispatcher && present)
+    return c.Add("backend", backend, "a dispatcher host takes no backend (its last stage is the router)");
+  if (host == HostKind::kWorker && !present) return c.Add("backend", root, "missing backend: a worker host needs one");
+  if (!present) return;
+  m->backend = CheckStage(c, backend, "backend", PluginKind::kBackend, host);
+  if (m->backend && !backend["name"].IsDefined()) m->backend->name = "backend";
+}
+
+HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> expected) {
+  HostManifest m;
+  if (!root.IsMap()) {
+    c.Add("", root, "a manifest is a YAML map (host, stages, backend, ...)");
+    return m;
+  }
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    if (!TopLevelKeys().count(key))
+      c.Add(key, kv.first, "unknown key '" + key + "' (known: " + Known(TopLevelKeys()) + ")");
+  }
+  std::optional<HostKind> host = CheckHost(c, root, expected);
+  if (host) m.host = *host;
+  m.id = ScalarAt(c, root, "id", "id").value_or(std::string(HostKindName(m.host)));
+  m.listen = ScalarAt(c, root, "listen", "listen").value_or("");
+  m.connect = ScalarAt(c, root, "connect", "connect").value_or("");
+  m.metrics = ScalarAt(c, root, "metrics", "metrics").value_or("");
+  ParseInt(c, root, "heartbeat_interval_ms", &m.heartbeat_interval_ms);
+  ParseInt(c, root, "heartbeat_timeout_ms", &m.heartbeat_timeout_ms);
+  CheckStages(c, root, host, &m);
+  CheckBackend(c, root, host, &m);
+  return m;
+}
+
+std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> expected, HostManifest* out) {
+  Checker c;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    c.problems.push_back({"", e.mark.line >= 0 ? e.mark.line + 1 : 0, "YAML syntax error: " + e.msg});
+    return c.problems;
+  }
+  HostManifest m = Check(c, root, expected);
+  if (out) *out = std::move(m);
+  return c.problems;
+}
+
+}  // namespace
+
+std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected) {
+  return Run(yaml, expected, nullptr);
+}
+
+Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& source,
+                                   std::optional<HostKind> expected) {
+  HostManifest m;
+  std::vector<ManifestProblem> problems = Run(yaml, expected, &m);
+  if (!problems.empty()) {
+    std::ostringstream out;
+    out << source << ": " << problems.size() << " problem" << (problems.size() > 1 ? "s" : "") << ":";
+    for (const auto& p : problems)
+      out << "\n  " << source << ":" << p.line << ": " << (p.path.empty() ? "(root)" : p.path) << ": " << p.message;
+    return InvalidArgument(out.str());
+  }
+  m.source = source;
+  return m;
+}
+
+Result<HostManifest> LoadManifestFile(const std::string& file, std::optional<HostKind> expected) {
+  std::ifstream in(file);
+  if (!in) return NotFound("cannot read manifest " + file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseManifest(text.str(), file, expected);
+}
+
+}  // namespace gt

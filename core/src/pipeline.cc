@@ -1,0 +1,122 @@
+#include "pipeline.h"
+
+#include <chrono>
+
+namespace gt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Collects what a stage emits during one call.
+class Collector final : public Emitter {
+ public:
+  void Emit(Instruction inst) override { out.push_back(std::move(inst)); }
+  std::vector<Instruction> out;
+};
+
+}  // namespace
+
+struct Pipeline::Slot {
+  std::string name;
+  PluginInstance<Stage> stage;
+  StageMetrics metrics;
+  Collector collector;
+};
+
+Pipeline::~Pipeline() = default;
+
+Result<std::unique_ptr<Pipeline>> Pipeline::Build(const HostManifest& manifest, HostMetrics& metrics,
+                                                  prometheus::Registry& registry) {
+  std::unique_ptr<Pipeline> p(new Pipeline());
+  p->metrics_ = &metrics;
+  for (const ManifestStage& spec : manifest.stages) {
+    StageContext context{manifest.host, manifest.id, spec.name, &spec.options, &registry};
+    Result<PluginInstance<Stage>> stage = CreateStage(spec.plugin, context);
+    if (!stage.ok()) return stage.status();
+    auto slot = std::make_unique<Slot>();
+    slot->name = spec.name;
+    slot->stage = std::move(*stage);
+    slot->metrics = metrics.ForStage(spec.name);
+    p->stages_.push_back(std::move(slot));
+  }
+  return p;
+}
+
+void Pipeline::SetTerminal(Terminal* terminal, const std::string& name) {
+  terminal_ = terminal;
+  terminal_metrics_ = metrics_->ForStage(name);
+}
+
+void Pipeline::Push(Instruction inst) { RunFrom(0, std::move(inst)); }
+
+void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
+  m.errors[static_cast<size_t>(status.code())]->Increment();
+  if (errors_) errors_(ref, status);
+}
+
+void Pipeline::RunFrom(size_t index, Instruction inst) {
+  if (index == stages_.size()) return Deliver(std::move(inst));
+  Slot& slot = *stages_[index];
+  OpRef ref{inst.client, inst.seq, inst.op};
+  slot.collector.out.clear();
+  slot.metrics.received->Increment();
+  Clock::time_point start = Clock::now();
+  Status status;
+  try {
+    status = slot.stage->Process(std::move(inst), slot.collector);
+  } catch (const std::exception& e) {
+    status = PluginError("stage '" + slot.name + "' threw: " + e.what());
+  } catch (...) {
+    status = PluginError("stage '" + slot.name + "' threw a non-standard exception");
+  }
+  slot.metrics.seconds->Observe(SecondsSince(start));
+  if (!status.ok()) Fail(slot.metrics, ref, status);
+  size_t n = slot.collector.out.size();
+  if (n == 0 && status.ok()) slot.metrics.dropped->Increment();
+  if (n > 1) slot.metrics.injected->Increment(static_cast<double>(n - 1));
+  slot.metrics.emitted->Increment(static_cast<double>(n));
+  // Deeper stages never touch this slot's collector, so iterating it is safe.
+  for (size_t i = 0; i < slot.collector.out.size(); ++i) RunFrom(index + 1, std::move(slot.collector.out[i]));
+  slot.collector.out.clear();
+}
+
+void Pipeline::Deliver(Instruction inst) {
+  OpRef ref{inst.client, inst.seq, inst.op};
+  terminal_metrics_.received->Increment();
+  Clock::time_point start = Clock::now();
+  Status status = terminal_->Accept(std::move(inst));
+  terminal_metrics_.seconds->Observe(SecondsSince(start));
+  if (status.ok()) {
+    terminal_metrics_.emitted->Increment();
+  } else {
+    Fail(terminal_metrics_, ref, status);
+  }
+}
+
+void Pipeline::EndBatch() {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    Slot& slot = *stages_[i];
+    slot.collector.out.clear();
+    Status status;
+    try {
+      status = slot.stage->EndBatch(slot.collector);
+    } catch (const std::exception& e) {
+      status = PluginError("stage '" + slot.name + "' threw at end of batch: " + e.what());
+    }
+    if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kSync}, status);
+    size_t n = slot.collector.out.size();
+    slot.metrics.injected->Increment(static_cast<double>(n));
+    slot.metrics.emitted->Increment(static_cast<double>(n));
+    for (size_t k = 0; k < slot.collector.out.size(); ++k) RunFrom(i + 1, std::move(slot.collector.out[k]));
+    slot.collector.out.clear();
+    slot.metrics.queue_depth->Set(static_cast<double>(slot.stage->Buffered()));
+  }
+  terminal_->EndBatch();
+}
+
+}  // namespace gt
+

@@ -1,0 +1,74 @@
+// The stage chain of a stream host: the one pipeline implementation run by
+// both the dispatcher and the workers.
+//
+// Instructions pushed in pass through every manifest stage in order, then
+// into the host's Terminal (the dispatcher's router, the worker's backend).
+// Every stage, the terminal included, gets the stage metric family. A stage's
+// time is measured for its own Process() call only: what it emits is handed
+// downstream after it returns.
+//
+// Thread-safety: none; one pipeline thread calls Push/EndBatch.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gt/instruction.h"
+#include "gt/stage.h"
+#include "host_metrics.h"
+#include "manifest.h"
+#include "plugin_loader.h"
+
+namespace gt {
+
+// The last stage of a host, built in (not a plugin).
+class Terminal {
+ public:
+  virtual ~Terminal() = default;
+  virtual Status Accept(Instruction inst) = 0;
+  virtual void EndBatch() {}
+};
+
+// Which instruction an error is about (the instruction itself may be gone).
+struct OpRef {
+  ClientId client;
+  uint64_t seq;
+  Op op;
+};
+using ErrorSink = std::function<void(const OpRef&, const Status&)>;
+
+class Pipeline {
+ public:
+  // Creates every stage of `manifest` (plugins' factories run here).
+  static Result<std::unique_ptr<Pipeline>> Build(const HostManifest& manifest, HostMetrics& metrics,
+                                                 prometheus::Registry& registry);
+  ~Pipeline();
+
+  // REQUIRES: called once before the first Push. `terminal` outlives this.
+  void SetTerminal(Terminal* terminal, const std::string& name);
+  void SetErrorSink(ErrorSink sink) { errors_ = std::move(sink); }
+
+  void Push(Instruction inst);
+  // Tells every stage (and the terminal) that the current batch ended.
+  void EndBatch();
+
+  size_t stage_count() const { return stages_.size(); }
+
+ private:
+  struct Slot;
+  Pipeline() = default;
+  void RunFrom(size_t index, Instruction inst);
+  void Deliver(Instruction inst);
+  void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
+
+  std::vector<std::unique_ptr<Slot>> stages_;
+  Terminal* terminal_ = nullptr;
+  StageMetrics terminal_metrics_{};
+  HostMetrics* metrics_ = nullptr;
+  ErrorSink errors_;
+  std::vector<OptionValues> options_;  // referenced by StageContext while factories run
+};
+
+}  // namespace gt

@@ -1,0 +1,51 @@
+// ZeroMQ framing of gt messages: [routing id] envelope [data frame...].
+//
+// Data frames move between sockets and Blobs without copies: a received frame
+// becomes a Blob that owns the zmq::message_t, and a Blob is sent by handing
+// ZeroMQ its bytes with a free function that releases the Blob.
+//
+// Thread-safety: none; a socket belongs to one thread (ZeroMQ's rule).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "gt/instruction.h"
+#include "gt/status.h"
+#include "wire.pb.h"
+
+namespace gt {
+
+struct WireMessage {
+  std::string routing_id;  // ROUTER sockets only
+  wire::Envelope envelope;
+  std::vector<BlobPtr> frames;
+  size_t bytes = 0;        // total size on the wire
+};
+
+// Receives the frames of one multipart message. Returns nullopt when nothing
+// is waiting (with zmq::recv_flags::dontwait) or the context is closing.
+std::optional<std::vector<zmq::message_t>> ReceiveFrames(zmq::socket_t& socket, zmq::recv_flags flags);
+
+// Decodes frames into a WireMessage; `with_routing_id` for ROUTER sockets.
+// Fails with InvalidArgument on anything malformed.
+Result<WireMessage> DecodeFrames(std::vector<zmq::message_t>&& frames, bool with_routing_id);
+
+// Sends envelope + frames; `routing_id` empty for DEALER/PAIR sockets.
+// Returns the bytes sent, or Unavailable when the peer cannot be reached.
+Result<size_t> SendEnvelope(zmq::socket_t& socket, const std::string& routing_id,
+                            const wire::Envelope& envelope, const std::vector<BlobPtr>& frames);
+
+// Forwards already-received frames unchanged (no re-encoding).
+Result<size_t> SendFrames(zmq::socket_t& socket, const std::string& routing_id,
+                          std::vector<zmq::message_t>& frames);
+
+// A zmq message that shares `blob`'s bytes.
+zmq::message_t BlobToMessage(BlobPtr blob);
+
+// Unique inproc:// endpoint name for in-process links.
+std::string UniqueInprocEndpoint(const std::string& prefix);
+
+}  // namespace gt

@@ -1,0 +1,264 @@
+// Names and small helpers of the public value types (status, dtype, op,
+// instruction, options, host and plugin kinds).
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "gt/dtype.h"
+#include "gt/instruction.h"
+#include "gt/op.h"
+#include "gt/options.h"
+#include "gt/plugin.h"
+#include "gt/stage.h"
+#include "gt/status.h"
+
+namespace gt {
+
+// ---- Status ----------------------------------------------------------------
+
+namespace {
+constexpr std::array<std::string_view, static_cast<size_t>(Code::kCount)> kCodeNames = {
+    "ok",        "invalid_argument", "not_found",    "failed_precondition",
+    "unavailable", "unimplemented",  "plugin_error", "internal"};
+}  // namespace
+
+std::string_view CodeName(Code code) { return kCodeNames.at(static_cast<size_t>(code)); }
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return std::string(CodeName(code_)) + ": " + message_;
+}
+
+// ---- DType -----------------------------------------------------------------
+
+namespace {
+struct DTypeInfo {
+  DType dtype;
+  std::string_view name;
+  size_t size;
+  bool floating;
+};
+constexpr std::array<DTypeInfo, static_cast<size_t>(DType::kCount)> kDTypes = {{
+    {DType::kFloat32, "float32", 4, true},
+    {DType::kFloat64, "float64", 8, true},
+    {DType::kInt32, "int32", 4, false},
+    {DType::kInt64, "int64", 8, false},
+    {DType::kBool, "bool", 1, false},
+}};
+constexpr bool DTypeTableInOrder() {
+  for (size_t i = 0; i < kDTypes.size(); ++i)
+    if (static_cast<size_t>(kDTypes[i].dtype) != i) return false;
+  return true;
+}
+static_assert(DTypeTableInOrder(), "kDTypes rows must follow enum DType");
+}  // namespace
+
+size_t ElementSize(DType dtype) { return kDTypes.at(static_cast<size_t>(dtype)).size; }
+std::string_view DTypeName(DType dtype) { return kDTypes.at(static_cast<size_t>(dtype)).name; }
+bool IsFloatingPoint(DType dtype) { return kDTypes.at(static_cast<size_t>(dtype)).floating; }
+
+std::optional<DType> ParseDType(std::string_view name) {
+  for (const auto& info : kDTypes)
+    if (info.name == name) return info.dtype;
+  return std::nullopt;
+}
+
+DType PromoteTypes(DType a, DType b) {
+  if (a == b) return a;
+  // Rank as PyTorch does for these five: bool < int32 < int64 < float32 < float64.
+  auto rank = [](DType t) {
+    switch (t) {
+      case DType::kBool: return 0;
+      case DType::kInt32: return 1;
+      case DType::kInt64: return 2;
+      case DType::kFloat32: return 3;
+      default: return 4;
+    }
+  };
+  return rank(a) >= rank(b) ? a : b;
+}
+
+// ---- Op --------------------------------------------------------------------
+
+namespace {
+constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
+    {Op::kFromBytes, "from_bytes", OpKind::kCreate},
+    {Op::kRandn, "randn", OpKind::kCreate},
+    {Op::kZeros, "zeros", OpKind::kCreate},
+    {Op::kOnes, "ones", OpKind::kCreate},
+    {Op::kAdd, "add", OpKind::kBinary},
+    {Op::kSub, "sub", OpKind::kBinary},
+    {Op::kMul, "mul", OpKind::kBinary},
+    {Op::kDiv, "div", OpKind::kBinary},
+    {Op::kMatmul, "matmul", OpKind::kContract},
+    {Op::kRelu, "relu", OpKind::kUnary},
+    {Op::kSigmoid, "sigmoid", OpKind::kUnary},
+    {Op::kTanh, "tanh", OpKind::kUnary},
+    {Op::kExp, "exp", OpKind::kUnary},
+    {Op::kLog, "log", OpKind::kUnary},
+    {Op::kSqrt, "sqrt", OpKind::kUnary},
+    {Op::kNeg, "neg", OpKind::kUnary},
+    {Op::kSum, "sum", OpKind::kReduce},
+    {Op::kMean, "mean", OpKind::kReduce},
+    {Op::kMax, "max", OpKind::kReduce},
+    {Op::kReshape, "reshape", OpKind::kMovement},
+    {Op::kTranspose, "transpose", OpKind::kMovement},
+    {Op::kFetch, "fetch", OpKind::kControl},
+    {Op::kFree, "free", OpKind::kControl},
+    {Op::kSync, "sync", OpKind::kControl},
+    {Op::kDropClient, "drop_client", OpKind::kControl},
+}};
+constexpr bool OpTableInOrder() {
+  for (size_t i = 0; i < kOpTable.size(); ++i)
+    if (static_cast<size_t>(kOpTable[i].op) != i) return false;
+  return true;
+}
+static_assert(OpTableInOrder(), "kOpTable rows must follow enum Op");
+}  // namespace
+
+const OpInfo& GetOpInfo(Op op) { return kOpTable.at(static_cast<size_t>(op)); }
+
+std::optional<Op> ParseOp(std::string_view name) {
+  for (const auto& info : kOpTable)
+    if (info.name == name) return info.op;
+  return std::nullopt;
+}
+
+// ---- Instruction -----------------------------------------------------------
+
+namespace {
+class OwnedBlob final : public Blob {
+ public:
+  OwnedBlob(const void* bytes, size_t size) : bytes_(size) {
+    if (size) std::memcpy(bytes_.data(), bytes, size);
+  }
+  const std::byte* data() const override { return bytes_.data(); }
+  size_t size() const override { return bytes_.size(); }
+
+ private:
+  std::vector<std::byte> bytes_;
+};
+}  // namespace
+
+BlobPtr CopyToBlob(const void* bytes, size_t size) { return std::make_shared<OwnedBlob>(bytes, size); }
+
+std::string ShapeToString(const Shape& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string Instruction::Describe() const {
+  std::ostringstream out;
+  out << OpName(op) << " #" << seq;
+  auto ids = [&out](const char* label, const std::vector<TensorId>& v) {
+    if (v.empty()) return;
+    out << ' ' << label << '=';
+    for (size_t i = 0; i < v.size(); ++i) out << (i ? "," : "") << '%' << v[i];
+  };
+  ids("result", results);
+  ids("operands", operands);
+  if (!attrs.shape.empty() || KindOf(op) == OpKind::kCreate) out << " shape=" << ShapeToString(attrs.shape);
+  if (KindOf(op) == OpKind::kCreate) out << " dtype=" << DTypeName(attrs.dtype);
+  if (!attrs.axes.empty()) out << " axes=" << ShapeToString(attrs.axes);
+  if (attrs.keepdims) out << " keepdims";
+  if (attrs.scalar_side != ScalarSide::kNone)
+    out << " scalar=" << attrs.scalar << (attrs.scalar_side == ScalarSide::kLeft ? "(left)" : "");
+  if (op == Op::kSync) out << " sync_id=" << attrs.sync_id;
+  if (!signal.empty()) out << " signal=" << signal;
+  return out.str();
+}
+
+// ---- Options ---------------------------------------------------------------
+
+std::string_view OptionTypeName(OptionType type) {
+  switch (type) {
+    case OptionType::kBool: return "bool";
+    case OptionType::kInt: return "int";
+    case OptionType::kDouble: return "double";
+    case OptionType::kString: return "string";
+  }
+  return "?";
+}
+
+namespace {
+Status OutOfRange(const OptionSpec& spec, std::string_view text) {
+  std::ostringstream m;
+  m << "option '" << spec.name << "' = " << text << " is out of range [" << spec.min << ", " << spec.max << "]";
+  return InvalidArgument(m.str());
+}
+Status WrongType(const OptionSpec& spec, std::string_view text) {
+  return InvalidArgument("option '" + std::string(spec.name) + "' expects " +
+                         std::string(OptionTypeName(spec.type)) + ", got '" + std::string(text) + "'");
+}
+}  // namespace
+
+Result<OptionValue> ParseOptionValue(const OptionSpec& spec, std::string_view text) {
+  switch (spec.type) {
+    case OptionType::kBool:
+      if (text == "true") return OptionValue(true);
+      if (text == "false") return OptionValue(false);
+      return WrongType(spec, text);
+    case OptionType::kInt: {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+      if (ec != std::errc() || end != text.data() + text.size()) return WrongType(spec, text);
+      if (v < spec.min || v > spec.max) return OutOfRange(spec, text);
+      return OptionValue(v);
+    }
+    case OptionType::kDouble: {
+      std::string s(text);
+      char* end = nullptr;
+      double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || std::isnan(v)) return WrongType(spec, text);
+      if (v < spec.min || v > spec.max) return OutOfRange(spec, text);
+      return OptionValue(v);
+    }
+    case OptionType::kString:
+      return OptionValue(std::string(text));
+  }
+  return Internal("unknown option type");
+}
+
+const OptionValue& OptionValues::At(std::string_view name) const {
+  auto it = values_.find(name);
+  assert(it != values_.end() && "option not declared by this plugin");
+  return it->second;
+}
+
+std::string OptionValueToString(const OptionValue& value) {
+  struct Visitor {
+    std::string operator()(bool b) const { return b ? "true" : "false"; }
+    std::string operator()(int64_t i) const { return std::to_string(i); }
+    std::string operator()(double d) const {
+      std::ostringstream o;
+      o << d;
+      return o.str();
+    }
+    std::string operator()(const std::string& s) const { return s; }
+  };
+  return std::visit(Visitor{}, value);
+}
+
+// ---- Host and plugin kinds -------------------------------------------------
+
+std::string_view HostKindName(HostKind kind) {
+  return kind == HostKind::kDispatcher ? "dispatcher" : "worker";
+}
+
+std::string_view PluginKindName(PluginKind kind) {
+  return kind == PluginKind::kBackend ? "backend" : "modifier";
+}
+
+}  // namespace gt

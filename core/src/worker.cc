@@ -1,0 +1,263 @@
+#include "worker.h"
+
+#include <chrono>
+#include <iostream>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "codec.h"
+#include "host_metrics.h"
+#include "pipeline.h"
+#include "transport.h"
+
+namespace gt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+}  // namespace
+
+// Runs on the pipeline thread: the backend as the pipeline's terminal, and
+// the ReplySink through which it answers fetches.
+class Worker::Impl final : public Terminal, public ReplySink {
+ public:
+  Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
+      : manifest_(manifest), context_(context), metrics_(HostKind::kWorker, manifest.id, registry) {}
+
+  Status Init(prometheus::Registry& registry) {
+    StageContext ctx{HostKind::kWorker, manifest_.id, manifest_.backend->name, &manifest_.backend->options, &registry};
+    Result<PluginInstance<Backend>> backend = CreateBackend(manifest_.backend->plugin, ctx);
+    if (!backend.ok()) return backend.status();
+    backend_ = std::move(*backend);
+    Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
+    if (!pipeline.ok()) return pipeline.status();
+    pipeline_ = std::move(*pipeline);
+    pipeline_->SetTerminal(this, manifest_.backend->name);
+    pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
+    return Status::Ok();
+  }
+
+  void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
+
+  Status Run(const std::string& dispatcher, const std::atomic<bool>& stop) {
+    zmq::socket_t dealer(context_, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 1000);
+    dealer.set(zmq::sockopt::sndhwm, 0);
+    dealer.set(zmq::sockopt::rcvhwm, 0);
+    try {
+      dealer.connect(dispatcher);
+    } catch (const zmq::error_t& e) {
+      return Unavailable("worker " + manifest_.id + ": cannot connect to " + dispatcher + ": " + e.what());
+    }
+    zmq::socket_t link(context_, zmq::socket_type::pair);
+    link.set(zmq::sockopt::linger, 0);
+    std::string link_endpoint = UniqueInprocEndpoint("gt-worker-link");
+    link.bind(link_endpoint);
+    std::atomic<bool> pipeline_stop{false};
+    std::thread pipeline_thread([&] { PipelineLoop(link_endpoint, pipeline_stop); });
+    SendControl(dealer, wire::Envelope::REGISTER);
+    IoLoop(dealer, link, stop);
+    SendControl(dealer, wire::Envelope::BYE);
+    pipeline_stop = true;
+    pipeline_thread.join();
+    return Status::Ok();
+  }
+
+  // ---- Terminal ------------------------------------------------------------
+
+  Status Accept(Instruction inst) override {
+    if (inst.op == Op::kSync) return AcknowledgeSync(inst);
+    if (inst.op == Op::kDropClient) {
+      failed_.erase(inst.client);
+      errors_.erase(inst.client);
+      return backend_->Execute(inst, *this);
+    }
+    auto& failed = failed_[inst.client];
+    if (inst.op == Op::kFree) return FreeSkippingFailed(inst, failed);
+    for (TensorId id : inst.operands) {
+      if (auto f = failed.find(id); f != failed.end()) {
+        for (TensorId r : inst.results) failed[r] = f->second;
+        return FailedPrecondition(inst.Describe() + ": operand %" + std::to_string(id) +
+                                  " does not exist because op #" + std::to_string(f->second) + " failed");
+      }
+    }
+    Clock::time_point start = Clock::now();
+    Status status = backend_->Execute(inst, *this);
+    metrics_.OpSeconds(inst.op).Observe(SecondsSince(start));
+    if (!status.ok())
+      for (TensorId r : inst.results) failed[r] = inst.seq;
+    return status;
+  }
+
+  void EndBatch() override {
+    BackendStats stats = backend_->Stats();
+    metrics_.live_tensors.Set(static_cast<double>(stats.live_tensors));
+    metrics_.resident_bytes.Set(static_cast<double>(stats.resident_bytes));
+  }
+
+  // ---- ReplySink -----------------------------------------------------------
+
+  void SendData(const Instruction& request, DType dtype, const Shape& shape, BlobPtr bytes) override {
+    wire::Envelope env;
+    env.set_kind(wire::Envelope::DATA);
+    env.set_client(request.client);
+    env.set_seq(request.seq);
+    if (!request.operands.empty()) env.set_tensor(request.operands[0]);
+    env.set_dtype(static_cast<uint32_t>(dtype));
+    env.mutable_shape()->Add(shape.begin(), shape.end());
+    (void)SendEnvelope(*pipeline_link_, "", env, {std::move(bytes)});
+  }
+
+ private:
+  Status FreeSkippingFailed(const Instruction& inst, std::unordered_map<TensorId, uint64_t>& failed) {
+    Instruction live = inst;
+    live.operands.clear();
+    for (TensorId id : inst.operands)
+      if (!failed.erase(id)) live.operands.push_back(id);
+    if (live.operands.empty()) return Status::Ok();
+    return backend_->Execute(live, *this);
+  }
+
+  Status AcknowledgeSync(const Instruction& inst) {
+    wire::Envelope ack;
+    ack.set_kind(wire::Envelope::SYNC_ACK);
+    ack.set_client(inst.client);
+    ack.set_sync_id(inst.attrs.sync_id);
+    if (auto it = errors_.find(inst.client); it != errors_.end()) {
+      for (auto& e : it->second) *ack.add_errors() = std::move(e);
+      errors_.erase(it);
+    }
+    (void)SendEnvelope(*pipeline_link_, "", ack, {});
+    return Status::Ok();
+  }
+
+  void RecordError(const OpRef& ref, const Status& status) {
+    Instruction named;
+    named.client = ref.client;
+    named.seq = ref.seq;
+    named.op = ref.op;
+    errors_[ref.client].push_back(MakeOpError(named, status, manifest_.id));
+  }
+
+  void SendControl(zmq::socket_t& dealer, wire::Envelope::Kind kind) {
+    wire::Envelope env;
+    env.set_kind(kind);
+    env.set_name(manifest_.id);
+    env.set_metrics_endpoint(metrics_endpoint_);
+    if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
+  }
+
+  static void Count(size_t bytes, prometheus::Counter& byte_counter, prometheus::Counter& message_counter) {
+    byte_counter.Increment(static_cast<double>(bytes));
+    message_counter.Increment();
+  }
+
+  static size_t FrameBytes(const std::vector<zmq::message_t>& frames) {
+    size_t n = 0;
+    for (const auto& f : frames) n += f.size();
+    return n;
+  }
+
+  // I/O thread: relays between the dispatcher and the pipeline thread and
+  // keeps the heartbeat going.
+  void IoLoop(zmq::socket_t& dealer, zmq::socket_t& link, const std::atomic<bool>& stop) {
+    auto interval = std::chrono::milliseconds(manifest_.heartbeat_interval_ms);
+    Clock::time_point next_beat = Clock::now() + interval;
+    while (!stop.load(std::memory_order_relaxed)) {
+      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {link.handle(), 0, ZMQ_POLLIN, 0}};
+      try {
+        zmq::poll(items, 2, std::chrono::milliseconds(std::min<int64_t>(100, manifest_.heartbeat_interval_ms)));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) return;
+        continue;
+      }
+      if (items[0].revents & ZMQ_POLLIN) Relay(dealer, link, metrics_.bytes_received, metrics_.messages_received);
+      if (items[1].revents & ZMQ_POLLIN) Relay(link, dealer, metrics_.bytes_sent, metrics_.messages_sent);
+      if (Clock::now() >= next_beat) {
+        SendControl(dealer, wire::Envelope::HEARTBEAT);
+        next_beat = Clock::now() + interval;
+      }
+    }
+  }
+
+  void Relay(zmq::socket_t& from, zmq::socket_t& to, prometheus::Counter& bytes, prometheus::Counter& messages) {
+    for (int n = 0; n < 256; ++n) {
+      auto frames = ReceiveFrames(from, zmq::recv_flags::dontwait);
+      if (!frames) return;
+      Count(FrameBytes(*frames), bytes, messages);
+      (void)SendFrames(to, "", *frames);
+    }
+  }
+
+  // Pipeline thread.
+  void PipelineLoop(const std::string& link_endpoint, const std::atomic<bool>& stop) {
+    zmq::socket_t link(context_, zmq::socket_type::pair);
+    link.set(zmq::sockopt::linger, 0);
+    link.connect(link_endpoint);
+    pipeline_link_ = &link;
+    while (!stop.load(std::memory_order_relaxed)) {
+      zmq::pollitem_t item{link.handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      auto frames = ReceiveFrames(link, zmq::recv_flags::dontwait);
+      if (frames) HandleFrames(std::move(*frames));
+    }
+    pipeline_link_ = nullptr;
+  }
+
+  void HandleFrames(std::vector<zmq::message_t>&& frames) {
+    Result<WireMessage> msg = DecodeFrames(std::move(frames), false);
+    if (!msg.ok()) {
+      metrics_.malformed_messages.Increment();
+      std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << msg.status().ToString() << "\n";
+      return;
+    }
+    if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
+    for (const wire::Instruction& wi : msg->envelope.instructions()) {
+      Result<Instruction> inst = DecodeInstruction(wi, msg->frames);
+      if (!inst.ok()) {
+        Op op = wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync;
+        RecordError({wi.client(), wi.seq(), op}, inst.status());
+        continue;
+      }
+      pipeline_->Push(std::move(*inst));
+    }
+    pipeline_->EndBatch();
+  }
+
+  HostManifest manifest_;
+  zmq::context_t& context_;
+  HostMetrics metrics_;
+  std::string metrics_endpoint_;
+  PluginInstance<Backend> backend_;
+  std::unique_ptr<Pipeline> pipeline_;
+  zmq::socket_t* pipeline_link_ = nullptr;  // owned by the pipeline thread
+  // Pipeline-thread state, per client namespace.
+  std::unordered_map<ClientId, std::unordered_map<TensorId, uint64_t>> failed_;  // tensor -> seq of failed op
+  std::unordered_map<ClientId, std::vector<wire::OpError>> errors_;               // until the next sync
+};
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Worker::~Worker() = default;
+
+Result<std::unique_ptr<Worker>> Worker::Create(const HostManifest& manifest, zmq::context_t& context,
+                                               prometheus::Registry& registry) {
+  if (manifest.host != HostKind::kWorker || !manifest.backend)
+    return InvalidArgument(manifest.source + ": not a worker manifest with a backend");
+  auto impl = std::make_unique<Impl>(manifest, context, registry);
+  if (Status s = impl->Init(registry); !s.ok()) return s;
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+void Worker::set_metrics_endpoint(std::string endpoint) { impl_->set_metrics_endpoint(std::move(endpoint)); }
+Status Worker::Run(const std::string& dispatcher, const std::atomic<bool>& stop) { return impl_->Run(dispatcher, stop); }
+
+}  // namespace gt

@@ -1,0 +1,46 @@
+// The worker role of a stream host.
+//
+// Two threads: the I/O thread (the caller of Run) owns the DEALER connected
+// to the dispatcher and sends heartbeats even while a long op runs; the
+// pipeline thread owns the manifest's stages and the backend and executes
+// batches in order. They talk over an inproc PAIR; frames pass between them
+// without copies.
+//
+// Errors of a client's instructions are kept per client and sent with the
+// acknowledgement of that client's next kSync. An instruction whose operand
+// was never produced (its op failed) fails too, naming the original op.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include <prometheus/registry.h>
+#include <zmq.hpp>
+
+#include "manifest.h"
+
+namespace gt {
+
+class Worker {
+ public:
+  // REQUIRES: manifest.host == HostKind::kWorker. Creates the stages and the
+  // backend (plugin factories run here).
+  static Result<std::unique_ptr<Worker>> Create(const HostManifest& manifest, zmq::context_t& context,
+                                                prometheus::Registry& registry);
+  ~Worker();
+
+  // Announced to the dispatcher for service discovery ("host:port").
+  void set_metrics_endpoint(std::string endpoint);
+
+  // Connects to `dispatcher` and serves until `stop` becomes true; then says
+  // goodbye to the dispatcher.
+  Status Run(const std::string& dispatcher, const std::atomic<bool>& stop);
+
+ private:
+  class Impl;
+  explicit Worker(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gt

@@ -1,0 +1,232 @@
+#include "instruction_log.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
+#include "gt/metrics.h"
+
+namespace gt::instruction_log {
+
+namespace {
+
+// Column widths. Fixed so that columns line up in a pager; values wider than a
+// column (a 20-digit client id) widen that line only.
+constexpr int kEventWidth = 11;    // "WORKER_RECV"
+constexpr int kSourceWidth = 20;   // "client " + 13 digits
+constexpr int kCommandWidth = 11;  // "drop_client", the longest op name
+constexpr int kBytesWidth = 10;
+
+std::string_view EventFor(HostKind host) {
+  return host == HostKind::kWorker ? "WORKER_RECV" : "RECV";
+}
+
+prometheus::Counter* AddCounter(prometheus::Registry& registry, const prometheus::Labels& labels,
+                                const char* name, const char* help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add(labels);
+}
+
+}  // namespace
+
+// ---- InstructionLogOptions --------------------------------------------------
+
+Result<InstructionLogOptions> InstructionLogOptions::FromValues(const OptionValues& values,
+                                                                const char* env_path) {
+  InstructionLogOptions options;
+  options.path = values.GetString(kOptionPath);
+  if (options.path.empty() && env_path != nullptr) options.path = env_path;
+  if (options.path.empty()) {
+    return InvalidArgument("instruction_log: set option 'path' or GT_INSTRUCTION_LOG");
+  }
+  options.append = values.GetBool(kOptionAppend);
+  options.flush_every = values.GetInt(kOptionFlushEvery);
+  options.max_file_bytes = values.GetInt(kOptionMaxFileBytes);
+  return options;
+}
+
+// ---- InstructionLogMetrics --------------------------------------------------
+
+Result<InstructionLogMetrics> InstructionLogMetrics::Build(const StageContext& context) {
+  if (context.registry == nullptr) {
+    return InvalidArgument("instruction_log: stage '" + context.stage + "' has no metrics registry");
+  }
+  const prometheus::Labels labels = StageLabels(context);
+  prometheus::Registry& registry = *context.registry;
+  // prometheus-cpp reports a name clash (same family name, other type) by
+  // throwing; keep that inside the plugin.
+  try {
+    return InstructionLogMetrics{
+        AddCounter(registry, labels, "gt_instruction_log_lines_total",
+                   "Lines written to the instruction log, one per instruction."),
+        AddCounter(registry, labels, "gt_instruction_log_bytes_written_total",
+                   "Bytes handed to the instruction log file, newlines included."),
+        AddCounter(registry, labels, "gt_instruction_log_rotations_total",
+                   "Times the instruction log was moved to <path>.1 to stay within max_file_bytes."),
+        AddCounter(registry, labels, "gt_instruction_log_write_errors_total",
+                   "Failed writes, flushes, renames or opens of the instruction log."),
+    };
+  } catch (const std::exception& e) {
+    return InvalidArgument("instruction_log: cannot register metrics: " + std::string(e.what()));
+  }
+}
+
+// ---- InstructionLogStage ----------------------------------------------------
+
+Result<std::unique_ptr<Stage>> InstructionLogStage::Create(const StageContext& context) {
+  if (context.options == nullptr) return Internal("instruction_log: StageContext has no options");
+  Result<InstructionLogOptions> options =
+      InstructionLogOptions::FromValues(*context.options, std::getenv(kPathEnvVar));
+  if (!options.ok()) return options.status();
+  Result<std::unique_ptr<InstructionLogStage>> stage = Open(context, std::move(options).value());
+  if (!stage.ok()) return stage.status();
+  return std::unique_ptr<Stage>(std::move(stage).value());
+}
+
+Result<std::unique_ptr<InstructionLogStage>> InstructionLogStage::Open(
+    const StageContext& context, InstructionLogOptions options) {
+  Result<InstructionLogMetrics> metrics = InstructionLogMetrics::Build(context);
+  if (!metrics.ok()) return metrics.status();
+  const bool keep_contents = options.append;
+  // The constructor is private; make_unique cannot reach it.
+  std::unique_ptr<InstructionLogStage> stage(
+      new InstructionLogStage(std::move(options), metrics.value(), EventFor(context.host)));
+  if (Status opened = stage->OpenFile(keep_contents); !opened.ok()) return opened;
+  return stage;
+}
+
+InstructionLogStage::InstructionLogStage(InstructionLogOptions options,
+                                         InstructionLogMetrics metrics, std::string_view event)
+    : options_(std::move(options)),
+      metrics_(metrics),
+      event_(event),
+      start_(std::chrono::steady_clock::now()),
+      buffer_(new char[kBufferBytes]) {}
+
+InstructionLogStage::~InstructionLogStage() { CloseFile(); }
+
+Status InstructionLogStage::OpenFile(bool keep_contents) {
+  // "e": O_CLOEXEC, so a backend that spawns processes does not leak the fd.
+  std::FILE* file = std::fopen(options_.path.c_str(), keep_contents ? "ae" : "we");
+  if (file == nullptr) {
+    const int error = errno;
+    return InvalidArgument("instruction_log: cannot open '" + options_.path +
+                           "': " + std::strerror(error));
+  }
+  // Must precede any other operation on the stream; fixes the memory used.
+  std::setvbuf(file, buffer_.get(), _IOFBF, kBufferBytes);
+  file_bytes_ = 0;
+  // Appending: the existing contents count toward max_file_bytes.
+  if (keep_contents && std::fseek(file, 0, SEEK_END) == 0) {
+    const long end = std::ftell(file);
+    if (end > 0) file_bytes_ = static_cast<uint64_t>(end);
+  }
+  file_ = file;
+  return Status::Ok();
+}
+
+void InstructionLogStage::CloseFile() {
+  if (file_ == nullptr) return;
+  if (std::fclose(file_) != 0) CountWriteError();
+  file_ = nullptr;
+  unflushed_lines_ = 0;
+}
+
+Status InstructionLogStage::Process(Instruction inst, Emitter& out) {
+  FormatLine(inst);
+  WriteLine();
+  out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+Status InstructionLogStage::EndBatch(Emitter& out) {
+  (void)out;
+  if (file_ == nullptr) {
+    // A reopen after rotation failed; try again once per batch rather than
+    // once per line. Appending: the path may have been recreated meanwhile.
+    if (!OpenFile(/*keep_contents=*/true).ok()) CountWriteError();
+    return Status::Ok();
+  }
+  Flush();
+  return Status::Ok();
+}
+
+void InstructionLogStage::FormatLine(const Instruction& inst) {
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  char source[32];
+  std::snprintf(source, sizeof source, "client %llu",
+                static_cast<unsigned long long>(inst.client));
+  const size_t payload_bytes = inst.payload ? inst.payload->size() : 0;
+  char prefix[192];
+  const int n = std::snprintf(
+      prefix, sizeof prefix, "%11.6fs | #%06llu | %-*.*s | %-*s | %-*.*s | %*zuB | ", elapsed,
+      static_cast<unsigned long long>(line_seq_), kEventWidth, static_cast<int>(event_.size()),
+      event_.data(), kSourceWidth, source, kCommandWidth,
+      static_cast<int>(OpName(inst.op).size()), OpName(inst.op).data(), kBytesWidth,
+      payload_bytes);
+  // Every field above is bounded, so n < sizeof prefix; clamp regardless.
+  line_.assign(prefix, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof prefix - 1));
+  line_ += inst.Describe();
+  line_ += '\n';
+  // Counted even if the write then fails: a gap in #<seq> shows lost lines.
+  ++line_seq_;
+}
+
+void InstructionLogStage::WriteLine() {
+  const uint64_t limit = static_cast<uint64_t>(options_.max_file_bytes);
+  // Rotate before the write, so a file never passes the limit unless one line
+  // alone is longer than it.
+  if (limit > 0 && file_bytes_ > 0 && file_bytes_ + line_.size() > limit) Rotate();
+  if (file_ == nullptr) {
+    CountWriteError();
+    return;
+  }
+  const size_t written = std::fwrite(line_.data(), 1, line_.size(), file_);
+  file_bytes_ += written;
+  metrics_.bytes_written->Increment(static_cast<double>(written));
+  if (written != line_.size()) {
+    CountWriteError();
+    std::clearerr(file_);
+    return;
+  }
+  metrics_.lines->Increment();
+  if (++unflushed_lines_ >= options_.flush_every) Flush();
+}
+
+void InstructionLogStage::Rotate() {
+  CloseFile();
+  const std::string old_path = options_.path + ".1";
+  // rename() replaces old_path atomically. If it fails, appending to the
+  // current file keeps every line at the cost of the disk bound.
+  const bool renamed = std::rename(options_.path.c_str(), old_path.c_str()) == 0;
+  if (!OpenFile(/*keep_contents=*/!renamed).ok()) {
+    CountWriteError();
+    return;
+  }
+  if (!renamed) {
+    CountWriteError();
+    // Retry only after another max_file_bytes, not on every following line.
+    file_bytes_ = 0;
+    return;
+  }
+  metrics_.rotations->Increment();
+}
+
+void InstructionLogStage::Flush() {
+  unflushed_lines_ = 0;
+  if (file_ == nullptr) return;
+  if (std::fflush(file_) != 0) {
+    CountWriteError();
+    std::clearerr(file_);
+  }
+}
+
+void InstructionLogStage::CountWriteError() const { metrics_.write_errors->Increment(); }
+
+}  // namespace gt::instruction_log

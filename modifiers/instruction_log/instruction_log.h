@@ -1,0 +1,137 @@
+// instruction_log: a pass-through stream modifier that writes one text line
+// per instruction it sees (the "tape dump" of README.md), so that a run can be
+// replayed by eye and a hang shows the last op that went by.
+//
+// Memory stays bounded however long it runs: lines go through one fixed-size
+// stdio buffer and are never kept; disk can be bounded too by rotation
+// (max_file_bytes). A logging failure never rejects an instruction: the
+// instruction still passes, and the failure is counted in
+// gt_instruction_log_write_errors_total.
+//
+// Thread-safety: none needed; a Stage is driven from one thread (gt/stage.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "gt/options.h"
+#include "gt/stage.h"
+#include "gt/status.h"
+
+namespace prometheus {
+class Counter;
+}
+
+namespace gt::instruction_log {
+
+// Option names, written once here and used by both the OptionSpec table in
+// plugin.cc and the parser below. Defaults, units and ranges live only in
+// that table (the host fills every declared option in before Create()).
+inline constexpr const char* kOptionPath = "path";
+inline constexpr const char* kOptionAppend = "append";
+inline constexpr const char* kOptionFlushEvery = "flush_every";
+inline constexpr const char* kOptionMaxFileBytes = "max_file_bytes";
+
+// Read when option `path` is empty.
+inline constexpr const char* kPathEnvVar = "GT_INSTRUCTION_LOG";
+
+// Built by FromValues(). The zero values below are placeholders, not
+// defaults: those are written once, in plugin.cc's OptionSpec table.
+struct InstructionLogOptions {
+  // File the lines go to: option `path`, else $GT_INSTRUCTION_LOG. Never empty
+  // once FromValues() succeeded.
+  std::string path;
+  // Keep an existing file's contents instead of truncating it on open. Off by
+  // default so that each run's log starts clean.
+  bool append = false;
+  // Flush after this many lines even within a batch (>= 1). Lower: a crash
+  // loses fewer lines, more write() calls. Batches always flush at their end.
+  int64_t flush_every = 0;
+  // Rotate when the next line would take the file past this size; 0 means
+  // unlimited. Disk use stays below about twice this (file + one old file).
+  int64_t max_file_bytes = 0;
+
+  // Reads the declared options. `env_path` is the value of kPathEnvVar
+  // (nullptr when unset); it is a parameter so tests need not touch the
+  // environment.
+  // Returns InvalidArgument when neither the option nor `env_path` names a
+  // file.
+  // REQUIRES: every option declared in plugin.cc is present in `values`.
+  static Result<InstructionLogOptions> FromValues(const OptionValues& values,
+                                                  const char* env_path);
+};
+
+// This stage's own series, each labelled with gt::StageLabels(). Built once
+// per stage; the handles stay owned by the registry.
+struct InstructionLogMetrics {
+  prometheus::Counter* lines;          // gt_instruction_log_lines_total
+  prometheus::Counter* bytes_written;  // gt_instruction_log_bytes_written_total
+  prometheus::Counter* rotations;      // gt_instruction_log_rotations_total
+  prometheus::Counter* write_errors;   // gt_instruction_log_write_errors_total
+
+  // Registers (or finds, when another stage already registered them) the
+  // families on `context.registry`.
+  // Returns InvalidArgument when the registry is missing or refuses a family.
+  static Result<InstructionLogMetrics> Build(const StageContext& context);
+};
+
+class InstructionLogStage final : public Stage {
+ public:
+  // Size of the one stdio buffer each stage writes through.
+  static constexpr size_t kBufferBytes = 64 * 1024;
+
+  // The plugin's factory: parses options (reading $GT_INSTRUCTION_LOG),
+  // builds the metrics and opens the file.
+  // Returns InvalidArgument when no path is configured, or when the file
+  // cannot be opened (the message names the path and the OS reason).
+  static Result<std::unique_ptr<Stage>> Create(const StageContext& context);
+
+  // As Create(), with options already parsed.
+  static Result<std::unique_ptr<InstructionLogStage>> Open(const StageContext& context,
+                                                           InstructionLogOptions options);
+
+  ~InstructionLogStage() override;
+  InstructionLogStage(const InstructionLogStage&) = delete;
+  InstructionLogStage& operator=(const InstructionLogStage&) = delete;
+
+  // Writes `inst`'s line, then emits `inst` unchanged. Always returns OK.
+  Status Process(Instruction inst, Emitter& out) override;
+  // Flushes, so the file is current whenever the pipeline waits for input.
+  // Always returns OK.
+  Status EndBatch(Emitter& out) override;
+
+ private:
+  InstructionLogStage(InstructionLogOptions options, InstructionLogMetrics metrics,
+                      std::string_view event);
+
+  // Opens options_.path (truncating unless `keep_contents`) with the fixed
+  // buffer. On failure file_ stays null and the OS reason is returned.
+  Status OpenFile(bool keep_contents);
+  void CloseFile();
+  // Fills line_ with `inst`'s line, newline included.
+  void FormatLine(const Instruction& inst);
+  void WriteLine();
+  // Moves the full file to "<path>.1" and starts an empty one.
+  void Rotate();
+  void Flush();
+  void CountWriteError() const;
+
+  const InstructionLogOptions options_;
+  const InstructionLogMetrics metrics_;
+  const std::string_view event_;  // "RECV" or "WORKER_RECV"; static storage
+  const std::chrono::steady_clock::time_point start_;
+
+  // Declared before file_ so it outlives the FILE that points into it.
+  std::unique_ptr<char[]> buffer_;
+  std::FILE* file_ = nullptr;  // null after a failed reopen; retried at EndBatch
+  uint64_t file_bytes_ = 0;    // size of the current file
+  uint64_t line_seq_ = 0;      // next #<seq>
+  int64_t unflushed_lines_ = 0;
+  std::string line_;           // reused; its capacity is the longest line so far
+};
+
+}  // namespace gt::instruction_log

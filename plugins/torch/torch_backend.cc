@@ -1,0 +1,416 @@
+#include "torch_backend.h"
+
+#include <ATen/Parallel.h>  // at::set_num_threads; not pulled in by ATen.h
+
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace gt::torch_backend {
+namespace {
+
+// ---- dtype mapping: the one place gt and ATen element types meet -----------
+
+struct DTypeMapping {
+  DType dtype;
+  at::ScalarType scalar_type;
+};
+constexpr std::array<DTypeMapping, static_cast<size_t>(DType::kCount)> kDTypeMap = {{
+    {DType::kFloat32, at::kFloat},
+    {DType::kFloat64, at::kDouble},
+    {DType::kInt32, at::kInt},
+    {DType::kInt64, at::kLong},
+    {DType::kBool, at::kBool},
+}};
+constexpr bool DTypeMapInOrder() {
+  for (size_t i = 0; i < kDTypeMap.size(); ++i)
+    if (static_cast<size_t>(kDTypeMap[i].dtype) != i) return false;
+  return true;
+}
+static_assert(DTypeMapInOrder(), "kDTypeMap rows must follow enum DType");
+
+bool IsValid(DType dtype) { return static_cast<size_t>(dtype) < kDTypeMap.size(); }
+
+// REQUIRES: IsValid(dtype).
+at::ScalarType ToScalarType(DType dtype) { return kDTypeMap[static_cast<size_t>(dtype)].scalar_type; }
+
+std::optional<DType> FromScalarType(at::ScalarType scalar_type) {
+  for (const auto& row : kDTypeMap)
+    if (row.scalar_type == scalar_type) return row.dtype;
+  return std::nullopt;
+}
+
+// ---- small helpers ---------------------------------------------------------
+
+Status Invalid(const Instruction& inst, const std::string& why) {
+  return InvalidArgument(inst.Describe() + ": " + why);
+}
+
+// LibTorch messages run to many lines (context, hints); the first says what
+// went wrong, and error replies are one line.
+Status LibraryError(const Instruction& inst, std::string_view what) {
+  return Invalid(inst, std::string(what.substr(0, what.find('\n'))));
+}
+
+std::string IdName(TensorId id) { return "%" + std::to_string(id); }
+
+// The instruction fields Describe() and KindOf() index tables with; a
+// malformed value would make them throw, so they are checked before anything
+// else looks at `inst`.
+Status CheckEnums(const Instruction& inst) {
+  const std::string seq = " (seq #" + std::to_string(inst.seq) + ")";
+  if (static_cast<size_t>(inst.op) >= static_cast<size_t>(Op::kCount))
+    return InvalidArgument("op " + std::to_string(static_cast<int>(inst.op)) + " is not a gt op" + seq);
+  if (KindOf(inst.op) == OpKind::kCreate && !IsValid(inst.attrs.dtype))
+    return InvalidArgument("dtype " + std::to_string(static_cast<int>(inst.attrs.dtype)) +
+                           " is not a gt dtype" + seq);
+  if (static_cast<uint8_t>(inst.attrs.scalar_side) > static_cast<uint8_t>(ScalarSide::kLeft))
+    return InvalidArgument("scalar_side " + std::to_string(static_cast<int>(inst.attrs.scalar_side)) +
+                           " is not a ScalarSide" + seq);
+  return Status::Ok();
+}
+
+// Bytes a creation op's tensor takes; fails on a negative or overflowing shape.
+Result<size_t> ByteSize(const Instruction& inst) {
+  uint64_t bytes = ElementSize(inst.attrs.dtype);
+  for (int64_t dim : inst.attrs.shape)
+    if (dim < 0) return Invalid(inst, "negative dimension " + std::to_string(dim));
+  for (int64_t dim : inst.attrs.shape)
+    if (dim == 0) return size_t{0};
+  for (int64_t dim : inst.attrs.shape) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes) ||
+        bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return Invalid(inst, "shape " + ShapeToString(inst.attrs.shape) + " is too large");
+  }
+  return static_cast<size_t>(bytes);
+}
+
+Shape ToShape(at::IntArrayRef sizes) { return Shape(sizes.begin(), sizes.end()); }
+
+std::vector<int64_t> AllDims(const at::Tensor& tensor) {
+  std::vector<int64_t> dims(static_cast<size_t>(tensor.dim()));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  return dims;
+}
+
+// The wire carries every scalar as a double, so `x + 1` and `x + 1.0` arrive
+// alike. An integral value is taken as a Python int so that an integer tensor
+// stays integer (`idx + 1`); -0.0 stays a double because its sign shows in
+// division (`1 / -0.0`).
+at::Scalar ScalarOf(double value) {
+  constexpr double kTwoPow63 = 9223372036854775808.0;
+  const bool integral = std::trunc(value) == value && !(value == 0 && std::signbit(value)) &&
+                        std::fabs(value) < kTwoPow63;
+  return integral ? at::Scalar(static_cast<int64_t>(value)) : at::Scalar(value);
+}
+
+// A scalar as a 0-dim tensor marked "wrapped number": ATen then promotes the
+// way PyTorch does for a Python scalar (float32 tensor op 2.5 stays float32),
+// and the same tensor-tensor kernel serves `a op s` and `s op a`.
+at::Tensor WrappedScalar(double value) {
+  at::Tensor tensor = c10::scalar_to_tensor(ScalarOf(value));
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return tensor;
+}
+
+// Bytes of a stored tensor on their way to a client. Holding the tensor
+// keeps its storage alive after the tensor is freed from its namespace.
+class TensorBlob final : public Blob {
+ public:
+  // REQUIRES: tensor.is_contiguous().
+  explicit TensorBlob(at::Tensor tensor) : tensor_(std::move(tensor)) {}
+  const std::byte* data() const override { return static_cast<const std::byte*>(tensor_.data_ptr()); }
+  size_t size() const override { return tensor_.nbytes(); }
+
+ private:
+  at::Tensor tensor_;
+};
+
+// ---- kernels by op ---------------------------------------------------------
+
+Result<at::Tensor> FromBytes(const Instruction& inst, size_t bytes, const at::TensorOptions& options) {
+  const BlobPtr& payload = inst.payload;
+  if (!payload) return Invalid(inst, "no payload");
+  if (payload->size() != bytes)
+    return Invalid(inst, "payload has " + std::to_string(payload->size()) + " bytes, shape and dtype need " +
+                             std::to_string(bytes));
+  // from_blob wants a mutable pointer; nothing writes through it since gt has
+  // no in-place ops. The deleter's copy of `payload` keeps the bytes alive.
+  void* data = const_cast<std::byte*>(payload->data());
+  at::Tensor tensor = at::from_blob(data, inst.attrs.shape, [payload](void*) {}, options);
+  // A frame need not be aligned to its element size; ATen kernels assume it is.
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % ElementSize(inst.attrs.dtype) == 0;
+  return aligned ? tensor : tensor.clone();
+}
+
+Result<at::Tensor> Randn(const Instruction& inst, const at::TensorOptions& options) {
+  if (!IsFloatingPoint(inst.attrs.dtype))
+    return Invalid(inst, "randn needs a floating-point dtype, got " + std::string(DTypeName(inst.attrs.dtype)));
+  if (inst.attrs.seed == 0) return at::randn(inst.attrs.shape, options);
+  at::Generator generator = at::detail::createCPUGenerator(inst.attrs.seed);
+  return at::randn(inst.attrs.shape, generator, options);
+}
+
+Result<at::Tensor> ApplyBinary(const Instruction& inst, const at::Tensor& a, const at::Tensor& b) {
+  switch (inst.op) {
+    case Op::kAdd: return at::add(a, b);
+    case Op::kSub: return at::sub(a, b);
+    case Op::kMul: return at::mul(a, b);
+    case Op::kDiv: return at::div(a, b);  // true division, as PyTorch's `/`
+    default: break;
+  }
+  return Internal("not a binary op: " + inst.Describe());
+}
+
+Result<at::Tensor> ApplyUnary(const Instruction& inst, const at::Tensor& a) {
+  switch (inst.op) {
+    case Op::kRelu: return at::relu(a);
+    case Op::kSigmoid: return at::sigmoid(a);
+    case Op::kTanh: return at::tanh(a);
+    case Op::kExp: return at::exp(a);
+    case Op::kLog: return at::log(a);
+    case Op::kSqrt: return at::sqrt(a);
+    case Op::kNeg: return at::neg(a);
+    default: break;
+  }
+  return Internal("not a unary op: " + inst.Describe());
+}
+
+Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
+  const std::vector<int64_t>& axes = inst.attrs.axes;
+  if (axes.size() == 2) return at::transpose(a, axes[0], axes[1]);
+  if (!axes.empty()) return Invalid(inst, "transpose takes 0 or 2 axes, got " + std::to_string(axes.size()));
+  if (a.dim() < 2) return a;
+  return at::transpose(a, -2, -1);
+}
+
+}  // namespace
+
+// ---- TorchBackend ----------------------------------------------------------
+
+TorchBackend::TorchBackend(const TorchBackendOptions& options) {
+  if (options.intra_op_threads > 0) at::set_num_threads(static_cast<int>(options.intra_op_threads));
+}
+
+bool TorchBackend::Supports(Op op) const { return static_cast<size_t>(op) < static_cast<size_t>(Op::kCount); }
+
+BackendStats TorchBackend::Stats() const {
+  return {live_tensors_.load(std::memory_order_relaxed), resident_bytes_.load(std::memory_order_relaxed)};
+}
+
+Status TorchBackend::Execute(const Instruction& inst, ReplySink& replies) {
+  Status valid = CheckEnums(inst);
+  if (!valid.ok()) return valid;
+  try {
+    return Dispatch(inst, replies);
+  } catch (const c10::Error& e) {
+    return LibraryError(inst, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return LibraryError(inst, e.what());
+  } catch (...) {
+    return PluginError(inst.Describe() + ": unknown exception");
+  }
+}
+
+Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
+  Status results = CheckResults(inst);
+  if (!results.ok()) return results;
+  if (!ProducesTensor(inst.op)) return ExecuteControl(inst, replies);
+  Result<at::Tensor> out = Compute(inst);
+  if (!out.ok()) return out.status();
+  return Store(inst, std::move(out).value());
+}
+
+Result<at::Tensor> TorchBackend::Compute(const Instruction& inst) const {
+  switch (KindOf(inst.op)) {
+    case OpKind::kCreate: return ExecuteCreate(inst);
+    case OpKind::kBinary: return ExecuteBinary(inst);
+    case OpKind::kContract: return ExecuteMatmul(inst);
+    case OpKind::kUnary: return ExecuteUnary(inst);
+    case OpKind::kReduce: return ExecuteReduce(inst);
+    case OpKind::kMovement: return ExecuteMovement(inst);
+    case OpKind::kControl: break;
+  }
+  return Internal("no tensor kernel for " + inst.Describe());
+}
+
+Result<at::Tensor> TorchBackend::ExecuteCreate(const Instruction& inst) const {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 0);
+  if (!operands.ok()) return operands.status();
+  Result<size_t> bytes = ByteSize(inst);
+  if (!bytes.ok()) return bytes.status();
+  const at::TensorOptions options = at::TensorOptions().dtype(ToScalarType(inst.attrs.dtype));
+  switch (inst.op) {
+    case Op::kFromBytes: return FromBytes(inst, *bytes, options);
+    case Op::kRandn: return Randn(inst, options);
+    case Op::kZeros: return at::zeros(inst.attrs.shape, options);
+    case Op::kOnes: return at::ones(inst.attrs.shape, options);
+    default: break;
+  }
+  return Internal("not a creation op: " + inst.Describe());
+}
+
+Result<at::Tensor> TorchBackend::ExecuteBinary(const Instruction& inst) const {
+  const ScalarSide side = inst.attrs.scalar_side;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, side == ScalarSide::kNone ? 2 : 1);
+  if (!operands.ok()) return operands.status();
+  std::vector<at::Tensor>& args = *operands;
+  if (side == ScalarSide::kRight) args.push_back(WrappedScalar(inst.attrs.scalar));
+  if (side == ScalarSide::kLeft) args.insert(args.begin(), WrappedScalar(inst.attrs.scalar));
+  return ApplyBinary(inst, args[0], args[1]);
+}
+
+Result<at::Tensor> TorchBackend::ExecuteMatmul(const Instruction& inst) const {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 2);
+  if (!operands.ok()) return operands.status();
+  return at::matmul((*operands)[0], (*operands)[1]);
+}
+
+Result<at::Tensor> TorchBackend::ExecuteUnary(const Instruction& inst) const {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1);
+  if (!operands.ok()) return operands.status();
+  return ApplyUnary(inst, (*operands)[0]);
+}
+
+Result<at::Tensor> TorchBackend::ExecuteReduce(const Instruction& inst) const {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& a = (*operands)[0];
+  // Every dim rather than an empty list: what ATen makes of `[]` differs
+  // between ops and releases.
+  const std::vector<int64_t> dims = inst.attrs.axes.empty() ? AllDims(a) : inst.attrs.axes;
+  const bool keepdim = inst.attrs.keepdims;
+  switch (inst.op) {
+    case Op::kSum: return at::sum(a, at::IntArrayRef(dims), keepdim);
+    case Op::kMean: return at::mean(a, at::IntArrayRef(dims), keepdim);
+    case Op::kMax: return at::amax(a, at::IntArrayRef(dims), keepdim);
+    default: break;
+  }
+  return Internal("not a reduction: " + inst.Describe());
+}
+
+Result<at::Tensor> TorchBackend::ExecuteMovement(const Instruction& inst) const {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1);
+  if (!operands.ok()) return operands.status();
+  switch (inst.op) {
+    case Op::kReshape: return at::reshape((*operands)[0], inst.attrs.shape);
+    case Op::kTranspose: return Transpose(inst, (*operands)[0]);
+    default: break;
+  }
+  return Internal("not a movement op: " + inst.Describe());
+}
+
+Status TorchBackend::ExecuteControl(const Instruction& inst, ReplySink& replies) {
+  switch (inst.op) {
+    case Op::kFetch: return Fetch(inst, replies);
+    case Op::kFree: return Free(inst);
+    case Op::kSync: return Status::Ok();
+    case Op::kDropClient: DropClient(inst.client); return Status::Ok();
+    default: break;
+  }
+  return Internal("not a control op: " + inst.Describe());
+}
+
+Status TorchBackend::Fetch(const Instruction& inst, ReplySink& replies) const {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1);
+  if (!operands.ok()) return operands.status();
+  at::Tensor tensor = (*operands)[0].contiguous();
+  std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
+  if (!dtype) return Internal("stored tensor has a non-gt dtype: " + inst.Describe());  // Store() refuses those
+  const Shape shape = ToShape(tensor.sizes());
+  replies.SendData(inst, *dtype, shape, std::make_shared<TensorBlob>(std::move(tensor)));
+  return Status::Ok();
+}
+
+Status TorchBackend::Free(const Instruction& inst) {
+  auto ns = namespaces_.find(inst.client);
+  Namespace none;
+  Namespace& tensors = ns == namespaces_.end() ? none : ns->second;
+  std::string unknown;
+  for (TensorId id : inst.operands) {
+    auto it = tensors.find(id);
+    if (it == tensors.end()) {
+      unknown += (unknown.empty() ? "" : ", ") + IdName(id);
+      continue;
+    }
+    Release(it->second);
+    tensors.erase(it);
+  }
+  // The known ids are freed either way; the error only reports the rest.
+  if (unknown.empty()) return Status::Ok();
+  return NotFound("unknown tensor " + unknown + " in " + inst.Describe());
+}
+
+void TorchBackend::DropClient(ClientId client) {
+  auto ns = namespaces_.find(client);
+  if (ns == namespaces_.end()) return;
+  for (const auto& [id, tensor] : ns->second) Release(tensor);
+  namespaces_.erase(ns);
+}
+
+Result<std::vector<at::Tensor>> TorchBackend::Operands(const Instruction& inst, size_t count) const {
+  if (inst.operands.size() != count)
+    return Invalid(inst, "expects " + std::to_string(count) + " operand(s), got " +
+                             std::to_string(inst.operands.size()));
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(count);
+  for (TensorId id : inst.operands) {
+    const at::Tensor* tensor = Find(inst.client, id);
+    if (!tensor) return NotFound("unknown tensor " + IdName(id) + " in " + inst.Describe());
+    tensors.push_back(*tensor);
+  }
+  return tensors;
+}
+
+const at::Tensor* TorchBackend::Find(ClientId client, TensorId id) const {
+  auto ns = namespaces_.find(client);
+  if (ns == namespaces_.end()) return nullptr;
+  auto it = ns->second.find(id);
+  return it == ns->second.end() ? nullptr : &it->second;
+}
+
+Status TorchBackend::CheckResults(const Instruction& inst) const {
+  const size_t want = ProducesTensor(inst.op) ? 1 : 0;
+  if (inst.results.size() != want)
+    return Invalid(inst, "expects " + std::to_string(want) + " result(s), got " +
+                             std::to_string(inst.results.size()));
+  if (want == 0) return Status::Ok();
+  if (Find(inst.client, inst.results[0]))
+    return InvalidArgument("result " + IdName(inst.results[0]) + " already exists in client " +
+                           std::to_string(inst.client) + "'s namespace: " + inst.Describe());
+  return Status::Ok();
+}
+
+Status TorchBackend::Store(const Instruction& inst, at::Tensor tensor) {
+  if (!FromScalarType(tensor.scalar_type()))
+    return Invalid(inst, std::string("result dtype ") + c10::toString(tensor.scalar_type()) +
+                             " is not a gt dtype");
+  Retain(tensor);
+  namespaces_[inst.client].emplace(inst.results[0], std::move(tensor));
+  return Status::Ok();
+}
+
+void TorchBackend::Retain(const at::Tensor& tensor) {
+  live_tensors_.fetch_add(1, std::memory_order_relaxed);
+  const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
+  if (storage_refs_[storage]++ == 0)
+    resident_bytes_.fetch_add(tensor.storage().nbytes(), std::memory_order_relaxed);
+}
+
+void TorchBackend::Release(const at::Tensor& tensor) {
+  live_tensors_.fetch_sub(1, std::memory_order_relaxed);
+  auto it = storage_refs_.find(tensor.storage().unsafeGetStorageImpl());
+  if (it == storage_refs_.end() || --it->second > 0) return;
+  resident_bytes_.fetch_sub(tensor.storage().nbytes(), std::memory_order_relaxed);
+  storage_refs_.erase(it);
+}
+
+}  // namespace gt::torch_backend

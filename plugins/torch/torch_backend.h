@@ -1,0 +1,105 @@
+// The LibTorch backend: executes gt instructions on CPU tensors with ATen.
+//
+// Tensors live in one namespace per client (Instruction::client), keyed by
+// TensorId. gt has no in-place ops, so stored tensors are never written after
+// they are made; that is what lets kFromBytes wrap the received payload and
+// kFetch send a tensor's own storage, both without a copy, and lets views
+// (reshape, transpose) share storage with their source.
+//
+// Errors: Execute() never throws. LibTorch's c10::Error and any other
+// std::exception become InvalidArgument naming the instruction (Describe())
+// and the first line of the library's message.
+//
+// Thread-safety: Execute() must be called from one thread at a time (the
+// worker's pipeline thread). Stats() may be called from any thread.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "gt/backend.h"
+#include "gt/instruction.h"
+#include "gt/status.h"
+
+namespace gt::torch_backend {
+
+struct TorchBackendOptions {
+  // Size of LibTorch's intra-op thread pool; 0 keeps LibTorch's default (one
+  // thread per core). The pool is process-wide, so this affects every user of
+  // LibTorch in the process. More threads speed up large ops but compete with
+  // other workers on the same machine. The default is declared once, in the
+  // plugin's option spec (plugin.cc).
+  int64_t intra_op_threads;
+};
+
+class TorchBackend final : public gt::Backend {
+ public:
+  // Applies `options.intra_op_threads` to LibTorch when it is > 0.
+  explicit TorchBackend(const TorchBackendOptions& options);
+
+  TorchBackend(const TorchBackend&) = delete;
+  TorchBackend& operator=(const TorchBackend&) = delete;
+
+  // Executes `inst` in the namespace of `inst.client`. On success a
+  // tensor-producing op has stored its one result; on failure nothing was
+  // stored and the Status says why:
+  //   InvalidArgument: wrong operand/result count, result id already in use,
+  //                    bad payload size, bad attribute, or a LibTorch error.
+  //   NotFound:        an operand (or a kFree id) is not in the namespace.
+  // kFetch hands `replies` a Blob that owns the (contiguous) tensor.
+  Status Execute(const Instruction& inst, ReplySink& replies) override;
+
+  // True for every op of the gt op set.
+  bool Supports(Op op) const override;
+
+  // Tensors stored over all namespaces, and the bytes of the distinct
+  // storages they use (a view adds no bytes to its source's).
+  BackendStats Stats() const override;
+
+ private:
+  using Namespace = std::unordered_map<TensorId, at::Tensor>;
+
+  Status Dispatch(const Instruction& inst, ReplySink& replies);
+  Result<at::Tensor> Compute(const Instruction& inst) const;
+
+  // One per OpKind; each returns the op's result tensor.
+  Result<at::Tensor> ExecuteCreate(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteBinary(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteMatmul(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteUnary(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteReduce(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteMovement(const Instruction& inst) const;
+  Status ExecuteControl(const Instruction& inst, ReplySink& replies);
+
+  Status Fetch(const Instruction& inst, ReplySink& replies) const;
+  Status Free(const Instruction& inst);
+  void DropClient(ClientId client);
+
+  // Looks up every operand of `inst`, which must have exactly `count`.
+  Result<std::vector<at::Tensor>> Operands(const Instruction& inst, size_t count) const;
+  // The tensor `id` of `client`'s namespace, or null.
+  const at::Tensor* Find(ClientId client, TensorId id) const;
+  // OK when `inst` has the result count its op needs and its result id is
+  // free in its namespace.
+  Status CheckResults(const Instruction& inst) const;
+  // Stores `tensor` as `inst`'s result. Fails on a dtype gt cannot express.
+  Status Store(const Instruction& inst, at::Tensor tensor);
+
+  // Stats bookkeeping; called exactly once per tensor entering or leaving a
+  // namespace.
+  void Retain(const at::Tensor& tensor);
+  void Release(const at::Tensor& tensor);
+
+  std::unordered_map<ClientId, Namespace> namespaces_;
+  // How many stored tensors use each storage; its bytes count while > 0.
+  std::unordered_map<const c10::StorageImpl*, int64_t> storage_refs_;
+  // Atomic only so that Stats() may read them from another thread.
+  std::atomic<uint64_t> live_tensors_{0};
+  std::atomic<uint64_t> resident_bytes_{0};
+};
+
+}  // namespace gt::torch_backend
