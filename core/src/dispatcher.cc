@@ -47,6 +47,8 @@ struct WorkerState {
   std::vector<BlobPtr> payloads;
 };
 
+constexpr const char* kGoodbye = "said goodbye";
+
 std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
 
 }  // namespace
@@ -234,7 +236,7 @@ class Dispatcher::Impl final : public Terminal {
       case wire::Envelope::DATA:
         return ForwardData(msg);
       case wire::Envelope::BYE:
-        return WorkerLost(w, "said goodbye");
+        return WorkerLost(w, kGoodbye);
       case wire::Envelope::REGISTER:
         return;  // a repeated registration changes nothing
       default:
@@ -299,7 +301,7 @@ class Dispatcher::Impl final : public Terminal {
     worker.alive = false;
     worker_by_route_.erase(worker.route);
     metrics_.workers_connected.Decrement();
-    std::cerr << "dispatcher " << manifest_.id << ": worker " << worker.name << " lost (" << why << ")\n";
+    if (why != kGoodbye) std::cerr << "dispatcher " << manifest_.id << ": worker " << worker.name << " lost (" << why << ")\n";
     for (auto& [id, c] : clients_) {
       for (auto it = c.syncs.begin(); it != c.syncs.end();) {
         if (it->waiting.erase(w)) {

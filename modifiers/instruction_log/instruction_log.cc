@@ -92,11 +92,11 @@ Result<std::unique_ptr<InstructionLogStage>> InstructionLogStage::Open(
     const StageContext& context, InstructionLogOptions options) {
   Result<InstructionLogMetrics> metrics = InstructionLogMetrics::Build(context);
   if (!metrics.ok()) return metrics.status();
-  const bool keep_contents = options.append;
+  const OpenMode mode = options.append ? OpenMode::kAppend : OpenMode::kTruncate;
   // The constructor is private; make_unique cannot reach it.
   std::unique_ptr<InstructionLogStage> stage(
       new InstructionLogStage(std::move(options), metrics.value(), EventFor(context.host)));
-  if (Status opened = stage->OpenFile(keep_contents); !opened.ok()) return opened;
+  if (Status opened = stage->OpenFile(mode); !opened.ok()) return opened;
   return stage;
 }
 
@@ -110,9 +110,9 @@ InstructionLogStage::InstructionLogStage(InstructionLogOptions options,
 
 InstructionLogStage::~InstructionLogStage() { CloseFile(); }
 
-Status InstructionLogStage::OpenFile(bool keep_contents) {
+Status InstructionLogStage::OpenFile(OpenMode mode) {
   // "e": O_CLOEXEC, so a backend that spawns processes does not leak the fd.
-  std::FILE* file = std::fopen(options_.path.c_str(), keep_contents ? "ae" : "we");
+  std::FILE* file = std::fopen(options_.path.c_str(), mode == OpenMode::kAppend ? "ae" : "we");
   if (file == nullptr) {
     const int error = errno;
     return InvalidArgument("instruction_log: cannot open '" + options_.path +
@@ -122,7 +122,7 @@ Status InstructionLogStage::OpenFile(bool keep_contents) {
   std::setvbuf(file, buffer_.get(), _IOFBF, kBufferBytes);
   file_bytes_ = 0;
   // Appending: the existing contents count toward max_file_bytes.
-  if (keep_contents && std::fseek(file, 0, SEEK_END) == 0) {
+  if (mode == OpenMode::kAppend && std::fseek(file, 0, SEEK_END) == 0) {
     const long end = std::ftell(file);
     if (end > 0) file_bytes_ = static_cast<uint64_t>(end);
   }
@@ -149,7 +149,7 @@ Status InstructionLogStage::EndBatch(Emitter& out) {
   if (file_ == nullptr) {
     // A reopen after rotation failed; try again once per batch rather than
     // once per line. Appending: the path may have been recreated meanwhile.
-    if (!OpenFile(/*keep_contents=*/true).ok()) CountWriteError();
+    if (!OpenFile(OpenMode::kAppend).ok()) CountWriteError();
     return Status::Ok();
   }
   Flush();
@@ -205,7 +205,7 @@ void InstructionLogStage::Rotate() {
   // rename() replaces old_path atomically. If it fails, appending to the
   // current file keeps every line at the cost of the disk bound.
   const bool renamed = std::rename(options_.path.c_str(), old_path.c_str()) == 0;
-  if (!OpenFile(/*keep_contents=*/!renamed).ok()) {
+  if (!OpenFile(renamed ? OpenMode::kTruncate : OpenMode::kAppend).ok()) {
     CountWriteError();
     return;
   }

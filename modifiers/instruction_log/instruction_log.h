@@ -108,9 +108,10 @@ class InstructionLogStage final : public Stage {
   InstructionLogStage(InstructionLogOptions options, InstructionLogMetrics metrics,
                       std::string_view event);
 
-  // Opens options_.path (truncating unless `keep_contents`) with the fixed
-  // buffer. On failure file_ stays null and the OS reason is returned.
-  Status OpenFile(bool keep_contents);
+  enum class OpenMode { kTruncate, kAppend };
+  // Opens options_.path with the fixed buffer. On failure file_ stays null
+  // and the returned status names the path and the OS reason.
+  Status OpenFile(OpenMode mode);
   void CloseFile();
   // Fills line_ with `inst`'s line, newline included.
   void FormatLine(const Instruction& inst);

@@ -50,6 +50,7 @@ class TorchBackend final : public gt::Backend {
   //   InvalidArgument: wrong operand/result count, result id already in use,
   //                    bad payload size, bad attribute, or a LibTorch error.
   //   NotFound:        an operand (or a kFree id) is not in the namespace.
+  //   PluginError:     something threw that is not a std::exception.
   // kFetch hands `replies` a Blob that owns the (contiguous) tensor.
   Status Execute(const Instruction& inst, ReplySink& replies) override;
 

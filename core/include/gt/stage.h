@@ -45,7 +45,7 @@ struct StageContext {
   std::string stage;          // the stage's name in the manifest
   const OptionValues* options;
   // For the plugin's own metrics. Give every series the labels
-  // {host, instance, stage} (see MetricLabels()).
+  // {host, instance, stage} (see StageLabels() in gt/metrics.h). The registry outlives every stage.
   prometheus::Registry* registry;
 };
 

@@ -1,0 +1,151 @@
+// The gt C++ client: PyTorch-like tensors whose data lives on gt workers.
+//
+//   gt::Tensor a = gt::randn({1000, 1000});
+//   gt::Tensor b = gt::randn({1000, 1000});
+//   std::vector<float> c = (a.matmul(b) + 1).to_vector<float>();
+//
+// Operations never wait: each call infers the result's shape and dtype
+// locally (a mismatch throws gt::Error right there, naming both shapes),
+// queues an instruction, and returns a handle. Instructions are sent in
+// batches. Reading data (to_vector, item, copy_to) and gt::sync() are sync
+// points: they flush, wait, and throw gt::Error for any remote op that failed
+// since the previous sync point, naming that op. Destroying the last handle
+// of a tensor frees it remotely.
+//
+// With no address configured the first op starts the embedded default: a
+// dispatcher and gt::workers() workers inside this process. gt::connect()
+// selects a running dispatcher instead.
+//
+// Thread-safety: all functions may be called from any thread; calls are
+// serialized on the one session of the process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "gt/dtype.h"
+#include "gt/instruction.h"
+#include "gt/status.h"
+
+namespace gt {
+
+// What the client API throws.
+class Error : public std::runtime_error {
+ public:
+  Error(Code code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Code code() const { return code_; }
+
+ private:
+  Code code_;
+};
+
+namespace client_internal {
+struct TensorRecord;
+}
+
+class Tensor {
+ public:
+  Tensor() = default;  // an undefined tensor; any op on it throws
+
+  bool defined() const { return record_ != nullptr; }
+  const Shape& shape() const;
+  DType dtype() const;
+  int64_t numel() const { return NumElements(shape()); }
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  TensorId id() const;
+
+  Tensor operator+(const Tensor& other) const;
+  Tensor operator-(const Tensor& other) const;
+  Tensor operator*(const Tensor& other) const;
+  Tensor operator/(const Tensor& other) const;
+  Tensor operator+(double s) const;
+  Tensor operator-(double s) const;
+  Tensor operator*(double s) const;
+  Tensor operator/(double s) const;
+  Tensor operator-() const { return neg(); }
+  friend Tensor operator+(double s, const Tensor& t);
+  friend Tensor operator-(double s, const Tensor& t);
+  friend Tensor operator*(double s, const Tensor& t);
+  friend Tensor operator/(double s, const Tensor& t);
+
+  Tensor matmul(const Tensor& other) const;
+  Tensor relu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor neg() const;
+
+  // `axes` empty reduces over every dimension.
+  Tensor sum(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+  Tensor mean(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+  Tensor max(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+
+  Tensor reshape(Shape shape) const;  // one dimension may be -1
+  Tensor transpose(int64_t dim0, int64_t dim1) const;
+  Tensor t() const;  // swaps the last two dimensions
+
+  // Sync points.
+  template <typename T>
+  std::vector<T> to_vector() const;
+  void copy_to(void* destination, size_t bytes) const;  // REQUIRES: bytes == numel * ElementSize(dtype)
+  double item() const;                                  // REQUIRES: numel() == 1
+
+ private:
+  friend struct TensorFactory;
+  explicit Tensor(std::shared_ptr<client_internal::TensorRecord> record) : record_(std::move(record)) {}
+  std::shared_ptr<client_internal::TensorRecord> record_;
+};
+
+Tensor randn(Shape shape, DType dtype = DType::kFloat32, uint64_t seed = 0);
+Tensor zeros(Shape shape, DType dtype = DType::kFloat32);
+Tensor ones(Shape shape, DType dtype = DType::kFloat32);
+// Copies `bytes` (row-major, `dtype`) into a new remote tensor.
+Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype);
+template <typename T>
+Tensor tensor(const std::vector<T>& values, Shape shape);
+
+// Uses the dispatcher at `address` ("host:port", or a full tcp:// / ipc://
+// endpoint). REQUIRES: before the first op of the process.
+void connect(const std::string& address);
+// Number of workers of the embedded default (default 2, or GT_WORKERS).
+// REQUIRES: before the first op of the process.
+void workers(int n);
+// Waits for every queued op; throws gt::Error for any that failed.
+void sync();
+// Ends the session now (normally done at exit): frees remote tensors and
+// stops the embedded cluster. Tensors still alive become unusable.
+void shutdown();
+
+// ---- templates -------------------------------------------------------------
+
+template <typename T>
+constexpr DType DTypeOf() {
+  if constexpr (std::is_same_v<T, float>) return DType::kFloat32;
+  else if constexpr (std::is_same_v<T, double>) return DType::kFloat64;
+  else if constexpr (std::is_same_v<T, int32_t>) return DType::kInt32;
+  else if constexpr (std::is_same_v<T, int64_t>) return DType::kInt64;
+  else static_assert(sizeof(T) == 0, "gt tensors hold float, double, int32_t or int64_t (bool: use copy_to)");
+}
+
+template <typename T>
+std::vector<T> Tensor::to_vector() const {
+  if (DTypeOf<T>() != dtype())
+    throw Error(Code::kInvalidArgument, "to_vector: tensor is " + std::string(DTypeName(dtype())) + ", asked for " +
+                                            std::string(DTypeName(DTypeOf<T>())));
+  std::vector<T> out(static_cast<size_t>(numel()));
+  copy_to(out.data(), out.size() * sizeof(T));
+  return out;
+}
+
+template <typename T>
+Tensor tensor(const std::vector<T>& values, Shape shape) {
+  return from_data(values.data(), values.size() * sizeof(T), std::move(shape), DTypeOf<T>());
+}
+
+}  // namespace gt

@@ -1,0 +1,250 @@
+#include "session.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <random>
+
+#include "codec.h"
+#include "transport.h"
+
+namespace gt::client_internal {
+namespace {
+
+// Instructions per message: large enough to amortize a message, small enough
+// that workers start on a long stream before it is all queued.
+constexpr int kBatchInstructions = 256;
+constexpr size_t kBatchPayloadBytes = 4 << 20;
+
+std::string Endpoint(const std::string& address) {
+  if (address.find("://") != std::string::npos) return address;
+  return "tcp://" + address;
+}
+
+int DefaultWorkers() {
+  const char* env = std::getenv("GT_WORKERS");
+  int n = env ? std::atoi(env) : 0;
+  return n > 0 ? n : 2;
+}
+
+std::mutex global_mu;
+std::shared_ptr<Session>& GlobalSession() {  // GUARDED_BY(global_mu)
+  static auto* session = new std::shared_ptr<Session>();
+  return *session;
+}
+
+void CloseAtExit() {
+  std::shared_ptr<Session> s;
+  {
+    std::lock_guard<std::mutex> lock(global_mu);
+    s = GlobalSession();
+  }
+  if (s) s->Close();
+}
+
+Error RemoteError(const std::vector<wire::OpError>& errors) {
+  const wire::OpError& first = errors.front();
+  std::string op = first.op() < static_cast<uint32_t>(Op::kCount) ? std::string(OpName(static_cast<Op>(first.op())))
+                                                                   : "op " + std::to_string(first.op());
+  Status status = OpErrorToStatus(first);
+  std::string message = "gt: " + op + " #" + std::to_string(first.seq()) + " failed on " + first.host() + ": " +
+                        status.ToString();
+  if (errors.size() > 1) message += " (and " + std::to_string(errors.size() - 1) + " more failed ops)";
+  return Error(status.code(), message);
+}
+
+}  // namespace
+
+TensorRecord::~TensorRecord() {
+  if (session) session->Free(id);
+}
+
+std::shared_ptr<Session> Session::Get() {
+  std::lock_guard<std::mutex> lock(global_mu);
+  std::shared_ptr<Session>& s = GlobalSession();
+  if (!s) s = std::shared_ptr<Session>(new Session());
+  return s;
+}
+
+void Session::SetAddress(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) throw Error(Code::kFailedPrecondition, "gt::connect must be called before the first tensor op");
+  address_ = address;
+}
+
+void Session::SetWorkers(int n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (started_) throw Error(Code::kFailedPrecondition, "gt::workers must be called before the first tensor op");
+  if (n < 1) throw Error(Code::kInvalidArgument, "gt::workers: need at least 1 worker, got " + std::to_string(n));
+  workers_ = n;
+}
+
+void Session::EnsureStartedLocked() {
+  if (closed_) throw Error(Code::kFailedPrecondition, "gt: the session was shut down");
+  if (started_) return;
+  context_ = std::make_unique<zmq::context_t>(1);
+  std::string endpoint;
+  if (address_.empty()) {
+    EmbeddedClusterOptions options;
+    options.workers = workers_ > 0 ? workers_ : DefaultWorkers();
+    Result<std::unique_ptr<EmbeddedCluster>> cluster = EmbeddedCluster::Start(*context_, options);
+    if (!cluster.ok()) throw Error(cluster.status().code(), "gt: cannot start the embedded cluster: " + cluster.status().message());
+    cluster_ = std::move(*cluster);
+    endpoint = cluster_->endpoint();
+    // Registered after the backend plugins loaded LibTorch, so it runs before
+    // LibTorch's own static destructors.
+    std::atexit(CloseAtExit);
+  } else {
+    endpoint = Endpoint(address_);
+  }
+  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
+  socket_->set(zmq::sockopt::linger, 2000);
+  socket_->set(zmq::sockopt::sndhwm, 0);
+  socket_->set(zmq::sockopt::rcvhwm, 0);
+  socket_->connect(endpoint);
+  uint64_t token = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  wire::Envelope hello;
+  hello.set_kind(wire::Envelope::HELLO);
+  hello.set_token(token);
+  (void)SendEnvelope(*socket_, "", hello, {});
+  heartbeat_ = std::thread([this, endpoint, token] { HeartbeatLoop(endpoint, token); });
+  started_ = true;
+}
+
+void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {
+  zmq::socket_t beat(*context_, zmq::socket_type::dealer);
+  beat.set(zmq::sockopt::linger, 0);
+  beat.connect(endpoint);
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::HEARTBEAT);
+  env.set_token(token);
+  while (!stop_heartbeat_.load()) {
+    (void)SendEnvelope(beat, "", env, {});
+    for (int i = 0; i < 10 && !stop_heartbeat_.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector<const TensorRecord*>& operands) {
+  std::vector<const TensorMeta*> metas;
+  for (const TensorRecord* r : operands) {
+    if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": operand is an undefined tensor");
+    metas.push_back(&r->meta);
+    inst.operands.push_back(r->id);
+  }
+  Result<TensorMeta> meta = InferResult(inst, metas);
+  if (!meta.ok()) throw Error(meta.status().code(), meta.status().message());
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  auto record = std::make_shared<TensorRecord>();
+  record->id = next_id_++;
+  record->meta = std::move(*meta);
+  record->session = shared_from_this();
+  inst.results = {record->id};
+  inst.seq = next_seq_++;
+  AppendLocked(inst);
+  return record;
+}
+
+void Session::AppendLocked(const Instruction& inst) {
+  if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
+  EncodeInstruction(inst, batch_.add_instructions(), &payloads_);
+  if (inst.payload) payload_bytes_ += inst.payload->size();
+  if (batch_.instructions_size() >= kBatchInstructions || payload_bytes_ >= kBatchPayloadBytes) FlushLocked();
+}
+
+void Session::FlushLocked() {
+  if (batch_.instructions_size() == 0) return;
+  Result<size_t> sent = SendEnvelope(*socket_, "", batch_, payloads_);
+  batch_.Clear();
+  payloads_.clear();
+  payload_bytes_ = 0;
+  if (!sent.ok()) throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
+}
+
+void Session::Free(TensorId id) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_ || closed_) return;
+    Instruction inst;
+    inst.op = Op::kFree;
+    inst.seq = next_seq_++;
+    inst.operands = {id};
+    AppendLocked(inst);
+  } catch (...) {
+    // A free that cannot be sent is reclaimed when the session ends.
+  }
+}
+
+FetchedData Session::Fetch(const TensorRecord& tensor) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  Instruction fetch;
+  fetch.op = Op::kFetch;
+  fetch.seq = next_seq_++;
+  fetch.operands = {tensor.id};
+  AppendLocked(fetch);
+  FetchedData data;
+  SyncLocked(fetch.seq, &data);
+  return data;
+}
+
+void Session::Sync() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!started_) return;
+  EnsureStartedLocked();
+  SyncLocked(0, nullptr);
+}
+
+void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
+  Instruction sync;
+  sync.op = Op::kSync;
+  sync.seq = next_seq_++;
+  sync.attrs.sync_id = next_sync_++;
+  AppendLocked(sync);
+  FlushLocked();
+  bool have_data = false;
+  std::vector<wire::OpError> errors;
+  errors.swap(stray_errors_);
+  for (;;) {
+    auto frames = ReceiveFrames(*socket_, zmq::recv_flags::none);
+    if (!frames) throw Error(Code::kUnavailable, "gt: connection closed while waiting for the dispatcher");
+    Result<WireMessage> msg = DecodeFrames(std::move(*frames), false);
+    if (!msg.ok()) throw Error(Code::kInternal, "gt: undecodable reply from the dispatcher: " + msg.status().message());
+    const wire::Envelope& env = msg->envelope;
+    if (env.kind() == wire::Envelope::ERROR) {
+      errors.insert(errors.end(), env.errors().begin(), env.errors().end());
+    } else if (env.kind() == wire::Envelope::DATA && data && env.seq() == fetch_seq && msg->frames.size() == 1) {
+      data->dtype = static_cast<DType>(std::min<uint32_t>(env.dtype(), static_cast<uint32_t>(DType::kCount) - 1));
+      data->shape.assign(env.shape().begin(), env.shape().end());
+      data->bytes = msg->frames[0];
+      have_data = true;
+    } else if (env.kind() == wire::Envelope::SYNC_DONE && env.sync_id() == sync.attrs.sync_id) {
+      errors.insert(errors.end(), env.errors().begin(), env.errors().end());
+      break;
+    }
+  }
+  if (!errors.empty()) throw RemoteError(errors);
+  if (data && !have_data) throw Error(Code::kInternal, "gt: fetch #" + std::to_string(fetch_seq) + " got no data");
+}
+
+void Session::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  closed_ = true;
+  if (!started_) return;
+  try {
+    FlushLocked();
+    wire::Envelope bye;
+    bye.set_kind(wire::Envelope::BYE);
+    (void)SendEnvelope(*socket_, "", bye, {});
+  } catch (...) {
+  }
+  stop_heartbeat_ = true;
+  if (heartbeat_.joinable()) heartbeat_.join();
+  socket_.reset();
+  cluster_.reset();
+  context_.reset();
+}
+
+Session::~Session() { Close(); }
+
+}  // namespace gt::client_internal

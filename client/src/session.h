@@ -1,0 +1,93 @@
+// The client's one session per process: the socket to the dispatcher, the
+// batch being filled, id and sequence counters, and (for the embedded
+// default) the in-process cluster.
+//
+// Thread-safety: every public method takes mu_; the DEALER socket is used
+// only under it. The heartbeat thread owns its own socket.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "embedded_cluster.h"
+#include "gt/gt.h"
+#include "shape_inference.h"
+#include "wire.pb.h"
+
+namespace gt::client_internal {
+
+class Session;
+
+// What a Tensor handle points at. Frees the remote tensor when destroyed.
+struct TensorRecord {
+  TensorId id;
+  TensorMeta meta;
+  std::shared_ptr<Session> session;
+  ~TensorRecord();
+};
+
+struct FetchedData {
+  DType dtype;
+  Shape shape;
+  BlobPtr bytes;
+};
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // The process's session, created on first use.
+  static std::shared_ptr<Session> Get();
+
+  // REQUIRES: no op issued yet.
+  void SetAddress(const std::string& address);
+  void SetWorkers(int n);
+
+  // Queues `inst` (its results and seq are filled in here) and returns the
+  // handle of its result. Throws gt::Error if shape inference rejects it.
+  std::shared_ptr<TensorRecord> Issue(Instruction inst, const std::vector<const TensorRecord*>& operands);
+
+  // Sync points.
+  FetchedData Fetch(const TensorRecord& tensor);
+  void Sync();
+
+  // Queues a free; called from ~TensorRecord. Never throws.
+  void Free(TensorId id) noexcept;
+
+  void Close();
+  ~Session();
+
+ private:
+  Session() = default;
+  void EnsureStartedLocked();              // REQUIRES: mu_ held
+  void AppendLocked(const Instruction& inst);
+  void FlushLocked();
+  void SyncLocked(uint64_t fetch_seq, FetchedData* data);
+  void HeartbeatLoop(std::string endpoint, uint64_t token);
+
+  std::mutex mu_;
+  bool started_ = false;        // GUARDED_BY(mu_)
+  bool closed_ = false;         // GUARDED_BY(mu_)
+  std::string address_;         // GUARDED_BY(mu_); empty: embedded default
+  int workers_ = 0;             // GUARDED_BY(mu_); 0: GT_WORKERS or 2
+  TensorId next_id_ = 1;        // GUARDED_BY(mu_)
+  uint64_t next_seq_ = 1;       // GUARDED_BY(mu_)
+  uint64_t next_sync_ = 1;      // GUARDED_BY(mu_)
+  wire::Envelope batch_;        // GUARDED_BY(mu_)
+  std::vector<BlobPtr> payloads_;  // GUARDED_BY(mu_)
+  size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
+  std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
+
+  std::unique_ptr<zmq::context_t> context_;
+  std::unique_ptr<EmbeddedCluster> cluster_;
+  std::unique_ptr<zmq::socket_t> socket_;  // GUARDED_BY(mu_)
+  std::thread heartbeat_;
+  std::atomic<bool> stop_heartbeat_{false};
+};
+
+}  // namespace gt::client_internal

@@ -1,0 +1,166 @@
+// gt::Tensor: builds one instruction per call and hands it to the session.
+#include <cstring>
+
+#include "gt/gt.h"
+#include "session.h"
+
+namespace gt {
+
+using client_internal::Session;
+using client_internal::TensorRecord;
+
+struct TensorFactory {
+  static Tensor Make(std::shared_ptr<TensorRecord> r) { return Tensor(std::move(r)); }
+  static const TensorRecord* Record(const Tensor& t) { return t.record_.get(); }
+};
+
+namespace {
+
+const TensorRecord& Require(const Tensor& t, const char* what) {
+  const TensorRecord* r = TensorFactory::Record(t);
+  if (!r) throw Error(Code::kInvalidArgument, std::string(what) + ": undefined tensor");
+  return *r;
+}
+
+Tensor Issue(Instruction inst, std::vector<const TensorRecord*> operands) {
+  return TensorFactory::Make(Session::Get()->Issue(std::move(inst), operands));
+}
+
+Tensor Unary(const Tensor& t, Op op) {
+  Instruction inst;
+  inst.op = op;
+  return Issue(std::move(inst), {&Require(t, OpName(op).data())});
+}
+
+Tensor Binary(const Tensor& a, const Tensor& b, Op op) {
+  Instruction inst;
+  inst.op = op;
+  return Issue(std::move(inst), {&Require(a, OpName(op).data()), &Require(b, OpName(op).data())});
+}
+
+Tensor WithScalar(const Tensor& a, double s, Op op, ScalarSide side) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.scalar = s;
+  inst.attrs.scalar_side = side;
+  return Issue(std::move(inst), {&Require(a, OpName(op).data())});
+}
+
+Tensor Reduce(const Tensor& t, Op op, std::vector<int64_t> axes, bool keepdims) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.axes = std::move(axes);
+  inst.attrs.keepdims = keepdims;
+  return Issue(std::move(inst), {&Require(t, OpName(op).data())});
+}
+
+Tensor Create(Op op, Shape shape, DType dtype, uint64_t seed, BlobPtr payload) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.shape = std::move(shape);
+  inst.attrs.dtype = dtype;
+  inst.attrs.seed = seed;
+  inst.payload = std::move(payload);
+  return Issue(std::move(inst), {});
+}
+
+}  // namespace
+
+const Shape& Tensor::shape() const { return Require(*this, "shape").meta.shape; }
+DType Tensor::dtype() const { return Require(*this, "dtype").meta.dtype; }
+TensorId Tensor::id() const { return Require(*this, "id").id; }
+
+Tensor Tensor::operator+(const Tensor& o) const { return Binary(*this, o, Op::kAdd); }
+Tensor Tensor::operator-(const Tensor& o) const { return Binary(*this, o, Op::kSub); }
+Tensor Tensor::operator*(const Tensor& o) const { return Binary(*this, o, Op::kMul); }
+Tensor Tensor::operator/(const Tensor& o) const { return Binary(*this, o, Op::kDiv); }
+Tensor Tensor::operator+(double s) const { return WithScalar(*this, s, Op::kAdd, ScalarSide::kRight); }
+Tensor Tensor::operator-(double s) const { return WithScalar(*this, s, Op::kSub, ScalarSide::kRight); }
+Tensor Tensor::operator*(double s) const { return WithScalar(*this, s, Op::kMul, ScalarSide::kRight); }
+Tensor Tensor::operator/(double s) const { return WithScalar(*this, s, Op::kDiv, ScalarSide::kRight); }
+Tensor operator+(double s, const Tensor& t) { return WithScalar(t, s, Op::kAdd, ScalarSide::kLeft); }
+Tensor operator-(double s, const Tensor& t) { return WithScalar(t, s, Op::kSub, ScalarSide::kLeft); }
+Tensor operator*(double s, const Tensor& t) { return WithScalar(t, s, Op::kMul, ScalarSide::kLeft); }
+Tensor operator/(double s, const Tensor& t) { return WithScalar(t, s, Op::kDiv, ScalarSide::kLeft); }
+
+Tensor Tensor::matmul(const Tensor& o) const { return Binary(*this, o, Op::kMatmul); }
+Tensor Tensor::relu() const { return Unary(*this, Op::kRelu); }
+Tensor Tensor::sigmoid() const { return Unary(*this, Op::kSigmoid); }
+Tensor Tensor::tanh() const { return Unary(*this, Op::kTanh); }
+Tensor Tensor::exp() const { return Unary(*this, Op::kExp); }
+Tensor Tensor::log() const { return Unary(*this, Op::kLog); }
+Tensor Tensor::sqrt() const { return Unary(*this, Op::kSqrt); }
+Tensor Tensor::neg() const { return Unary(*this, Op::kNeg); }
+
+Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kSum, std::move(axes), keepdims); }
+Tensor Tensor::mean(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMean, std::move(axes), keepdims); }
+Tensor Tensor::max(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMax, std::move(axes), keepdims); }
+
+Tensor Tensor::reshape(Shape shape) const {
+  Instruction inst;
+  inst.op = Op::kReshape;
+  inst.attrs.shape = std::move(shape);
+  return Issue(std::move(inst), {&Require(*this, "reshape")});
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  Instruction inst;
+  inst.op = Op::kTranspose;
+  inst.attrs.axes = {dim0, dim1};
+  return Issue(std::move(inst), {&Require(*this, "transpose")});
+}
+
+Tensor Tensor::t() const { return Unary(*this, Op::kTranspose); }
+
+void Tensor::copy_to(void* destination, size_t bytes) const {
+  const TensorRecord& r = Require(*this, "copy_to");
+  size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
+  if (bytes != want)
+    throw Error(Code::kInvalidArgument, "copy_to: tensor " + ShapeToString(r.meta.shape) + " " +
+                                            std::string(DTypeName(r.meta.dtype)) + " has " + std::to_string(want) +
+                                            " bytes, destination has " + std::to_string(bytes));
+  client_internal::FetchedData data = r.session->Fetch(r);
+  if (data.bytes->size() != want || data.shape != r.meta.shape || data.dtype != r.meta.dtype)
+    throw Error(Code::kInternal, "copy_to: worker returned " + ShapeToString(data.shape) + " " +
+                                     std::string(DTypeName(data.dtype)) + " (" + std::to_string(data.bytes->size()) +
+                                     " bytes) for a tensor inferred as " + ShapeToString(r.meta.shape) + " " +
+                                     std::string(DTypeName(r.meta.dtype)));
+  if (want) std::memcpy(destination, data.bytes->data(), want);
+}
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw Error(Code::kInvalidArgument, "item: tensor of shape " + ShapeToString(shape()) + " has " +
+                                            std::to_string(numel()) + " elements, expected 1");
+  switch (dtype()) {
+    case DType::kFloat32: return to_vector<float>()[0];
+    case DType::kFloat64: return to_vector<double>()[0];
+    case DType::kInt32: return to_vector<int32_t>()[0];
+    case DType::kInt64: return static_cast<double>(to_vector<int64_t>()[0]);
+    default: {
+      uint8_t b = 0;
+      copy_to(&b, 1);
+      return b;
+    }
+  }
+}
+
+Tensor randn(Shape shape, DType dtype, uint64_t seed) { return Create(Op::kRandn, std::move(shape), dtype, seed, nullptr); }
+Tensor zeros(Shape shape, DType dtype) { return Create(Op::kZeros, std::move(shape), dtype, 0, nullptr); }
+Tensor ones(Shape shape, DType dtype) { return Create(Op::kOnes, std::move(shape), dtype, 0, nullptr); }
+
+Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
+  size_t want = static_cast<size_t>(NumElements(shape)) * ElementSize(dtype);
+  if (size != want)
+    throw Error(Code::kInvalidArgument, "from_data: shape " + ShapeToString(shape) + " of " +
+                                            std::string(DTypeName(dtype)) + " needs " + std::to_string(want) +
+                                            " bytes, got " + std::to_string(size));
+  return Create(Op::kFromBytes, std::move(shape), dtype, 0, CopyToBlob(bytes, size));
+}
+
+void connect(const std::string& address) { Session::Get()->SetAddress(address); }
+void workers(int n) { Session::Get()->SetWorkers(n); }
+void sync() { Session::Get()->Sync(); }
+void shutdown() { Session::Get()->Close(); }
+
+}  // namespace gt

@@ -1,0 +1,64 @@
+#include "embedded_cluster.h"
+
+#include <cstdlib>
+
+#include "dispatcher.h"
+#include "manifest.h"
+#include "transport.h"
+#include "worker.h"
+
+namespace gt {
+namespace {
+
+std::string DispatcherManifest() {
+  std::string yaml = "host: dispatcher\nid: embedded-dispatcher\n";
+  const char* log = std::getenv("GT_INSTRUCTION_LOG");
+  if (log && *log) yaml += "stages:\n  - name: instruction_log\n    plugin: instruction_log\n";
+  return yaml;
+}
+
+std::string WorkerManifest(int index, int64_t threads) {
+  return "host: worker\nid: embedded-worker-" + std::to_string(index) +
+         "\nbackend:\n  plugin: torch\n  options:\n    intra_op_threads: " + std::to_string(threads) + "\n";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& context,
+                                                                const EmbeddedClusterOptions& options) {
+  std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster());
+  Result<HostManifest> dm = ParseManifest(DispatcherManifest(), "<embedded dispatcher>", HostKind::kDispatcher);
+  if (!dm.ok()) return dm.status();
+  cluster->registries_.push_back(std::make_unique<prometheus::Registry>());
+  Result<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(*dm, context, *cluster->registries_.back());
+  if (!dispatcher.ok()) return dispatcher.status();
+  cluster->dispatcher_ = std::move(*dispatcher);
+  if (Status s = cluster->dispatcher_->Bind(UniqueInprocEndpoint("gt-embedded")); !s.ok()) return s;
+  cluster->endpoint_ = cluster->dispatcher_->endpoint();
+
+  for (int i = 0; i < options.workers; ++i) {
+    Result<HostManifest> wm = ParseManifest(WorkerManifest(i, options.intra_op_threads),
+                                            "<embedded worker>", HostKind::kWorker);
+    if (!wm.ok()) return wm.status();
+    cluster->registries_.push_back(std::make_unique<prometheus::Registry>());
+    Result<std::unique_ptr<Worker>> worker = Worker::Create(*wm, context, *cluster->registries_.back());
+    if (!worker.ok()) return worker.status();
+    cluster->workers_.push_back(std::move(*worker));
+  }
+  EmbeddedCluster* c = cluster.get();
+  c->threads_.emplace_back([c] { c->dispatcher_->Run(c->stop_dispatcher_); });
+  for (auto& w : c->workers_) {
+    Worker* worker = w.get();
+    c->threads_.emplace_back([c, worker] { (void)worker->Run(c->endpoint_, c->stop_workers_); });
+  }
+  return cluster;
+}
+
+EmbeddedCluster::~EmbeddedCluster() {
+  stop_workers_ = true;
+  for (size_t i = 1; i < threads_.size(); ++i) threads_[i].join();
+  stop_dispatcher_ = true;
+  if (!threads_.empty()) threads_[0].join();
+}
+
+}  // namespace gt

@@ -1,0 +1,59 @@
+// gt-dispatcher: the dispatcher stream host as a service.
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <zmq.hpp>
+
+#include "dispatcher.h"
+#include "service_common.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  po::options_description desc("gt-dispatcher options");
+  desc.add_options()("help,h", "show this help")(
+      "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: no stages")(
+      "listen,l", po::value<std::string>()->default_value(""), "ZeroMQ endpoint to bind (overrides the manifest)")(
+      "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
+      "id", po::value<std::string>()->default_value(""), "instance id (overrides the manifest)");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "gt-dispatcher: " << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto manifest = gt::services::LoadManifestOrExplain(vm["manifest"].as<std::string>(),
+                                                      "host: dispatcher\nid: dispatcher\n", gt::HostKind::kDispatcher);
+  if (!manifest) return 1;
+  if (auto v = vm["listen"].as<std::string>(); !v.empty()) manifest->listen = v;
+  if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
+  if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
+  if (manifest->listen.empty()) manifest->listen = "tcp://127.0.0.1:5555";
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::string metrics_bound;
+  auto exposer = gt::services::ServeMetrics(manifest->metrics, registry, &metrics_bound);
+  zmq::context_t context(1);
+  auto dispatcher = gt::Dispatcher::Create(*manifest, context, *registry);
+  if (!dispatcher.ok()) {
+    std::cerr << "gt-dispatcher: " << dispatcher.status().ToString() << "\n";
+    return 1;
+  }
+  if (gt::Status s = (*dispatcher)->Bind(manifest->listen); !s.ok()) {
+    std::cerr << "gt-dispatcher: " << s.ToString() << "\n";
+    return 1;
+  }
+  std::atomic<bool> stop{false};
+  gt::services::ShutdownSignal signal(stop);
+  std::cout << "gt-dispatcher " << manifest->id << " listening on " << (*dispatcher)->endpoint()
+            << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;
+  (*dispatcher)->Run(stop);
+  std::cout << "gt-dispatcher " << manifest->id << " stopped" << std::endl;
+  return 0;
+}

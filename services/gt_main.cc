@@ -1,0 +1,183 @@
+// gt: the operator's command.
+//   gt inspect [NAME] [--check FILE.so]   list plugins, describe one, or say why a file is not one
+//   gt validate MANIFEST...               check manifests without starting anything
+//   gt cluster --workers N [--listen EP] [--metrics-port P]
+//                                         run a dispatcher and N workers as child processes
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <thread>
+
+#include <boost/program_options.hpp>
+
+#include "manifest.h"
+#include "plugin_loader.h"
+#include "service_common.h"
+
+extern char** environ;
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+
+namespace {
+
+void PrintUsage() {
+  std::cout << "usage: gt inspect [NAME] [--check FILE.so]\n"
+               "       gt validate MANIFEST...\n"
+               "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT]\n";
+}
+
+std::string HostsOf(uint32_t mask) {
+  std::string out;
+  if (mask & gt::HostBit(gt::HostKind::kDispatcher)) out = "dispatcher";
+  if (mask & gt::HostBit(gt::HostKind::kWorker)) out += out.empty() ? "worker" : ", worker";
+  return out;
+}
+
+void Describe(const gt::LoadedPlugin& p) {
+  const gt::PluginDescriptor& d = *p.descriptor;
+  std::cout << d.name << " " << d.version << " (" << gt::PluginKindName(d.kind) << ")\n"
+            << "  " << d.description << "\n"
+            << "  file:  " << p.path << "\n"
+            << "  hosts: " << HostsOf(d.hosts) << "\n"
+            << "  abi:   " << gt::kPluginAbiVersion << "\n"
+            << "  options:" << (d.option_count ? "" : " none") << "\n";
+  for (size_t i = 0; i < d.option_count; ++i) {
+    const gt::OptionSpec& o = d.options[i];
+    std::cout << "    " << std::left << std::setw(20) << o.name << std::setw(8) << gt::OptionTypeName(o.type)
+              << "default " << (*o.default_value ? o.default_value : "\"\"");
+    if (*o.unit) std::cout << " " << o.unit;
+    if (o.type == gt::OptionType::kInt || o.type == gt::OptionType::kDouble)
+      std::cout << "  range [" << o.min << ", " << o.max << "]";
+    std::cout << "\n      " << o.doc << "\n";
+  }
+}
+
+int Inspect(const std::vector<std::string>& args) {
+  if (args.size() == 2 && args[0] == "--check") {
+    gt::Result<gt::LoadedPlugin> p = gt::LoadPluginFile(args[1]);
+    if (!p.ok()) {
+      std::cout << "not a loadable gt plugin: " << p.status().message() << "\n";
+      return 1;
+    }
+    std::cout << args[1] << " is a loadable gt plugin:\n";
+    Describe(*p);
+    return 0;
+  }
+  if (args.size() == 1) {
+    gt::Result<gt::LoadedPlugin> p = gt::FindPlugin(args[0]);
+    if (!p.ok()) {
+      std::cerr << p.status().message() << "\n";
+      return 1;
+    }
+    Describe(*p);
+    return 0;
+  }
+  std::cout << "plugin search path:\n";
+  for (const auto& dir : gt::PluginSearchPath()) std::cout << "  " << dir << "\n";
+  std::cout << "plugins:\n";
+  for (const gt::PluginListing& l : gt::ListPlugins()) {
+    if (!l.plugin.ok()) {
+      std::cout << "  (unusable) " << l.plugin.status().message() << "\n";
+      continue;
+    }
+    const gt::PluginDescriptor& d = *l.plugin->descriptor;
+    std::cout << "  " << std::left << std::setw(18) << d.name << std::setw(10) << gt::PluginKindName(d.kind)
+              << std::setw(8) << d.version << std::setw(20) << HostsOf(d.hosts) << d.description << "\n";
+  }
+  return 0;
+}
+
+int Validate(const std::vector<std::string>& files) {
+  if (files.empty()) {
+    PrintUsage();
+    return 2;
+  }
+  int failures = 0;
+  for (const std::string& f : files) {
+    gt::Result<gt::HostManifest> m = gt::LoadManifestFile(f, std::nullopt);
+    if (m.ok()) {
+      std::cout << f << ": ok (" << gt::HostKindName(m->host) << ", " << m->stages.size() << " stage(s)"
+                << (m->backend ? ", backend " + std::string(m->backend->plugin.descriptor->name) : "") << ")\n";
+    } else {
+      std::cout << m.status().message() << "\n";
+      ++failures;
+    }
+  }
+  return failures ? 1 : 0;
+}
+
+pid_t Spawn(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) {
+    std::cerr << "gt cluster: cannot start " << argv[0] << "\n";
+    return -1;
+  }
+  return pid;
+}
+
+int Cluster(int argc, char** argv) {
+  po::options_description desc("gt cluster options");
+  desc.add_options()("workers,n", po::value<int>()->default_value(2), "number of workers")(
+      "listen", po::value<std::string>()->default_value("tcp://127.0.0.1:5555"), "dispatcher endpoint")(
+      "metrics-port", po::value<int>()->default_value(0), "first metrics port (dispatcher; workers follow); 0: none");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "gt cluster: " << e.what() << "\n" << desc;
+    return 2;
+  }
+  fs::path bin = fs::read_symlink("/proc/self/exe").parent_path();
+  std::string listen = vm["listen"].as<std::string>();
+  int port = vm["metrics-port"].as<int>();
+  auto metrics = [port](int k) { return port ? "127.0.0.1:" + std::to_string(port + k) : std::string(); };
+  std::vector<pid_t> children;
+  children.push_back(Spawn({(bin / "gt-dispatcher").string(), "--listen", listen, "--metrics", metrics(0)}));
+  for (int i = 0; i < vm["workers"].as<int>(); ++i)
+    children.push_back(Spawn({(bin / "gt-worker").string(), "--connect", listen, "--id", "worker-" + std::to_string(i),
+                              "--metrics", metrics(i + 1)}));
+  std::atomic<bool> stop{false};
+  gt::services::ShutdownSignal signal(stop);
+  while (!stop) {
+    int status = 0;
+    pid_t done = waitpid(-1, &status, WNOHANG);
+    if (done > 0) {
+      std::cerr << "gt cluster: process " << done << " exited; stopping the cluster\n";
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  for (size_t i = children.size(); i-- > 0;)
+    if (children[i] > 0) kill(children[i], SIGTERM);
+  for (pid_t c : children)
+    if (c > 0) waitpid(c, nullptr, 0);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage();
+    return 2;
+  }
+  std::string command = argv[1];
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  if (command == "inspect") return Inspect(rest);
+  if (command == "validate") return Validate(rest);
+  if (command == "cluster") return Cluster(argc - 1, argv + 1);
+  PrintUsage();
+  return command == "--help" || command == "-h" ? 0 : 2;
+}

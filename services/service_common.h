@@ -1,0 +1,43 @@
+// What the gt services share: graceful shutdown on SIGINT/SIGTERM, the
+// /metrics endpoint, and manifest loading with command-line overrides.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
+
+#include "manifest.h"
+
+namespace gt::services {
+
+// Sets `stop` when SIGINT or SIGTERM arrives (an Asio signal_set on its own
+// thread). Destroying it restores nothing: the process is ending.
+class ShutdownSignal {
+ public:
+  explicit ShutdownSignal(std::atomic<bool>& stop);
+  ~ShutdownSignal();
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  std::thread thread_;
+};
+
+// Serves `registry` on http://<address>/metrics. Returns null (and prints
+// why) when `address` is empty or cannot be bound.
+std::unique_ptr<prometheus::Exposer> ServeMetrics(const std::string& address,
+                                                  std::shared_ptr<prometheus::Registry> registry,
+                                                  std::string* bound);
+
+// Loads `file` (or `fallback_yaml` when file is empty) as a manifest for
+// `host`, printing every problem and returning nullopt when invalid.
+std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, const std::string& fallback_yaml,
+                                                  HostKind host);
+
+}  // namespace gt::services

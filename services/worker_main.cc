@@ -1,0 +1,60 @@
+// gt-worker: the worker stream host as a service.
+#include <iostream>
+
+#include <boost/program_options.hpp>
+#include <zmq.hpp>
+
+#include "service_common.h"
+#include "worker.h"
+
+namespace po = boost::program_options;
+
+int main(int argc, char** argv) {
+  po::options_description desc("gt-worker options");
+  desc.add_options()("help,h", "show this help")(
+      "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: torch backend")(
+      "connect,c", po::value<std::string>()->default_value(""), "dispatcher endpoint (overrides the manifest)")(
+      "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
+      "id", po::value<std::string>()->default_value(""), "worker id (overrides the manifest)");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, desc), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "gt-worker: " << e.what() << "\n" << desc;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << desc;
+    return 0;
+  }
+  auto manifest = gt::services::LoadManifestOrExplain(
+      vm["manifest"].as<std::string>(), "host: worker\nid: worker\nbackend:\n  plugin: torch\n", gt::HostKind::kWorker);
+  if (!manifest) return 1;
+  if (auto v = vm["connect"].as<std::string>(); !v.empty()) manifest->connect = v;
+  if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
+  if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
+  if (manifest->connect.empty()) manifest->connect = "tcp://127.0.0.1:5555";
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::string metrics_bound;
+  auto exposer = gt::services::ServeMetrics(manifest->metrics, registry, &metrics_bound);
+  zmq::context_t context(1);
+  auto worker = gt::Worker::Create(*manifest, context, *registry);
+  if (!worker.ok()) {
+    std::cerr << "gt-worker: " << worker.status().ToString() << "\n";
+    return 1;
+  }
+  (*worker)->set_metrics_endpoint(metrics_bound);
+  std::atomic<bool> stop{false};
+  gt::services::ShutdownSignal signal(stop);
+  std::cout << "gt-worker " << manifest->id << " connecting to " << manifest->connect
+            << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;
+  gt::Status s = (*worker)->Run(manifest->connect, stop);
+  if (!s.ok()) {
+    std::cerr << "gt-worker: " << s.ToString() << "\n";
+    return 1;
+  }
+  std::cout << "gt-worker " << manifest->id << " stopped" << std::endl;
+  return 0;
+}
