@@ -1,0 +1,212 @@
+#include "cluster.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "codec.h"
+#include "transport.h"
+
+extern char** environ;
+
+namespace gt::testing {
+namespace {
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env) {
+  std::vector<std::string> env_storage;
+  for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
+  for (const auto& [k, v] : extra_env) env_storage.push_back(k + "=" + v);
+  std::vector<char*> envp;
+  for (auto& e : env_storage) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), envp.data()) != 0) return -1;
+  return pid;
+}
+
+std::string UniqueName() {
+  static std::atomic<int> n{0};
+  return std::to_string(getpid()) + "-" + std::to_string(n++);
+}
+
+}  // namespace
+
+std::string BinDir() { return GT_TEST_BIN_DIR; }
+
+std::string WriteTempFile(const std::string& name, const std::string& contents) {
+  std::string path = "/tmp/gt-test-" + UniqueName() + "-" + name;
+  std::ofstream(path) << contents;
+  return path;
+}
+
+ProcessCluster::ProcessCluster(const ClusterOptions& options) {
+  endpoint_ = "ipc:///tmp/gt-test-" + UniqueName() + ".sock";
+  dispatcher_port_ = FreeTcpPort();
+  std::vector<std::string> d = {BinDir() + "/gt-dispatcher", "--listen", endpoint_, "--metrics",
+                                "127.0.0.1:" + std::to_string(dispatcher_port_)};
+  if (!options.dispatcher_manifest.empty()) d.insert(d.end(), {"--manifest", options.dispatcher_manifest});
+  pids_.push_back(Spawn(d, options.env));
+  for (int i = 0; i < options.workers; ++i) {
+    int port = FreeTcpPort();
+    worker_ports_.push_back(port);
+    std::vector<std::string> w = {BinDir() + "/gt-worker", "--connect", endpoint_, "--id", "worker-" + std::to_string(i),
+                                  "--metrics", "127.0.0.1:" + std::to_string(port)};
+    if (!options.worker_manifest.empty()) w.insert(w.end(), {"--manifest", options.worker_manifest});
+    pids_.push_back(Spawn(w, options.env));
+  }
+}
+
+ProcessCluster::~ProcessCluster() {
+  for (size_t i = pids_.size(); i-- > 0;)
+    if (pids_[i] > 0) kill(pids_[i], SIGTERM);
+  for (pid_t p : pids_)
+    if (p > 0) waitpid(p, nullptr, 0);
+}
+
+bool ProcessCluster::AllAlive() const {
+  for (pid_t p : pids_) {
+    if (p <= 0) return false;
+    int status = 0;
+    if (waitpid(p, &status, WNOHANG) != 0) return false;
+  }
+  return true;
+}
+
+bool ProcessCluster::WaitForWorkers(int n, int timeout_ms) const {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto v = MetricValue(HttpGet(dispatcher_port_, "/metrics"), "gt_host_workers_connected");
+    if (v && *v >= n) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+int FreeTcpPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  (void)!write(fd, request.data(), request.size());
+  std::string response;
+  char buf[65536];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0) response.append(buf, static_cast<size_t>(n));
+  close(fd);
+  size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+std::optional<double> MetricValue(const std::string& text, const std::string& name,
+                                  const std::map<std::string, std::string>& labels) {
+  std::optional<double> total;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    size_t name_end = line.find_first_of("{ ");
+    if (name_end == std::string::npos || line.substr(0, name_end) != name) continue;
+    std::string label_text;
+    size_t value_start = name_end;
+    if (line[name_end] == '{') {
+      size_t close = line.find('}', name_end);
+      label_text = line.substr(name_end + 1, close - name_end - 1);
+      value_start = close + 1;
+    }
+    bool match = true;
+    for (const auto& [k, v] : labels)
+      if (label_text.find(k + "=\"" + v + "\"") == std::string::npos) match = false;
+    if (!match) continue;
+    total = total.value_or(0) + std::stod(line.substr(value_start));
+  }
+  return total;
+}
+
+RawClient::RawClient(zmq::context_t& context, const std::string& endpoint)
+    : socket_(context, zmq::socket_type::dealer) {
+  socket_.set(zmq::sockopt::linger, 0);
+  socket_.connect(endpoint);
+}
+
+void RawClient::Send(const std::vector<Instruction>& batch) {
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::BATCH);
+  std::vector<BlobPtr> payloads;
+  for (const Instruction& inst : batch) EncodeInstruction(inst, env.add_instructions(), &payloads);
+  (void)SendEnvelope(socket_, "", env, payloads);
+}
+
+void RawClient::SendFrames(const std::vector<std::string>& frames) {
+  for (size_t i = 0; i < frames.size(); ++i)
+    socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+}
+
+std::optional<wire::Envelope> RawClient::Receive(int timeout_ms) {
+  zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) == 0) return std::nullopt;
+  auto frames = ReceiveFrames(socket_, zmq::recv_flags::none);
+  if (!frames) return std::nullopt;
+  Result<WireMessage> msg = DecodeFrames(std::move(*frames), false);
+  if (!msg.ok()) return std::nullopt;
+  last_frames_.clear();
+  for (const BlobPtr& b : msg->frames) last_frames_.emplace_back(reinterpret_cast<const char*>(b->data()), b->size());
+  return msg->envelope;
+}
+
+std::optional<wire::Envelope> RawClient::Sync(std::vector<std::pair<wire::Envelope, std::string>>* data, int timeout_ms) {
+  Instruction sync;
+  sync.op = Op::kSync;
+  sync.attrs.sync_id = ++next_sync_;
+  Send({sync});
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::optional<wire::Envelope> env = Receive(100);
+    if (!env) continue;
+    if (env->kind() == wire::Envelope::SYNC_DONE && env->sync_id() == sync.attrs.sync_id) return env;
+    if (env->kind() == wire::Envelope::DATA && data) data->emplace_back(*env, last_frames_.empty() ? "" : last_frames_[0]);
+  }
+  return std::nullopt;
+}
+
+void RawClient::Bye() {
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::BYE);
+  (void)SendEnvelope(socket_, "", env, {});
+}
+
+}  // namespace gt::testing

@@ -1,0 +1,82 @@
+// Test support: real gt-dispatcher and gt-worker processes, HTTP scrapes of
+// their /metrics, and a raw wire-protocol client for the tests that must send
+// what the C++ client never would (foreign ids, malformed bytes).
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "gt/instruction.h"
+#include "wire.pb.h"
+
+namespace gt::testing {
+
+struct ClusterOptions {
+  int workers = 1;
+  std::string dispatcher_manifest;  // file; empty: the service's default
+  std::string worker_manifest;      // file; empty: the service's default
+  std::map<std::string, std::string> env;  // extra environment for the hosts
+};
+
+// Starts the processes on a fresh ipc:// endpoint with /metrics on free
+// loopback ports; stops them with SIGTERM when destroyed.
+class ProcessCluster {
+ public:
+  explicit ProcessCluster(const ClusterOptions& options);
+  ~ProcessCluster();
+  ProcessCluster(const ProcessCluster&) = delete;
+  ProcessCluster& operator=(const ProcessCluster&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+  int dispatcher_metrics_port() const { return dispatcher_port_; }
+  const std::vector<int>& worker_metrics_ports() const { return worker_ports_; }
+  // True while every process is still running.
+  bool AllAlive() const;
+  // Waits until the dispatcher reports `n` workers connected (or timeout).
+  bool WaitForWorkers(int n, int timeout_ms = 20000) const;
+
+ private:
+  std::string endpoint_;
+  int dispatcher_port_ = 0;
+  std::vector<int> worker_ports_;
+  std::vector<pid_t> pids_;
+};
+
+int FreeTcpPort();
+// GET http://127.0.0.1:<port><path>; returns the body or "" on failure.
+std::string HttpGet(int port, const std::string& path);
+// Sum of every sample of `name` whose labels include `labels`; nullopt if none.
+std::optional<double> MetricValue(const std::string& exposition, const std::string& name,
+                                  const std::map<std::string, std::string>& labels = {});
+std::string BinDir();
+std::string WriteTempFile(const std::string& name, const std::string& contents);
+
+// A client speaking the wire protocol directly over its own DEALER.
+class RawClient {
+ public:
+  RawClient(zmq::context_t& context, const std::string& endpoint);
+  // Sends the instructions as one BATCH (payloads as data frames).
+  void Send(const std::vector<Instruction>& batch);
+  // Sends arbitrary frames (for malformed-input tests).
+  void SendFrames(const std::vector<std::string>& frames);
+  // Sends a kSync and waits for its SYNC_DONE (nullopt on timeout). DATA
+  // replies received meanwhile are appended to `data`.
+  std::optional<wire::Envelope> Sync(std::vector<std::pair<wire::Envelope, std::string>>* data = nullptr,
+                                     int timeout_ms = 20000);
+  // Waits for any message (nullopt on timeout).
+  std::optional<wire::Envelope> Receive(int timeout_ms);
+  void Bye();
+
+ private:
+  zmq::socket_t socket_;
+  uint64_t next_sync_ = 1000;
+  std::vector<std::string> last_frames_;  // data frames of the last message received
+};
+
+}  // namespace gt::testing
