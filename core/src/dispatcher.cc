@@ -120,15 +120,9 @@ class Dispatcher::Impl final : public Terminal {
       return Status::Ok();
     }
     if (inst.op == Op::kSync) return BeginSync(c, inst);
-    if (Status s = CheckIds(c, inst); !s.ok()) {
-      for (TensorId r : inst.results) c.failed[r] = inst.seq;
-      return s;
-    }
+    if (Status s = CheckIds(c, inst); !s.ok()) return MarkFailed(c, inst, s);
     Result<size_t> target = TargetWorker(c, inst);
-    if (!target.ok()) {
-      for (TensorId r : inst.results) c.failed[r] = inst.seq;
-      return target.status();
-    }
+    if (!target.ok()) return MarkFailed(c, inst, target.status());
     if (inst.op == Op::kFree)
       for (TensorId id : inst.operands) c.tensors.erase(id);
     for (TensorId r : inst.results) c.tensors[r] = *target;
@@ -137,6 +131,14 @@ class Dispatcher::Impl final : public Terminal {
   }
 
   void EndBatch() override { FlushWorkers(); }
+
+  // Remembers that the results of `inst` were never made, so later uses
+  // name the op that failed. A result id that names a live tensor keeps it.
+  Status MarkFailed(ClientState& c, const Instruction& inst, Status status) {
+    for (TensorId r : inst.results)
+      if (!c.tensors.count(r)) c.failed[r] = inst.seq;
+    return status;
+  }
 
  private:
   // ---- incoming messages ---------------------------------------------------

@@ -54,9 +54,11 @@ OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Nod
   OptionValues values;
   std::set<std::string> declared;
   for (size_t i = 0; i < d.option_count; ++i) declared.insert(d.options[i].name);
-  if (options.IsDefined() && !options.IsNull() && !options.IsMap()) {
+  // IsDefined() first: an absent key is an invalid node, whose IsMap() throws.
+  const bool is_map = options.IsDefined() && options.IsMap();
+  if (options.IsDefined() && !options.IsNull() && !is_map) {
     c.Add(path, options, "expected a map of option: value");
-  } else if (options.IsMap()) {
+  } else if (is_map) {
     for (const auto& kv : options) {
       std::string key = kv.first.as<std::string>();
       if (!declared.count(key))
@@ -66,7 +68,7 @@ OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Nod
   }
   for (size_t i = 0; i < d.option_count; ++i) {
     const OptionSpec& spec = d.options[i];
-    YAML::Node given = options.IsMap() ? options[spec.name] : YAML::Node();
+    YAML::Node given = is_map ? options[spec.name] : YAML::Node();
     std::string opt_path = path + "." + spec.name;
     if (given.IsDefined() && !given.IsNull() && !given.IsScalar()) {
       c.Add(opt_path, given, "option '" + std::string(spec.name) + "' expects " +
@@ -200,7 +202,13 @@ std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> 
     c.problems.push_back({"", e.mark.line >= 0 ? e.mark.line + 1 : 0, "YAML syntax error: " + e.msg});
     return c.problems;
   }
-  HostManifest m = Check(c, root, expected);
+  HostManifest m;
+  try {
+    m = Check(c, root, expected);
+  } catch (const YAML::Exception& e) {  // e.g. a map or sequence used as a key
+    c.problems.push_back({"", e.mark.line >= 0 ? e.mark.line + 1 : 0, "unexpected YAML structure: " + e.msg});
+    return c.problems;
+  }
   if (out) *out = std::move(m);
   return c.problems;
 }

@@ -78,6 +78,13 @@ ProcessCluster::~ProcessCluster() {
     if (p > 0) waitpid(p, nullptr, 0);
 }
 
+void ProcessCluster::KillWorkerForTest(int index) {
+  pid_t& p = pids_.at(static_cast<size_t>(index) + 1);
+  kill(p, SIGKILL);
+  waitpid(p, nullptr, 0);
+  p = -1;
+}
+
 bool ProcessCluster::AllAlive() const {
   for (pid_t p : pids_) {
     if (p <= 0) return false;

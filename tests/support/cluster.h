@@ -40,6 +40,8 @@ class ProcessCluster {
   bool AllAlive() const;
   // Waits until the dispatcher reports `n` workers connected (or timeout).
   bool WaitForWorkers(int n, int timeout_ms = 20000) const;
+  // SIGKILLs worker `index` (no goodbye), to test dead-worker detection.
+  void KillWorkerForTest(int index);
 
  private:
   std::string endpoint_;

@@ -1,0 +1,542 @@
+// The op conformance test: every op that produces a tensor runs through the
+// real stack (C++ client -> gt-dispatcher process -> gt-worker process with
+// the torch backend plugin) and its result is compared with the same op run
+// here, in-process, with ATen on the same inputs.
+//
+// Adding an op means adding a case to Cases(); EveryTensorOpHasACase fails
+// until one exists.
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+#include "gt/gt.h"
+#include "gt/op.h"
+
+namespace {
+
+using gt::DType;
+using gt::Op;
+
+// ---- gt <-> ATen -------------------------------------------------------------
+
+at::ScalarType ToAten(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: return at::kFloat;
+    case DType::kFloat64: return at::kDouble;
+    case DType::kInt32: return at::kInt;
+    case DType::kInt64: return at::kLong;
+    case DType::kBool: return at::kBool;
+    case DType::kCount: break;
+  }
+  ADD_FAILURE() << "no ATen type for dtype " << static_cast<int>(dtype);
+  return at::kFloat;
+}
+
+std::optional<DType> FromAten(at::ScalarType type) {
+  for (size_t i = 0; i < static_cast<size_t>(DType::kCount); ++i)
+    if (ToAten(static_cast<DType>(i)) == type) return static_cast<DType>(i);
+  return std::nullopt;
+}
+
+gt::Shape ShapeOf(const at::Tensor& t) { return gt::Shape(t.sizes().begin(), t.sizes().end()); }
+
+// Sends `t`'s bytes to the cluster (op from_bytes).
+gt::Tensor Send(const at::Tensor& t) {
+  at::Tensor c = t.contiguous();
+  std::optional<DType> dtype = FromAten(c.scalar_type());
+  if (!dtype) throw gt::Error(gt::Code::kInvalidArgument, "test input has a non-gt dtype");
+  return gt::from_data(c.data_ptr(), c.nbytes(), ShapeOf(c), *dtype);
+}
+
+// Fetches `t` (op fetch, a sync point) into an ATen tensor.
+at::Tensor Fetch(const gt::Tensor& t) {
+  at::Tensor out = at::empty(t.shape(), at::TensorOptions().dtype(ToAten(t.dtype())));
+  t.copy_to(out.data_ptr(), out.nbytes());
+  return out;
+}
+
+// ---- deterministic inputs ------------------------------------------------------
+
+at::Generator Gen(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+
+// Standard normal float32 values.
+at::Tensor Normal(at::IntArrayRef shape, uint64_t seed, at::ScalarType type = at::kFloat) {
+  return at::randn(shape, Gen(seed), at::TensorOptions().dtype(at::kDouble)).to(type);
+}
+
+// Values in [0.1, 2.1): safe for log, sqrt and as a divisor.
+at::Tensor Positive(at::IntArrayRef shape, uint64_t seed, at::ScalarType type = at::kFloat) {
+  return (at::rand(shape, Gen(seed), at::TensorOptions().dtype(at::kDouble)) * 2 + 0.1).to(type);
+}
+
+// Integers in [-11, 11], from a fixed pattern.
+at::Tensor Ints(at::IntArrayRef shape, at::ScalarType type, int64_t offset = 0) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  at::Tensor flat = at::remainder(at::arange(offset, offset + n, at::kLong) * 7, 23) - 11;
+  return flat.reshape(shape).to(type);
+}
+
+// Non-zero integers in [1, 9] (divisors).
+at::Tensor NonZeroInts(at::IntArrayRef shape, at::ScalarType type) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return (at::remainder(at::arange(n, at::kLong) * 5, 9) + 1).reshape(shape).to(type);
+}
+
+at::Tensor Bools(at::IntArrayRef shape) { return at::remainder(Ints(shape, at::kLong), 3) == 0; }
+
+// ---- the case table ------------------------------------------------------------
+
+using Remote = std::function<gt::Tensor(const std::vector<gt::Tensor>&)>;
+using Local = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+
+struct Case {
+  std::string name;
+  std::vector<Op> ops;              // the ops the case exercises (coverage)
+  std::vector<at::Tensor> inputs;   // sent with gt::from_data
+  Remote remote;
+  Local local;
+};
+
+std::vector<int64_t> AllDims(const at::Tensor& t) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < t.dim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+std::vector<Case> Cases() {
+  using V = std::vector<gt::Tensor>;
+  using A = std::vector<at::Tensor>;
+  std::vector<Case> cases;
+  auto add = [&cases](std::string name, std::vector<Op> ops, A inputs, Remote remote, Local local) {
+    cases.push_back({std::move(name), std::move(ops), std::move(inputs), std::move(remote), std::move(local)});
+  };
+  auto identity_remote = [](const V& v) { return v[0]; };
+  auto identity_local = [](const A& a) { return a[0]; };
+
+  // -- creation
+  add("from_bytes_float32", {Op::kFromBytes}, {Normal({3, 4}, 1)}, identity_remote, identity_local);
+  add("from_bytes_float64", {Op::kFromBytes}, {Normal({2, 5}, 2, at::kDouble)}, identity_remote, identity_local);
+  add("from_bytes_int32", {Op::kFromBytes}, {Ints({7}, at::kInt)}, identity_remote, identity_local);
+  add("from_bytes_int64", {Op::kFromBytes}, {Ints({2, 2, 3}, at::kLong)}, identity_remote, identity_local);
+  add("from_bytes_bool", {Op::kFromBytes}, {Bools({9})}, identity_remote, identity_local);
+  add("from_bytes_0d", {Op::kFromBytes}, {at::scalar_tensor(3.5, at::kFloat)}, identity_remote, identity_local);
+  add("from_bytes_empty", {Op::kFromBytes}, {at::empty({0, 3}, at::kFloat)}, identity_remote, identity_local);
+  add("randn_seeded_float32", {Op::kRandn}, {},
+      [](const V&) { return gt::randn({4, 5}, DType::kFloat32, 1234); },
+      [](const A&) { return at::randn({4, 5}, Gen(1234), at::TensorOptions().dtype(at::kFloat)); });
+  add("randn_seeded_float64", {Op::kRandn}, {},
+      [](const V&) { return gt::randn({3, 33}, DType::kFloat64, 99); },
+      [](const A&) { return at::randn({3, 33}, Gen(99), at::TensorOptions().dtype(at::kDouble)); });
+  add("zeros_float32", {Op::kZeros}, {}, [](const V&) { return gt::zeros({2, 3}); },
+      [](const A&) { return at::zeros({2, 3}, at::kFloat); });
+  add("zeros_int64", {Op::kZeros}, {}, [](const V&) { return gt::zeros({5}, DType::kInt64); },
+      [](const A&) { return at::zeros({5}, at::kLong); });
+  add("zeros_empty", {Op::kZeros}, {}, [](const V&) { return gt::zeros({0, 3}); },
+      [](const A&) { return at::zeros({0, 3}, at::kFloat); });
+  add("ones_float64", {Op::kOnes}, {}, [](const V&) { return gt::ones({2, 3, 1}, DType::kFloat64); },
+      [](const A&) { return at::ones({2, 3, 1}, at::kDouble); });
+  add("ones_int32", {Op::kOnes}, {}, [](const V&) { return gt::ones({4}, DType::kInt32); },
+      [](const A&) { return at::ones({4}, at::kInt); });
+  add("ones_0d", {Op::kOnes}, {}, [](const V&) { return gt::ones({}); },
+      [](const A&) { return at::ones({}, at::kFloat); });
+
+  // -- binary, tensor with tensor: same shape and broadcast
+  struct BinaryOp {
+    Op op;
+    const char* name;
+    std::function<gt::Tensor(const gt::Tensor&, const gt::Tensor&)> remote;
+    std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> local;
+  };
+  const BinaryOp binary[] = {
+      {Op::kAdd, "add", [](auto& a, auto& b) { return a + b; }, [](auto& a, auto& b) { return at::add(a, b); }},
+      {Op::kSub, "sub", [](auto& a, auto& b) { return a - b; }, [](auto& a, auto& b) { return at::sub(a, b); }},
+      {Op::kMul, "mul", [](auto& a, auto& b) { return a * b; }, [](auto& a, auto& b) { return at::mul(a, b); }},
+      {Op::kDiv, "div", [](auto& a, auto& b) { return a / b; }, [](auto& a, auto& b) { return at::div(a, b); }},
+  };
+  for (const BinaryOp& b : binary) {
+    auto remote = [f = b.remote](const V& v) { return f(v[0], v[1]); };
+    auto local = [f = b.local](const A& a) { return f(a[0], a[1]); };
+    add(std::string(b.name) + "_same_shape", {b.op}, {Normal({3, 4}, 10), Positive({3, 4}, 11)}, remote, local);
+    add(std::string(b.name) + "_broadcast_row", {b.op}, {Normal({2, 3, 4}, 12), Positive({4}, 13)}, remote, local);
+    add(std::string(b.name) + "_broadcast_both", {b.op}, {Normal({3, 1}, 14), Positive({2, 1, 4}, 15)}, remote, local);
+    add(std::string(b.name) + "_0d", {b.op}, {Normal({2, 3}, 16), Positive({}, 17)}, remote, local);
+  }
+
+  // -- binary, tensor with scalar, the scalar on each side
+  const A x = {Normal({3, 4}, 20)};
+  const A pos = {Positive({3, 4}, 21)};
+  add("add_scalar_right", {Op::kAdd}, x, [](const V& v) { return v[0] + 2.5; },
+      [](const A& a) { return at::add(a[0], 2.5); });
+  add("add_scalar_left", {Op::kAdd}, x, [](const V& v) { return 2.5 + v[0]; },
+      [](const A& a) { return at::add(a[0], 2.5); });
+  add("sub_scalar_right", {Op::kSub}, x, [](const V& v) { return v[0] - 1.25; },
+      [](const A& a) { return at::sub(a[0], 1.25); });
+  add("sub_scalar_left", {Op::kSub}, x, [](const V& v) { return 3 - v[0]; },
+      [](const A& a) { return at::rsub(a[0], 3); });
+  add("mul_scalar_right", {Op::kMul}, x, [](const V& v) { return v[0] * -2; },
+      [](const A& a) { return at::mul(a[0], -2); });
+  add("mul_scalar_left", {Op::kMul}, x, [](const V& v) { return 0.5 * v[0]; },
+      [](const A& a) { return at::mul(a[0], 0.5); });
+  add("div_scalar_right", {Op::kDiv}, x, [](const V& v) { return v[0] / 4; },
+      [](const A& a) { return at::div(a[0], 4); });
+  add("div_scalar_left", {Op::kDiv}, pos, [](const V& v) { return 2 / v[0]; },
+      [](const A& a) { return at::div(at::full_like(a[0], 2), a[0]); });
+
+  // -- matmul
+  auto matmul_remote = [](const V& v) { return v[0].matmul(v[1]); };
+  auto matmul_local = [](const A& a) { return at::matmul(a[0], a[1]); };
+  add("matmul_2d", {Op::kMatmul}, {Normal({3, 4}, 30), Normal({4, 5}, 31)}, matmul_remote, matmul_local);
+  add("matmul_batched", {Op::kMatmul}, {Normal({2, 3, 4}, 32), Normal({2, 4, 5}, 33)}, matmul_remote, matmul_local);
+  add("matmul_batched_broadcast", {Op::kMatmul}, {Normal({2, 1, 3, 4}, 34), Normal({3, 4, 2}, 35)}, matmul_remote,
+      matmul_local);
+  add("matmul_vector_matrix", {Op::kMatmul}, {Normal({4}, 36), Normal({4, 5}, 37)}, matmul_remote, matmul_local);
+  add("matmul_dot", {Op::kMatmul}, {Normal({6}, 38), Normal({6}, 39)}, matmul_remote, matmul_local);
+  add("matmul_float64", {Op::kMatmul}, {Normal({3, 4}, 40, at::kDouble), Normal({4, 2}, 41, at::kDouble)},
+      matmul_remote, matmul_local);
+
+  // -- unary
+  struct UnaryOp {
+    Op op;
+    const char* name;
+    gt::Tensor (gt::Tensor::*remote)() const;
+    at::Tensor (*local)(const at::Tensor&);
+    bool needs_positive;
+  };
+  const UnaryOp unary[] = {
+      {Op::kRelu, "relu", &gt::Tensor::relu, [](const at::Tensor& a) { return at::relu(a); }, false},
+      {Op::kSigmoid, "sigmoid", &gt::Tensor::sigmoid, [](const at::Tensor& a) { return at::sigmoid(a); }, false},
+      {Op::kTanh, "tanh", &gt::Tensor::tanh, [](const at::Tensor& a) { return at::tanh(a); }, false},
+      {Op::kExp, "exp", &gt::Tensor::exp, [](const at::Tensor& a) { return at::exp(a); }, false},
+      {Op::kLog, "log", &gt::Tensor::log, [](const at::Tensor& a) { return at::log(a); }, true},
+      {Op::kSqrt, "sqrt", &gt::Tensor::sqrt, [](const at::Tensor& a) { return at::sqrt(a); }, true},
+      {Op::kNeg, "neg", &gt::Tensor::neg, [](const at::Tensor& a) { return at::neg(a); }, false},
+  };
+  for (const UnaryOp& u : unary) {
+    auto remote = [f = u.remote](const V& v) { return (v[0].*f)(); };
+    auto local = [f = u.local](const A& a) { return f(a[0]); };
+    at::Tensor in = u.needs_positive ? Positive({3, 5}, 50) : Normal({3, 5}, 50) * 3;
+    add(std::string(u.name) + "_float32", {u.op}, {in}, remote, local);
+    add(std::string(u.name) + "_float64", {u.op}, {in.to(at::kDouble)}, remote, local);
+    at::Tensor ints = u.needs_positive ? NonZeroInts({2, 4}, at::kInt) : Ints({2, 4}, at::kInt);
+    add(std::string(u.name) + "_int32", {u.op}, {ints}, remote, local);  // relu, neg keep int; others give float32
+  }
+  add("neg_operator", {Op::kNeg}, x, [](const V& v) { return -v[0]; }, [](const A& a) { return -a[0]; });
+
+  // -- reductions: no axes, one, several, negative; keepdims
+  struct ReduceOp {
+    Op op;
+    const char* name;
+    gt::Tensor (gt::Tensor::*remote)(std::vector<int64_t>, bool) const;
+    std::function<at::Tensor(const at::Tensor&)> all;  // reduce everything, 0-d result
+    std::function<at::Tensor(const at::Tensor&, std::vector<int64_t>, bool)> dims;
+  };
+  const ReduceOp reduce[] = {
+      {Op::kSum, "sum", &gt::Tensor::sum, [](const at::Tensor& a) { return at::sum(a); },
+       [](const at::Tensor& a, std::vector<int64_t> d, bool k) { return at::sum(a, d, k); }},
+      {Op::kMean, "mean", &gt::Tensor::mean, [](const at::Tensor& a) { return at::mean(a); },
+       [](const at::Tensor& a, std::vector<int64_t> d, bool k) { return at::mean(a, d, k); }},
+      {Op::kMax, "max", &gt::Tensor::max, [](const at::Tensor& a) { return at::max(a); },
+       [](const at::Tensor& a, std::vector<int64_t> d, bool k) { return at::amax(a, d, k); }},
+  };
+  struct Axes {
+    const char* name;
+    std::vector<int64_t> axes;
+    bool keepdims;
+  };
+  const Axes axes_cases[] = {
+      {"all", {}, false},           {"all_keepdims", {}, true},       {"axis1", {1}, false},
+      {"axis0_keepdims", {0}, true}, {"axes02", {0, 2}, false},        {"axis_neg1", {-1}, false},
+      {"axes_neg_keepdims", {-1, -3}, true}, {"axes_unordered", {2, 1}, false},
+  };
+  const A cube = {Normal({2, 3, 4}, 60)};
+  for (const ReduceOp& r : reduce) {
+    for (const Axes& ax : axes_cases) {
+      auto remote = [f = r.remote, axes = ax.axes, k = ax.keepdims](const V& v) { return (v[0].*f)(axes, k); };
+      Local local;
+      if (ax.axes.empty() && !ax.keepdims) {
+        local = [f = r.all](const A& a) { return f(a[0]); };
+      } else {
+        local = [f = r.dims, axes = ax.axes, k = ax.keepdims](const A& a) {
+          return f(a[0], axes.empty() ? AllDims(a[0]) : axes, k);
+        };
+      }
+      add(std::string(r.name) + "_" + ax.name, {r.op}, cube, remote, local);
+    }
+  }
+  add("max_int32_axis1", {Op::kMax}, {Ints({3, 4}, at::kInt)}, [](const V& v) { return v[0].max({1}); },
+      [](const A& a) { return at::amax(a[0], {1}); });
+  add("mean_float64_axis0", {Op::kMean}, {Normal({3, 4}, 61, at::kDouble)},
+      [](const V& v) { return v[0].mean({0}); }, [](const A& a) { return at::mean(a[0], {0}); });
+
+  // -- movement
+  const A block = {Normal({2, 3, 4}, 70)};
+  add("reshape_infer_first", {Op::kReshape}, block, [](const V& v) { return v[0].reshape({-1, 4}); },
+      [](const A& a) { return at::reshape(a[0], {-1, 4}); });
+  add("reshape_infer_middle", {Op::kReshape}, block, [](const V& v) { return v[0].reshape({4, -1, 3}); },
+      [](const A& a) { return at::reshape(a[0], {4, -1, 3}); });
+  add("reshape_flat", {Op::kReshape}, block, [](const V& v) { return v[0].reshape({24}); },
+      [](const A& a) { return at::reshape(a[0], {24}); });
+  add("reshape_int64", {Op::kReshape}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].reshape({3, 2}); },
+      [](const A& a) { return at::reshape(a[0], {3, 2}); });
+  add("transpose_dims", {Op::kTranspose}, block, [](const V& v) { return v[0].transpose(0, 2); },
+      [](const A& a) { return at::transpose(a[0], 0, 2); });
+  add("transpose_negative_dims", {Op::kTranspose}, block, [](const V& v) { return v[0].transpose(-1, 1); },
+      [](const A& a) { return at::transpose(a[0], -1, 1); });
+  add("transpose_t_2d", {Op::kTranspose}, x, [](const V& v) { return v[0].t(); },
+      [](const A& a) { return a[0].t(); });
+  add("transpose_t_3d", {Op::kTranspose}, block, [](const V& v) { return v[0].t(); },
+      [](const A& a) { return at::transpose(a[0], -2, -1); });
+  add("transpose_t_1d", {Op::kTranspose}, {Normal({5}, 71)}, [](const V& v) { return v[0].t(); },
+      [](const A& a) { return a[0].t(); });
+  add("reshape_of_transpose", {Op::kTranspose, Op::kReshape}, block,
+      [](const V& v) { return v[0].transpose(0, 1).reshape({-1}); },
+      [](const A& a) { return at::transpose(a[0], 0, 1).reshape({-1}); });
+
+  // -- dtypes other than float32
+  add("add_float64_broadcast", {Op::kAdd}, {Normal({2, 3}, 80, at::kDouble), Normal({3}, 81, at::kDouble)},
+      [](const V& v) { return v[0] + v[1]; }, [](const A& a) { return at::add(a[0], a[1]); });
+  add("add_int32", {Op::kAdd}, {Ints({3, 4}, at::kInt), Ints({4}, at::kInt, 5)},
+      [](const V& v) { return v[0] + v[1]; }, [](const A& a) { return at::add(a[0], a[1]); });
+  add("add_int64", {Op::kAdd}, {Ints({3, 4}, at::kLong), Ints({3, 1}, at::kLong, 9)},
+      [](const V& v) { return v[0] + v[1]; }, [](const A& a) { return at::add(a[0], a[1]); });
+  add("add_int32_int64_promotes", {Op::kAdd}, {Ints({4}, at::kInt), Ints({4}, at::kLong, 3)},
+      [](const V& v) { return v[0] + v[1]; }, [](const A& a) { return at::add(a[0], a[1]); });
+  add("add_float32_int64_promotes", {Op::kAdd}, {Normal({4}, 82), Ints({4}, at::kLong)},
+      [](const V& v) { return v[0] + v[1]; }, [](const A& a) { return at::add(a[0], a[1]); });
+  add("add_float32_float64_promotes", {Op::kAdd}, {Normal({4}, 83), Normal({4}, 84, at::kDouble)},
+      [](const V& v) { return v[0] + v[1]; }, [](const A& a) { return at::add(a[0], a[1]); });
+  add("add_int32_scalar_stays_int", {Op::kAdd}, {Ints({5}, at::kInt)}, [](const V& v) { return v[0] + 3; },
+      [](const A& a) { return at::add(a[0], 3); });
+  add("add_int32_fractional_scalar", {Op::kAdd}, {Ints({5}, at::kInt)}, [](const V& v) { return v[0] + 1.5; },
+      [](const A& a) { return at::add(a[0], 1.5); });
+  add("add_float64_scalar_left", {Op::kAdd}, {Normal({5}, 85, at::kDouble)}, [](const V& v) { return 0.25 + v[0]; },
+      [](const A& a) { return at::add(a[0], 0.25); });
+  add("add_bool_scalar", {Op::kAdd}, {Bools({6})}, [](const V& v) { return v[0] + 2; },
+      [](const A& a) { return at::add(a[0], 2); });
+  add("sub_int64_scalar_left", {Op::kSub}, {Ints({5}, at::kLong)}, [](const V& v) { return 10 - v[0]; },
+      [](const A& a) { return at::rsub(a[0], 10); });
+  add("mul_int32", {Op::kMul}, {Ints({4}, at::kInt), Ints({4}, at::kInt, 2)},
+      [](const V& v) { return v[0] * v[1]; }, [](const A& a) { return at::mul(a[0], a[1]); });
+  add("div_int32_true_division", {Op::kDiv}, {Ints({2, 4}, at::kInt), NonZeroInts({4}, at::kInt)},
+      [](const V& v) { return v[0] / v[1]; }, [](const A& a) { return at::div(a[0], a[1]); });
+  add("div_int64_scalar_right", {Op::kDiv}, {Ints({5}, at::kLong)}, [](const V& v) { return v[0] / 4; },
+      [](const A& a) { return at::div(a[0], 4); });
+  add("sum_float64", {Op::kSum}, {Normal({3, 4}, 86, at::kDouble)}, [](const V& v) { return v[0].sum({1}); },
+      [](const A& a) { return at::sum(a[0], {1}); });
+  add("sum_int32_gives_int64", {Op::kSum}, {Ints({3, 4}, at::kInt)}, [](const V& v) { return v[0].sum(); },
+      [](const A& a) { return at::sum(a[0]); });
+  add("sum_int32_axis_keepdims", {Op::kSum}, {Ints({3, 4}, at::kInt)},
+      [](const V& v) { return v[0].sum({-1}, true); }, [](const A& a) { return at::sum(a[0], {-1}, true); });
+  add("sum_int64", {Op::kSum}, {Ints({2, 3, 4}, at::kLong)}, [](const V& v) { return v[0].sum({0, 2}); },
+      [](const A& a) { return at::sum(a[0], {0, 2}); });
+  add("sum_bool_gives_int64", {Op::kSum}, {Bools({10})}, [](const V& v) { return v[0].sum(); },
+      [](const A& a) { return at::sum(a[0]); });
+
+  // -- a chain, so that results feed results on the worker
+  add("chain_mlp_layer", {Op::kMatmul, Op::kAdd, Op::kRelu, Op::kSum, Op::kMean},
+      {Normal({4, 3}, 90), Normal({3, 5}, 91), Normal({5}, 92)},
+      [](const V& v) { return (v[0].matmul(v[1]) + v[2]).relu().sum({1}).mean(); },
+      [](const A& a) { return at::mean(at::sum(at::relu(at::matmul(a[0], a[1]) + a[2]), {1})); });
+  return cases;
+}
+
+// ---- comparison ------------------------------------------------------------------
+
+// Compares the remote result with the local one: the client's inferred shape
+// and dtype, then the fetched bytes (exact for integers and bools, allclose
+// for floating point).
+void ExpectMatches(const gt::Tensor& remote, const at::Tensor& want) {
+  std::optional<DType> want_dtype = FromAten(want.scalar_type());
+  ASSERT_TRUE(want_dtype.has_value()) << "ATen result type " << want.scalar_type() << " is not a gt dtype";
+  EXPECT_EQ(remote.shape(), ShapeOf(want)) << "inferred shape " << gt::ShapeToString(remote.shape()) << ", ATen "
+                                           << gt::ShapeToString(ShapeOf(want));
+  ASSERT_EQ(remote.dtype(), *want_dtype) << "inferred dtype " << gt::DTypeName(remote.dtype()) << ", ATen "
+                                         << gt::DTypeName(*want_dtype);
+  if (remote.shape() != ShapeOf(want)) return;
+  at::Tensor got = Fetch(remote);
+  if (at::isFloatingType(want.scalar_type())) {
+    EXPECT_TRUE(at::allclose(got, want, /*rtol=*/1e-5, /*atol=*/1e-6, /*equal_nan=*/true))
+        << "remote:\n" << got << "\nATen:\n" << want;
+  } else {
+    EXPECT_TRUE(at::equal(got, want)) << "remote:\n" << got << "\nATen:\n" << want;
+  }
+}
+
+std::string Describe(const std::vector<Op>& ops) {
+  std::string out;
+  for (Op op : ops) out += (out.empty() ? "" : ",") + std::string(gt::OpName(op));
+  return out;
+}
+
+// ---- the fixture: one cluster of real processes for the whole suite ---------------
+
+class ConformanceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gt::testing::ClusterOptions options;
+    options.workers = 1;
+    cluster_ = new gt::testing::ProcessCluster(options);
+    ready_ = cluster_->WaitForWorkers(1);
+    if (ready_) gt::connect(cluster_->endpoint());  // before any op of this process
+  }
+
+  static void TearDownTestSuite() {
+    gt::shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(ready_) << "gt-dispatcher and gt-worker from " << gt::testing::BinDir()
+                        << " did not come up (built? the conformance_test target depends on them)";
+  }
+
+  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+
+  static gt::testing::ProcessCluster* cluster_;
+  static bool ready_;
+};
+
+gt::testing::ProcessCluster* ConformanceTest::cluster_ = nullptr;
+bool ConformanceTest::ready_ = false;
+
+// Adding an op to enum Op without a case here fails this test (STYLE.md 13).
+TEST(ConformanceCoverageTest, EveryTensorOpHasACase) {
+  std::set<Op> covered;
+  for (const Case& c : Cases()) covered.insert(c.ops.begin(), c.ops.end());
+  for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+    Op op = static_cast<Op>(i);
+    if (gt::ProducesTensor(op)) EXPECT_TRUE(covered.count(op)) << "op " << gt::OpName(op) << " has no conformance case";
+    else EXPECT_FALSE(covered.count(op)) << "control op " << gt::OpName(op) << " listed as a tensor case";
+  }
+}
+
+TEST_F(ConformanceTest, EveryOpMatchesLibTorch) {
+  std::vector<Case> cases = Cases();
+  std::set<std::string> names;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("case " + c.name + " (" + Describe(c.ops) + ")");
+    EXPECT_TRUE(names.insert(c.name).second) << "duplicate case name";
+    try {
+      std::vector<gt::Tensor> remote_inputs;
+      for (const at::Tensor& in : c.inputs) remote_inputs.push_back(Send(in));
+      gt::Tensor remote = c.remote(remote_inputs);
+      at::Tensor want = c.local(c.inputs);
+      ExpectMatches(remote, want);
+    } catch (const gt::Error& e) {
+      ADD_FAILURE() << "gt::Error (" << gt::CodeName(e.code()) << "): " << e.what();
+    } catch (const c10::Error& e) {
+      ADD_FAILURE() << "ATen reference failed: " << e.what_without_backtrace();
+    }
+  }
+  EXPECT_GE(cases.size(), 100u);
+  gt::sync();  // nothing failed since the last fetch
+}
+
+TEST_F(ConformanceTest, RandnSeedsAndStatistics) {
+  const gt::Shape shape = {200, 500};
+  gt::Tensor a = gt::randn(shape, DType::kFloat32, 7);
+  gt::Tensor b = gt::randn(shape, DType::kFloat32, 7);
+  gt::Tensor c = gt::randn(shape, DType::kFloat32, 8);
+  gt::Tensor unseeded = gt::randn(shape);
+  gt::Tensor unseeded_again = gt::randn(shape);
+  EXPECT_EQ(a.shape(), shape);
+  EXPECT_EQ(a.dtype(), DType::kFloat32);
+  EXPECT_EQ(unseeded.shape(), shape);
+  EXPECT_EQ(gt::randn({3}, DType::kFloat64, 1).dtype(), DType::kFloat64);
+
+  at::Tensor va = Fetch(a), vb = Fetch(b), vc = Fetch(c), vu = Fetch(unseeded), vu2 = Fetch(unseeded_again);
+  EXPECT_TRUE(at::equal(va, vb)) << "same seed, different values";
+  EXPECT_FALSE(at::equal(va, vc)) << "seeds 7 and 8 gave the same values";
+  EXPECT_FALSE(at::equal(vu, vu2)) << "two unseeded randn calls gave the same values";
+  EXPECT_TRUE(at::equal(va, at::randn(shape, Gen(7), at::TensorOptions().dtype(at::kFloat))))
+      << "seeded randn differs from ATen's with a generator of the same seed";
+
+  // 100000 standard normal samples: the mean's standard error is ~0.003.
+  for (const at::Tensor& v : {va, vc, vu}) {
+    EXPECT_NEAR(v.mean().item<double>(), 0.0, 0.02);
+    EXPECT_NEAR(v.std().item<double>(), 1.0, 0.02);
+  }
+  // The same statistic computed remotely.
+  EXPECT_NEAR(a.mean().item(), va.mean().item<double>(), 1e-5);
+}
+
+TEST_F(ConformanceTest, ShapeMismatchThrowsAtTheCall) {
+  gt::Tensor a = Send(Normal({2, 3}, 100));
+  gt::Tensor b = Send(Normal({4}, 101));
+  gt::Tensor m = Send(Normal({4, 5}, 102));
+
+  auto expect_error = [](const std::function<void()>& call, std::vector<std::string> parts) {
+    try {
+      call();
+      ADD_FAILURE() << "no gt::Error thrown";
+    } catch (const gt::Error& e) {
+      EXPECT_EQ(e.code(), gt::Code::kInvalidArgument) << e.what();
+      for (const std::string& p : parts)
+        EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << e.what() << "' lacks '" << p << "'";
+    }
+  };
+  expect_error([&] { (void)(a + b); }, {"add", "[2, 3]", "[4]"});
+  expect_error([&] { (void)(a / b); }, {"div", "[2, 3]", "[4]"});
+  expect_error([&] { (void)a.matmul(m); }, {"matmul", "[2, 3]", "[4, 5]"});
+  expect_error([&] { (void)a.reshape({4, -1}); }, {"reshape", "[2, 3]", "[4, -1]"});
+  expect_error([&] { (void)a.sum({2}); }, {"sum", "axis 2"});
+  expect_error([&] { (void)a.transpose(0, 5); }, {"transpose", "[2, 3]"});
+
+  // Nothing was sent for the rejected calls: the session carries on cleanly.
+  gt::sync();
+  ExpectMatches(a + 1, at::add(Normal({2, 3}, 100), 1));
+}
+
+TEST_F(ConformanceTest, RemoteErrorSurfacesAtTheNextSyncPoint) {
+  // Shape inference accepts bool - bool (it yields bool); ATen refuses it, so
+  // the failure happens on the worker and is reported at the next sync point.
+  gt::Tensor a = Send(Bools({4}));
+  gt::Tensor b = Send(at::logical_not(Bools({4})));
+  gt::Tensor diff;
+  ASSERT_NO_THROW(diff = a - b);
+  EXPECT_EQ(diff.dtype(), DType::kBool);
+  gt::Tensor dependent = diff.sum();  // consumes the failed op's result
+
+  try {
+    gt::sync();
+    ADD_FAILURE() << "gt::sync() did not report the failed op";
+  } catch (const gt::Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(e.code(), gt::Code::kInvalidArgument) << what;
+    EXPECT_NE(what.find("sub #"), std::string::npos) << what;
+    EXPECT_NE(what.find("failed on worker-0"), std::string::npos) << what;
+    EXPECT_NE(what.find("bool"), std::string::npos) << what;
+    EXPECT_NE(what.find("and 1 more failed op"), std::string::npos) << "the dependent sum also failed: " << what;
+  }
+
+  // Errors are reported once; the session keeps working.
+  EXPECT_NO_THROW(gt::sync());
+  ExpectMatches(a + 1, at::add(Bools({4}), 1));
+
+  // Reading the dependent result names the op that failed first.
+  try {
+    (void)Fetch(dependent);
+    ADD_FAILURE() << "fetching a tensor whose op failed did not throw";
+  } catch (const gt::Error& e) {
+    std::string what = e.what();
+    EXPECT_EQ(e.code(), gt::Code::kFailedPrecondition) << what;
+    EXPECT_NE(what.find("fetch #"), std::string::npos) << what;
+    EXPECT_NE(what.find("failed"), std::string::npos) << what;
+  }
+  // Dropping the handles of failed tensors is not itself an error.
+  diff = gt::Tensor();
+  dependent = gt::Tensor();
+  EXPECT_NO_THROW(gt::sync());
+}
+
+}  // namespace

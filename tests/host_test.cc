@@ -1,0 +1,230 @@
+// The hosts as a user of the wire protocol sees them: real gt-dispatcher and
+// gt-worker processes, metrics scraped over HTTP, several clients at once,
+// and bad input that must get a clear error without disturbing anyone.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+#include "gt/instruction.h"
+
+namespace gt::testing {
+namespace {
+
+Instruction FromFloats(TensorId id, const std::vector<float>& values, Shape shape) {
+  Instruction inst;
+  inst.op = Op::kFromBytes;
+  inst.seq = id;
+  inst.results = {id};
+  inst.attrs.shape = std::move(shape);
+  inst.payload = CopyToBlob(values.data(), values.size() * sizeof(float));
+  return inst;
+}
+
+Instruction Make(Op op, uint64_t seq, std::vector<TensorId> results, std::vector<TensorId> operands) {
+  Instruction inst;
+  inst.op = op;
+  inst.seq = seq;
+  inst.results = std::move(results);
+  inst.operands = std::move(operands);
+  return inst;
+}
+
+std::vector<float> Floats(const std::string& bytes) {
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+// Fetches `id` through `client` and returns its values (empty on failure).
+std::vector<float> FetchFloats(RawClient& client, TensorId id, uint64_t seq, wire::Envelope* done = nullptr) {
+  client.Send({Make(Op::kFetch, seq, {}, {id})});
+  std::vector<std::pair<wire::Envelope, std::string>> data;
+  std::optional<wire::Envelope> sync = client.Sync(&data);
+  if (done && sync) *done = *sync;
+  if (!sync || data.empty()) return {};
+  return Floats(data[0].second);
+}
+
+std::string FirstError(const wire::Envelope& env) { return env.errors_size() ? env.errors(0).message() : ""; }
+
+bool WaitFor(const std::function<bool()>& condition, int timeout_ms = 15000) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+double Scrape(int port, const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+  return MetricValue(HttpGet(port, "/metrics"), name, labels).value_or(-1);
+}
+
+class HostTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_dir_ = WriteTempFile("unused", "");
+    ClusterOptions options;
+    options.workers = 1;
+    options.dispatcher_manifest = WriteTempFile("dispatcher.yaml",
+        "host: dispatcher\nid: test-dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 1500\n"
+        "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + log_dir_ + ".dispatcher.log}\n");
+    options.worker_manifest = WriteTempFile("worker.yaml",
+        "host: worker\nheartbeat_interval_ms: 200\nstages:\n  - name: log\n    plugin: instruction_log\n"
+        "    options: {path: " + log_dir_ + ".worker.log}\nbackend:\n  plugin: torch\n");
+    cluster_ = std::make_unique<ProcessCluster>(options);
+    ASSERT_TRUE(cluster_->WaitForWorkers(1)) << "worker did not register";
+  }
+
+  int dport() const { return cluster_->dispatcher_metrics_port(); }
+  int wport() const { return cluster_->worker_metrics_ports()[0]; }
+
+  std::string log_dir_;
+  zmq::context_t context_{1};
+  std::unique_ptr<ProcessCluster> cluster_;
+};
+
+TEST_F(HostTest, EveryStageCountsWhatPassesThrough) {
+  std::map<std::string, std::string> d_log = {{"host", "dispatcher"}, {"stage", "log"}};
+  std::map<std::string, std::string> d_router = {{"host", "dispatcher"}, {"stage", "router"}};
+  std::map<std::string, std::string> w_log = {{"host", "worker"}, {"stage", "log"}};
+  std::map<std::string, std::string> w_backend = {{"host", "worker"}, {"stage", "backend"}};
+  const std::string received = "gt_stage_instructions_received_total";
+  double before[4] = {Scrape(dport(), received, d_log), Scrape(dport(), received, d_router),
+                      Scrape(wport(), received, w_log), Scrape(wport(), received, w_backend)};
+  for (double b : before) EXPECT_EQ(b, 0);
+
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {1, 2, 3, 4}, {2, 2}), Make(Op::kAdd, 2, {2}, {1, 1})});
+  EXPECT_EQ(FetchFloats(client, 2, 3), (std::vector<float>{2, 4, 6, 8}));
+
+  // from_bytes, add, fetch, sync: four instructions through every stage.
+  EXPECT_EQ(Scrape(dport(), received, d_log), 4);
+  EXPECT_EQ(Scrape(dport(), "gt_stage_instructions_emitted_total", d_log), 4);
+  EXPECT_EQ(Scrape(dport(), received, d_router), 4);
+  EXPECT_EQ(Scrape(wport(), received, w_log), 4);
+  EXPECT_EQ(Scrape(wport(), received, w_backend), 4);
+  EXPECT_GE(Scrape(wport(), "gt_stage_processing_seconds_count", w_backend), 4);
+  EXPECT_EQ(Scrape(wport(), "gt_backend_op_seconds_count", {{"op", "add"}}), 1);
+  EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 2);
+  EXPECT_EQ(Scrape(wport(), "gt_worker_resident_bytes"), 32);
+  EXPECT_EQ(Scrape(dport(), "gt_host_clients_connected"), 1);
+  EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1);
+  EXPECT_GT(Scrape(dport(), "gt_host_bytes_received_total"), 16);
+  EXPECT_GT(Scrape(wport(), "gt_host_bytes_sent_total"), 16);
+  EXPECT_EQ(Scrape(wport(), "gt_instruction_log_lines_total", w_log), 4);
+}
+
+TEST_F(HostTest, TwoClientsNeverSeeEachOthersTensors) {
+  RawClient a(context_, cluster_->endpoint());
+  RawClient b(context_, cluster_->endpoint());
+  // The same ids in two namespaces.
+  a.Send({FromFloats(1, {1, 1}, {2}), FromFloats(5, {5, 5}, {2})});
+  b.Send({FromFloats(1, {2, 2}, {2})});
+  EXPECT_EQ(FetchFloats(a, 1, 10), (std::vector<float>{1, 1}));
+  EXPECT_EQ(FetchFloats(b, 1, 10), (std::vector<float>{2, 2}));
+
+  // b names a's %5: unknown in b's namespace.
+  b.Send({Make(Op::kNeg, 11, {6}, {5})});
+  std::optional<wire::Envelope> done = b.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 1);
+  EXPECT_NE(FirstError(*done).find("unknown tensor %5"), std::string::npos) << FirstError(*done);
+  // b frees its %1 and tries to fetch a's %5; a is untouched.
+  b.Send({Make(Op::kFree, 12, {}, {1})});
+  wire::Envelope b_done;
+  EXPECT_TRUE(FetchFloats(b, 5, 13, &b_done).empty());
+  EXPECT_NE(FirstError(b_done).find("unknown tensor %5"), std::string::npos);
+  EXPECT_EQ(FetchFloats(a, 5, 14), (std::vector<float>{5, 5}));
+  EXPECT_EQ(FetchFloats(a, 1, 15), (std::vector<float>{1, 1}));
+}
+
+TEST_F(HostTest, DisconnectedClientsTensorsAreFreed) {
+  RawClient keeper(context_, cluster_->endpoint());
+  keeper.Send({FromFloats(1, {7}, {1})});
+  ASSERT_TRUE(keeper.Sync());
+  {
+    RawClient leaver(context_, cluster_->endpoint());
+    leaver.Send({FromFloats(1, {1, 2}, {2}), FromFloats(2, {3, 4}, {2}), Make(Op::kAdd, 3, {3}, {1, 2})});
+    ASSERT_TRUE(leaver.Sync());
+    EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 4);
+    leaver.Bye();
+  }
+  EXPECT_TRUE(WaitFor([&] { return Scrape(wport(), "gt_worker_live_tensors") == 1; }));
+  EXPECT_TRUE(WaitFor([&] { return Scrape(dport(), "gt_host_clients_connected") == 1; }));
+  EXPECT_EQ(FetchFloats(keeper, 1, 2), (std::vector<float>{7}));
+}
+
+TEST_F(HostTest, MalformedMessagesGetAnErrorAndTheHostsKeepServing) {
+  RawClient bad(context_, cluster_->endpoint());
+  bad.SendFrames({"this is not protobuf \xff\xff\xff"});
+  std::optional<wire::Envelope> reply = bad.Receive(5000);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->kind(), wire::Envelope::ERROR);
+  EXPECT_NE(FirstError(*reply).find("is not a gt.wire.Envelope"), std::string::npos) << FirstError(*reply);
+
+  // An envelope with an op code outside the op set, and one whose payload frame is missing.
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::BATCH);
+  env.add_instructions()->set_op(999);
+  wire::Instruction* missing = env.add_instructions();
+  missing->set_op(static_cast<uint32_t>(Op::kFromBytes));
+  missing->add_results(1);
+  missing->set_payload_frame(3);
+  bad.SendFrames({env.SerializeAsString()});
+  std::optional<wire::Envelope> done = bad.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 2);
+  EXPECT_NE(done->errors(0).message().find("unknown op code 999"), std::string::npos) << done->errors(0).message();
+  EXPECT_NE(done->errors(1).message().find("payload frame 3"), std::string::npos) << done->errors(1).message();
+
+  // A shape mismatch the client would have caught, sent raw: the backend says why.
+  bad.Send({FromFloats(1, {1, 2, 3}, {3}), FromFloats(2, {1, 2}, {2}), Make(Op::kAdd, 3, {3}, {1, 2}),
+            Make(Op::kRelu, 4, {4}, {3})});
+  done = bad.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 2);
+  EXPECT_EQ(done->errors(0).seq(), 3u);
+  EXPECT_NE(FirstError(*done).find("add #3"), std::string::npos) << FirstError(*done);
+  EXPECT_NE(done->errors(1).message().find("because op #3 failed"), std::string::npos) << done->errors(1).message();
+
+  // Everyone else is served as before.
+  RawClient good(context_, cluster_->endpoint());
+  good.Send({FromFloats(1, {1, 2}, {2}), Make(Op::kMul, 2, {2}, {1, 1})});
+  EXPECT_EQ(FetchFloats(good, 2, 3), (std::vector<float>{1, 4}));
+  EXPECT_EQ(FetchFloats(bad, 1, 20), (std::vector<float>{1, 2, 3}));
+  EXPECT_TRUE(cluster_->AllAlive());
+  EXPECT_GE(Scrape(dport(), "gt_host_malformed_messages_total"), 1);
+  EXPECT_GE(Scrape(wport(), "gt_stage_errors_total", {{"stage", "backend"}, {"kind", "invalid_argument"}}), 1);
+}
+
+TEST_F(HostTest, ReusedResultIdIsRejectedWithoutLosingTheTensor) {
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {3}, {1}), FromFloats(1, {9}, {1})});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 1);
+  EXPECT_NE(FirstError(*done).find("already names a live tensor"), std::string::npos) << FirstError(*done);
+  EXPECT_EQ(FetchFloats(client, 1, 5), (std::vector<float>{3}));
+}
+
+TEST_F(HostTest, DispatcherNoticesADeadWorker) {
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {1}, {1})});
+  ASSERT_TRUE(client.Sync());
+  cluster_->KillWorkerForTest(0);
+  EXPECT_TRUE(WaitFor([&] { return Scrape(dport(), "gt_host_workers_connected") == 0; }));
+  EXPECT_GE(Scrape(dport(), "gt_host_heartbeats_missed_total"), 1);
+  // Using a tensor that lived there is an error, not a hang.
+  client.Send({Make(Op::kNeg, 2, {2}, {1})});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_GE(done->errors_size(), 1);
+  EXPECT_NE(FirstError(*done).find("which is gone"), std::string::npos) << FirstError(*done);
+}
+
+}  // namespace
+}  // namespace gt::testing

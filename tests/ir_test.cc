@@ -1,0 +1,697 @@
+// The IR and its wire encoding, without any process: instruction round trips
+// through wire::Envelope and ZeroMQ frames, decoder rejections, the op and
+// dtype tables, and the shape rules the client applies on every call.
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <zmq.hpp>
+
+#include "codec.h"
+#include "gt/dtype.h"
+#include "gt/instruction.h"
+#include "gt/op.h"
+#include "gt/status.h"
+#include "shape_inference.h"
+#include "transport.h"
+#include "wire.pb.h"
+
+namespace gt {
+namespace {
+
+// Passes when `text` contains `part`; prints both otherwise.
+::testing::AssertionResult Contains(const char* text_expr, const char* part_expr, const std::string& text,
+                                    const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << text_expr << " = \"" << text << "\" does not contain " << part_expr
+                                       << " = \"" << part << "\"";
+}
+#define EXPECT_CONTAINS(text, part) EXPECT_PRED_FORMAT2(Contains, text, part)
+
+// ---- helpers ---------------------------------------------------------------
+
+BlobPtr BytesBlob(const std::string& bytes) { return CopyToBlob(bytes.data(), bytes.size()); }
+
+std::string BlobString(const BlobPtr& blob) {
+  return std::string(reinterpret_cast<const char*>(blob->data()), blob->size());
+}
+
+// Every field set, none to its default.
+Instruction FullInstruction() {
+  Instruction inst;
+  inst.op = Op::kSub;
+  inst.client = 0x1234567890ULL;
+  inst.seq = 77;
+  inst.results = {9, 1ULL << 40};
+  inst.operands = {3, 4, 5};
+  inst.attrs.shape = {2, -1, 0, 1LL << 35};
+  inst.attrs.dtype = DType::kInt64;
+  inst.attrs.axes = {-1, 0, 2};
+  inst.attrs.keepdims = true;
+  inst.attrs.scalar = -2.5;
+  inst.attrs.scalar_side = ScalarSide::kLeft;
+  inst.attrs.seed = 0xdeadbeefcafeULL;
+  inst.attrs.sync_id = 4242;
+  inst.signal = "forward/layer1";
+  return inst;
+}
+
+void ExpectSameInstruction(const Instruction& want, const Instruction& got) {
+  EXPECT_EQ(got.op, want.op);
+  EXPECT_EQ(got.client, want.client);
+  EXPECT_EQ(got.seq, want.seq);
+  EXPECT_EQ(got.results, want.results);
+  EXPECT_EQ(got.operands, want.operands);
+  EXPECT_EQ(got.attrs.shape, want.attrs.shape);
+  EXPECT_EQ(got.attrs.dtype, want.attrs.dtype);
+  EXPECT_EQ(got.attrs.axes, want.attrs.axes);
+  EXPECT_EQ(got.attrs.keepdims, want.attrs.keepdims);
+  EXPECT_EQ(got.attrs.scalar_side, want.attrs.scalar_side);
+  if (want.attrs.scalar_side != ScalarSide::kNone) EXPECT_EQ(got.attrs.scalar, want.attrs.scalar);
+  EXPECT_EQ(got.attrs.seed, want.attrs.seed);
+  EXPECT_EQ(got.attrs.sync_id, want.attrs.sync_id);
+  EXPECT_EQ(got.signal, want.signal);
+  EXPECT_EQ(got.payload == nullptr, want.payload == nullptr);
+  EXPECT_EQ(got.Describe(), want.Describe());
+}
+
+// Encodes `batch` into a BATCH envelope, serializes and re-parses it, and
+// decodes every instruction against `payloads` as they were appended.
+std::vector<Instruction> RoundTrip(const std::vector<Instruction>& batch, std::vector<BlobPtr>* payloads_out = nullptr) {
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::BATCH);
+  std::vector<BlobPtr> payloads;
+  for (const Instruction& inst : batch) EncodeInstruction(inst, env.add_instructions(), &payloads);
+  std::string bytes;
+  EXPECT_TRUE(env.SerializeToString(&bytes));
+  wire::Envelope parsed;
+  EXPECT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(parsed.kind(), wire::Envelope::BATCH);
+  EXPECT_EQ(parsed.instructions_size(), static_cast<int>(batch.size()));
+  std::vector<Instruction> out;
+  for (const wire::Instruction& w : parsed.instructions()) {
+    Result<Instruction> decoded = DecodeInstruction(w, payloads);
+    EXPECT_TRUE(decoded.ok()) << decoded.status().ToString();
+    if (decoded.ok()) out.push_back(std::move(decoded).value());
+  }
+  if (payloads_out) *payloads_out = payloads;
+  return out;
+}
+
+// ---- codec -----------------------------------------------------------------
+
+TEST(CodecTest, EveryFieldSurvivesTheEnvelope) {
+  Instruction left = FullInstruction();
+  Instruction right = FullInstruction();
+  right.op = Op::kDiv;
+  right.seq = 78;
+  right.attrs.scalar = 1e-300;
+  right.attrs.scalar_side = ScalarSide::kRight;
+  right.signal = "";
+  Instruction plain = FullInstruction();
+  plain.op = Op::kSync;
+  plain.attrs.scalar_side = ScalarSide::kNone;
+  plain.attrs.keepdims = false;
+
+  std::vector<Instruction> batch = {left, right, plain};
+  std::vector<Instruction> got = RoundTrip(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    SCOPED_TRACE("instruction " + std::to_string(i) + ": " + batch[i].Describe());
+    ExpectSameInstruction(batch[i], got[i]);
+  }
+  EXPECT_EQ(got[0].attrs.scalar_side, ScalarSide::kLeft);
+  EXPECT_EQ(got[1].attrs.scalar_side, ScalarSide::kRight);
+  EXPECT_EQ(got[2].attrs.scalar_side, ScalarSide::kNone);
+}
+
+TEST(CodecTest, DefaultInstructionRoundTrips) {
+  std::vector<Instruction> got = RoundTrip({Instruction{}});
+  ASSERT_EQ(got.size(), 1u);
+  ExpectSameInstruction(Instruction{}, got[0]);
+}
+
+TEST(CodecTest, EveryOpAndDTypeRoundTrips) {
+  std::vector<Instruction> batch;
+  for (size_t op = 0; op < static_cast<size_t>(Op::kCount); ++op) {
+    for (size_t dt = 0; dt < static_cast<size_t>(DType::kCount); ++dt) {
+      Instruction inst;
+      inst.op = static_cast<Op>(op);
+      inst.attrs.dtype = static_cast<DType>(dt);
+      inst.seq = op * 100 + dt;
+      batch.push_back(inst);
+    }
+  }
+  std::vector<Instruction> got = RoundTrip(batch);
+  ASSERT_EQ(got.size(), batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(got[i].op, batch[i].op);
+    EXPECT_EQ(got[i].attrs.dtype, batch[i].attrs.dtype);
+  }
+}
+
+TEST(CodecTest, PayloadTravelsAsItsOwnFrameWithoutACopy) {
+  Instruction first;
+  first.op = Op::kFromBytes;
+  first.seq = 1;
+  first.results = {1};
+  first.attrs.shape = {2, 2};
+  first.attrs.dtype = DType::kFloat32;
+  const float values[4] = {1.5f, -2.0f, 3.25f, 0.0f};
+  first.payload = CopyToBlob(values, sizeof values);
+  Instruction second = first;
+  second.seq = 2;
+  second.results = {2};
+  second.attrs.shape = {3};
+  second.attrs.dtype = DType::kBool;
+  second.payload = BytesBlob(std::string("\x01\x00\x01", 3));
+
+  // Envelope only: the payload is referenced by position, not encoded.
+  std::vector<BlobPtr> payloads;
+  std::vector<Instruction> got = RoundTrip({first, second}, &payloads);
+  ASSERT_EQ(got.size(), 2u);
+  ASSERT_EQ(payloads.size(), 2u);
+  EXPECT_EQ(payloads[0].get(), first.payload.get());
+  EXPECT_EQ(payloads[1].get(), second.payload.get());
+  ExpectSameInstruction(first, got[0]);
+  ExpectSameInstruction(second, got[1]);
+  EXPECT_EQ(got[0].payload.get(), first.payload.get()) << "decode must reuse the frame's Blob";
+  EXPECT_EQ(got[1].payload.get(), second.payload.get());
+  EXPECT_EQ(BlobString(got[0].payload), BlobString(first.payload));
+  EXPECT_EQ(BlobString(got[1].payload), BlobString(second.payload));
+
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::BATCH);
+  std::vector<BlobPtr> frames;
+  EncodeInstruction(first, env.add_instructions(), &frames);
+  std::string encoded;
+  ASSERT_TRUE(env.SerializeToString(&encoded));
+  EXPECT_EQ(encoded.find(BlobString(first.payload)), std::string::npos) << "tensor bytes entered the envelope";
+  EXPECT_EQ(env.instructions(0).payload_frame(), 1u);
+}
+
+TEST(CodecTest, PayloadSurvivesZeroMqFramesWithoutACopy) {
+  Instruction inst;
+  inst.op = Op::kFromBytes;
+  inst.seq = 5;
+  inst.results = {11};
+  inst.attrs.shape = {64};
+  inst.attrs.dtype = DType::kInt64;
+  std::vector<int64_t> values(64);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int64_t>(i * i) - 100;
+  inst.payload = CopyToBlob(values.data(), values.size() * sizeof(int64_t));
+
+  wire::Envelope env;
+  env.set_kind(wire::Envelope::BATCH);
+  std::vector<BlobPtr> payloads;
+  EncodeInstruction(inst, env.add_instructions(), &payloads);
+  std::string head;
+  ASSERT_TRUE(env.SerializeToString(&head));
+
+  // What SendEnvelope puts on the socket: the envelope, then each payload as
+  // a message sharing the Blob's bytes.
+  std::vector<zmq::message_t> frames;
+  frames.emplace_back(head.data(), head.size());
+  for (const BlobPtr& p : payloads) frames.push_back(BlobToMessage(p));
+  EXPECT_EQ(frames[1].data(), static_cast<const void*>(inst.payload->data())) << "sending copied the payload";
+
+  Result<WireMessage> msg = DecodeFrames(std::move(frames), false);
+  ASSERT_TRUE(msg.ok()) << msg.status().ToString();
+  ASSERT_EQ(msg->frames.size(), 1u);
+  ASSERT_EQ(msg->envelope.instructions_size(), 1);
+  EXPECT_EQ(msg->frames[0]->data(), inst.payload->data()) << "receiving copied the payload";
+
+  Result<Instruction> got = DecodeInstruction(msg->envelope.instructions(0), msg->frames);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameInstruction(inst, *got);
+  EXPECT_EQ(got->payload.get(), msg->frames[0].get()) << "decode must reuse the frame's Blob";
+  ASSERT_EQ(got->payload->size(), inst.payload->size());
+  EXPECT_EQ(std::memcmp(got->payload->data(), values.data(), got->payload->size()), 0);
+}
+
+TEST(CodecTest, RejectsUnknownOpCode) {
+  wire::Instruction w;
+  w.set_op(static_cast<uint32_t>(Op::kCount));
+  w.set_seq(31);
+  Result<Instruction> got = DecodeInstruction(w, {});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "unknown op code " + std::to_string(static_cast<int>(Op::kCount)));
+  EXPECT_CONTAINS(got.status().message(), "31");
+
+  w.set_op(0xffffffffu);
+  got = DecodeInstruction(w, {});
+  ASSERT_FALSE(got.ok());
+  EXPECT_CONTAINS(got.status().message(), "unknown op code 4294967295");
+}
+
+TEST(CodecTest, RejectsUnknownDType) {
+  wire::Instruction w;
+  w.set_op(static_cast<uint32_t>(Op::kZeros));
+  w.set_dtype(static_cast<uint32_t>(DType::kCount));
+  w.set_seq(32);
+  Result<Instruction> got = DecodeInstruction(w, {});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "unknown dtype code " + std::to_string(static_cast<int>(DType::kCount)));
+}
+
+TEST(CodecTest, RejectsUnknownScalarSide) {
+  wire::Instruction w;
+  w.set_op(static_cast<uint32_t>(Op::kAdd));
+  w.set_scalar_side(3);
+  Result<Instruction> got = DecodeInstruction(w, {});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "scalar_side 3");
+}
+
+TEST(CodecTest, RejectsMissingPayloadFrame) {
+  Instruction inst;
+  inst.op = Op::kFromBytes;
+  inst.seq = 12;
+  inst.results = {3};
+  inst.attrs.shape = {1};
+  inst.payload = BytesBlob("abcd");
+  wire::Instruction w;
+  std::vector<BlobPtr> payloads;
+  EncodeInstruction(inst, &w, &payloads);
+  ASSERT_EQ(w.payload_frame(), 1u);
+
+  // The message arrived without its data frame.
+  Result<Instruction> got = DecodeInstruction(w, {});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "payload frame 1");
+  EXPECT_CONTAINS(got.status().message(), "missing");
+  EXPECT_CONTAINS(got.status().message(), "from_bytes #12");
+
+  // A frame index past the end, as a hostile peer could send.
+  w.set_payload_frame(7);
+  got = DecodeInstruction(w, payloads);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "payload frame 7");
+  EXPECT_CONTAINS(got.status().message(), "has 1");
+}
+
+TEST(CodecTest, OpErrorRoundTrips) {
+  Instruction inst = FullInstruction();
+  wire::OpError e = MakeOpError(inst, NotFound("unknown tensor %3"), "worker-1");
+  std::string bytes;
+  ASSERT_TRUE(e.SerializeToString(&bytes));
+  wire::OpError parsed;
+  ASSERT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(parsed.client(), inst.client);
+  EXPECT_EQ(parsed.seq(), inst.seq);
+  EXPECT_EQ(parsed.op(), static_cast<uint32_t>(inst.op));
+  EXPECT_EQ(parsed.host(), "worker-1");
+  Status s = OpErrorToStatus(parsed);
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  EXPECT_EQ(s.message(), "unknown tensor %3");
+
+  parsed.set_code(999);  // out of range: never trusted
+  EXPECT_EQ(OpErrorToStatus(parsed).code(), Code::kInternal);
+  parsed.set_code(0);  // "ok" cannot describe a failure
+  EXPECT_EQ(OpErrorToStatus(parsed).code(), Code::kInternal);
+}
+
+// ---- op table --------------------------------------------------------------
+
+TEST(OpTableTest, NamesRoundTripForEveryOp) {
+  std::set<std::string_view> names;
+  for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+    Op op = static_cast<Op>(i);
+    const OpInfo& info = GetOpInfo(op);
+    EXPECT_EQ(info.op, op) << "row " << i;
+    EXPECT_FALSE(info.name.empty()) << "row " << i;
+    for (char c : info.name) EXPECT_TRUE((c >= 'a' && c <= 'z') || c == '_') << info.name;
+    std::optional<Op> parsed = ParseOp(OpName(op));
+    ASSERT_TRUE(parsed.has_value()) << info.name;
+    EXPECT_EQ(*parsed, op) << info.name;
+    EXPECT_TRUE(names.insert(info.name).second) << "duplicate op name " << info.name;
+  }
+  EXPECT_FALSE(ParseOp("").has_value());
+  EXPECT_FALSE(ParseOp("ADD").has_value());
+  EXPECT_FALSE(ParseOp("softmax").has_value());
+}
+
+TEST(OpTableTest, KindsAndNames) {
+  EXPECT_EQ(OpName(Op::kFromBytes), "from_bytes");
+  EXPECT_EQ(OpName(Op::kMatmul), "matmul");
+  EXPECT_EQ(OpName(Op::kDropClient), "drop_client");
+  EXPECT_EQ(KindOf(Op::kRandn), OpKind::kCreate);
+  EXPECT_EQ(KindOf(Op::kDiv), OpKind::kBinary);
+  EXPECT_EQ(KindOf(Op::kMatmul), OpKind::kContract);
+  EXPECT_EQ(KindOf(Op::kNeg), OpKind::kUnary);
+  EXPECT_EQ(KindOf(Op::kMax), OpKind::kReduce);
+  EXPECT_EQ(KindOf(Op::kTranspose), OpKind::kMovement);
+  const std::set<Op> control = {Op::kFetch, Op::kFree, Op::kSync, Op::kDropClient};
+  for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+    Op op = static_cast<Op>(i);
+    EXPECT_EQ(ProducesTensor(op), !control.count(op)) << OpName(op);
+    EXPECT_EQ(KindOf(op) == OpKind::kControl, control.count(op) == 1) << OpName(op);
+  }
+}
+
+// ---- dtypes ----------------------------------------------------------------
+
+TEST(DTypeTest, NamesSizesAndKinds) {
+  struct Row {
+    DType dtype;
+    const char* name;
+    size_t size;
+    bool floating;
+  };
+  const Row rows[] = {{DType::kFloat32, "float32", 4, true},
+                      {DType::kFloat64, "float64", 8, true},
+                      {DType::kInt32, "int32", 4, false},
+                      {DType::kInt64, "int64", 8, false},
+                      {DType::kBool, "bool", 1, false}};
+  static_assert(std::size(rows) == static_cast<size_t>(DType::kCount), "a dtype without a row");
+  for (const Row& r : rows) {
+    EXPECT_EQ(DTypeName(r.dtype), r.name);
+    EXPECT_EQ(ElementSize(r.dtype), r.size) << r.name;
+    EXPECT_EQ(IsFloatingPoint(r.dtype), r.floating) << r.name;
+    std::optional<DType> parsed = ParseDType(r.name);
+    ASSERT_TRUE(parsed.has_value()) << r.name;
+    EXPECT_EQ(*parsed, r.dtype);
+  }
+  EXPECT_FALSE(ParseDType("float16").has_value());
+  EXPECT_FALSE(ParseDType("Float32").has_value());
+  EXPECT_FALSE(ParseDType("").has_value());
+}
+
+TEST(DTypeTest, PromotionFollowsPyTorch) {
+  EXPECT_EQ(PromoteTypes(DType::kInt32, DType::kInt32), DType::kInt32);
+  EXPECT_EQ(PromoteTypes(DType::kBool, DType::kInt32), DType::kInt32);
+  EXPECT_EQ(PromoteTypes(DType::kInt32, DType::kInt64), DType::kInt64);
+  EXPECT_EQ(PromoteTypes(DType::kInt64, DType::kFloat32), DType::kFloat32);
+  EXPECT_EQ(PromoteTypes(DType::kFloat32, DType::kInt64), DType::kFloat32);
+  EXPECT_EQ(PromoteTypes(DType::kFloat32, DType::kFloat64), DType::kFloat64);
+  EXPECT_EQ(PromoteTypes(DType::kBool, DType::kBool), DType::kBool);
+}
+
+TEST(InstructionTest, ShapeHelpersAndDescribe) {
+  EXPECT_EQ(ShapeToString({}), "[]");
+  EXPECT_EQ(ShapeToString({2, 3}), "[2, 3]");
+  EXPECT_EQ(NumElements({}), 1);
+  EXPECT_EQ(NumElements({2, 3, 4}), 24);
+  EXPECT_EQ(NumElements({2, 0}), 0);
+  Instruction inst;
+  inst.op = Op::kAdd;
+  inst.seq = 12;
+  inst.results = {5};
+  inst.operands = {3, 4};
+  EXPECT_CONTAINS(inst.Describe(), "add #12");
+  EXPECT_CONTAINS(inst.Describe(), "%5");
+  EXPECT_CONTAINS(inst.Describe(), "%3,%4");
+}
+
+// ---- shape inference ---------------------------------------------------------
+
+// Runs InferResult for `op` with the given attributes on operand metas.
+Result<TensorMeta> Infer(Op op, const std::vector<TensorMeta>& operands, Attributes attrs = {}) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs = std::move(attrs);
+  std::vector<const TensorMeta*> in;
+  for (const TensorMeta& m : operands) in.push_back(&m);
+  return InferResult(inst, in);
+}
+
+TensorMeta F32(Shape shape) { return {std::move(shape), DType::kFloat32}; }
+
+Attributes Axes(std::vector<int64_t> axes, bool keepdims) {
+  Attributes a;
+  a.axes = std::move(axes);
+  a.keepdims = keepdims;
+  return a;
+}
+
+Attributes WithShape(Shape shape) {
+  Attributes a;
+  a.shape = std::move(shape);
+  return a;
+}
+
+TEST(ShapeInferenceTest, Broadcasting) {
+  struct Case {
+    Shape a, b, want;
+  };
+  const Case cases[] = {
+      {{2, 3}, {2, 3}, {2, 3}},       {{2, 3}, {3}, {2, 3}},          {{2, 1, 3}, {4, 1}, {2, 4, 3}},
+      {{}, {3, 4}, {3, 4}},           {{5, 1}, {1, 6}, {5, 6}},       {{1}, {}, {1}},
+      {{0, 3}, {1, 3}, {0, 3}},       {{8, 1, 6, 1}, {7, 1, 5}, {8, 7, 6, 5}},
+  };
+  for (const Case& c : cases) {
+    Result<Shape> got = BroadcastShapes(c.a, c.b);
+    ASSERT_TRUE(got.ok()) << ShapeToString(c.a) << " with " << ShapeToString(c.b) << ": " << got.status().ToString();
+    EXPECT_EQ(*got, c.want) << ShapeToString(c.a) << " with " << ShapeToString(c.b);
+    Result<Shape> swapped = BroadcastShapes(c.b, c.a);
+    ASSERT_TRUE(swapped.ok());
+    EXPECT_EQ(*swapped, c.want);
+  }
+}
+
+TEST(ShapeInferenceTest, BroadcastFailureNamesBothShapes) {
+  Result<Shape> got = BroadcastShapes({2, 3}, {4});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "[2, 3]");
+  EXPECT_CONTAINS(got.status().message(), "[4]");
+
+  Result<TensorMeta> add = Infer(Op::kMul, {F32({5, 2, 3}), F32({5, 3, 2})});
+  ASSERT_FALSE(add.ok());
+  EXPECT_EQ(add.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(add.status().message(), "mul");
+  EXPECT_CONTAINS(add.status().message(), "[5, 2, 3]");
+  EXPECT_CONTAINS(add.status().message(), "[5, 3, 2]");
+}
+
+TEST(ShapeInferenceTest, BinaryDTypes) {
+  TensorMeta i32{{4}, DType::kInt32};
+  TensorMeta i64{{4}, DType::kInt64};
+  TensorMeta b{{4}, DType::kBool};
+  TensorMeta f64{{4}, DType::kFloat64};
+  EXPECT_EQ(Infer(Op::kAdd, {i32, i64})->dtype, DType::kInt64);
+  EXPECT_EQ(Infer(Op::kAdd, {i32, F32({4})})->dtype, DType::kFloat32);
+  EXPECT_EQ(Infer(Op::kMul, {F32({4}), f64})->dtype, DType::kFloat64);
+  EXPECT_EQ(Infer(Op::kDiv, {i32, i32})->dtype, DType::kFloat32) << "true division";
+
+  Attributes scalar;
+  scalar.scalar_side = ScalarSide::kRight;
+  scalar.scalar = 2;
+  EXPECT_EQ(Infer(Op::kAdd, {i32}, scalar)->dtype, DType::kInt32);
+  EXPECT_EQ(Infer(Op::kAdd, {b}, scalar)->dtype, DType::kInt64);
+  EXPECT_EQ(Infer(Op::kDiv, {i64}, scalar)->dtype, DType::kFloat32);
+  EXPECT_EQ(Infer(Op::kAdd, {f64}, scalar)->dtype, DType::kFloat64);
+  scalar.scalar = 1.5;
+  scalar.scalar_side = ScalarSide::kLeft;
+  EXPECT_EQ(Infer(Op::kSub, {i32}, scalar)->dtype, DType::kFloat32);
+  EXPECT_EQ(Infer(Op::kSub, {i32}, scalar)->shape, Shape({4}));
+
+  Result<TensorMeta> arity = Infer(Op::kAdd, {i32}, Attributes{});
+  ASSERT_FALSE(arity.ok());
+  EXPECT_CONTAINS(arity.status().message(), "add");
+}
+
+TEST(ShapeInferenceTest, Matmul) {
+  struct Case {
+    Shape a, b, want;
+  };
+  const Case cases[] = {
+      {{3}, {3}, {}},                       // dot
+      {{3}, {3, 4}, {4}},                   // vector-matrix
+      {{2, 3}, {3}, {2}},                   // matrix-vector
+      {{2, 3}, {3, 4}, {2, 4}},             // 2-D
+      {{5, 2, 3}, {5, 3, 4}, {5, 2, 4}},    // batched
+      {{5, 2, 3}, {3, 4}, {5, 2, 4}},       // broadcast matrix
+      {{3}, {5, 3, 4}, {5, 4}},             // broadcast vector
+      {{5, 1, 2, 3}, {4, 3, 6}, {5, 4, 2, 6}},  // broadcast batch dims
+  };
+  for (const Case& c : cases) {
+    Result<TensorMeta> got = Infer(Op::kMatmul, {F32(c.a), F32(c.b)});
+    ASSERT_TRUE(got.ok()) << ShapeToString(c.a) << " @ " << ShapeToString(c.b) << ": " << got.status().ToString();
+    EXPECT_EQ(got->shape, c.want) << ShapeToString(c.a) << " @ " << ShapeToString(c.b);
+    EXPECT_EQ(got->dtype, DType::kFloat32);
+  }
+}
+
+TEST(ShapeInferenceTest, MatmulErrorsNameBothShapes) {
+  Result<TensorMeta> got = Infer(Op::kMatmul, {F32({2, 3}), F32({4, 5})});
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "[2, 3]");
+  EXPECT_CONTAINS(got.status().message(), "[4, 5]");
+
+  got = Infer(Op::kMatmul, {F32({3}), F32({4})});
+  ASSERT_FALSE(got.ok());
+  EXPECT_CONTAINS(got.status().message(), "[3]");
+  EXPECT_CONTAINS(got.status().message(), "[4]");
+
+  got = Infer(Op::kMatmul, {F32({2, 2, 3}), F32({3, 3, 4})});
+  ASSERT_FALSE(got.ok()) << "batch dims 2 and 3 do not broadcast";
+  EXPECT_CONTAINS(got.status().message(), "[2, 2, 3]");
+  EXPECT_CONTAINS(got.status().message(), "[3, 3, 4]");
+
+  got = Infer(Op::kMatmul, {F32({}), F32({3})});
+  ASSERT_FALSE(got.ok()) << "0-d operand";
+  EXPECT_CONTAINS(got.status().message(), "matmul");
+}
+
+TEST(ShapeInferenceTest, Reductions) {
+  struct Case {
+    std::vector<int64_t> axes;
+    bool keepdims;
+    Shape want;
+  };
+  const Case cases[] = {
+      {{}, false, {}},           {{}, true, {1, 1, 1}},      {{0}, false, {3, 4}},
+      {{1}, true, {2, 1, 4}},    {{-1}, false, {2, 3}},      {{-1}, true, {2, 3, 1}},
+      {{0, 2}, false, {3}},      {{-3, -1}, true, {1, 3, 1}}, {{2, 0}, false, {3}},
+      {{0, 1, 2}, false, {}},
+  };
+  for (Op op : {Op::kSum, Op::kMean, Op::kMax}) {
+    for (const Case& c : cases) {
+      Result<TensorMeta> got = Infer(op, {F32({2, 3, 4})}, Axes(c.axes, c.keepdims));
+      ASSERT_TRUE(got.ok()) << OpName(op) << " axes " << ShapeToString(c.axes) << ": " << got.status().ToString();
+      EXPECT_EQ(got->shape, c.want) << OpName(op) << " axes " << ShapeToString(c.axes) << " keepdims " << c.keepdims;
+      EXPECT_EQ(got->dtype, DType::kFloat32);
+    }
+  }
+  // 0-d input: axis 0 / -1 are accepted and reduce nothing.
+  Result<TensorMeta> scalar = Infer(Op::kSum, {F32({})}, Axes({-1}, false));
+  ASSERT_TRUE(scalar.ok()) << scalar.status().ToString();
+  EXPECT_EQ(scalar->shape, Shape{});
+}
+
+TEST(ShapeInferenceTest, ReductionDTypesAndErrors) {
+  EXPECT_EQ(Infer(Op::kSum, {{{3}, DType::kInt32}})->dtype, DType::kInt64);
+  EXPECT_EQ(Infer(Op::kSum, {{{3}, DType::kBool}})->dtype, DType::kInt64);
+  EXPECT_EQ(Infer(Op::kSum, {{{3}, DType::kFloat64}})->dtype, DType::kFloat64);
+  EXPECT_EQ(Infer(Op::kMax, {{{3}, DType::kInt32}})->dtype, DType::kInt32);
+
+  Result<TensorMeta> mean = Infer(Op::kMean, {{{3}, DType::kInt64}});
+  ASSERT_FALSE(mean.ok());
+  EXPECT_CONTAINS(mean.status().message(), "int64");
+
+  Result<TensorMeta> range = Infer(Op::kSum, {F32({2, 3})}, Axes({2}, false));
+  ASSERT_FALSE(range.ok());
+  EXPECT_EQ(range.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(range.status().message(), "sum");
+  EXPECT_CONTAINS(range.status().message(), "axis 2");
+
+  range = Infer(Op::kMax, {F32({2, 3})}, Axes({-3}, false));
+  ASSERT_FALSE(range.ok());
+  EXPECT_CONTAINS(range.status().message(), "axis -3");
+
+  Result<TensorMeta> twice = Infer(Op::kSum, {F32({2, 3})}, Axes({1, -1}, false));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_CONTAINS(twice.status().message(), "twice");
+
+  Result<TensorMeta> empty = Infer(Op::kMax, {F32({0, 3})});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_CONTAINS(empty.status().message(), "[0, 3]");
+}
+
+TEST(ShapeInferenceTest, NormalizeAxes) {
+  Result<std::vector<int64_t>> all = NormalizeAxes({}, 3);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(*all, (std::vector<int64_t>{0, 1, 2}));
+  Result<std::vector<int64_t>> wrapped = NormalizeAxes({-1, -3}, 3);
+  ASSERT_TRUE(wrapped.ok());
+  EXPECT_EQ(*wrapped, (std::vector<int64_t>{2, 0}));
+  EXPECT_FALSE(NormalizeAxes({3}, 3).ok());
+  EXPECT_FALSE(NormalizeAxes({0, -3}, 3).ok());
+}
+
+TEST(ShapeInferenceTest, Reshape) {
+  struct Case {
+    Shape target, want;
+  };
+  const Case cases[] = {
+      {{6, 4}, {6, 4}},   {{-1, 4}, {6, 4}}, {{4, -1}, {4, 6}}, {{2, -1, 3}, {2, 4, 3}},
+      {{-1}, {24}},       {{24}, {24}},      {{1, 24, 1}, {1, 24, 1}},
+  };
+  for (const Case& c : cases) {
+    Result<TensorMeta> got = Infer(Op::kReshape, {{{2, 3, 4}, DType::kInt64}}, WithShape(c.target));
+    ASSERT_TRUE(got.ok()) << ShapeToString(c.target) << ": " << got.status().ToString();
+    EXPECT_EQ(got->shape, c.want) << ShapeToString(c.target);
+    EXPECT_EQ(got->dtype, DType::kInt64);
+  }
+  Result<TensorMeta> scalar = Infer(Op::kReshape, {F32({1, 1})}, WithShape({}));
+  ASSERT_TRUE(scalar.ok());
+  EXPECT_EQ(scalar->shape, Shape{});
+}
+
+TEST(ShapeInferenceTest, ReshapeErrorsNameBothShapes) {
+  Result<TensorMeta> got = Infer(Op::kReshape, {F32({2, 3, 4})}, WithShape({5, -1}));
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(got.status().message(), "[2, 3, 4]");
+  EXPECT_CONTAINS(got.status().message(), "[5, -1]");
+
+  got = Infer(Op::kReshape, {F32({2, 3, 4})}, WithShape({7}));
+  ASSERT_FALSE(got.ok());
+  EXPECT_CONTAINS(got.status().message(), "[2, 3, 4]");
+  EXPECT_CONTAINS(got.status().message(), "[7]");
+
+  got = Infer(Op::kReshape, {F32({2, 3, 4})}, WithShape({-1, -1}));
+  ASSERT_FALSE(got.ok());
+  EXPECT_CONTAINS(got.status().message(), "only one dimension may be -1");
+
+  got = Infer(Op::kReshape, {F32({2, 3, 4})}, WithShape({-2, 12}));
+  ASSERT_FALSE(got.ok());
+  EXPECT_CONTAINS(got.status().message(), "[-2, 12]");
+}
+
+TEST(ShapeInferenceTest, Transpose) {
+  auto dims = [](std::vector<int64_t> axes) { return Axes(std::move(axes), false); };
+  EXPECT_EQ(Infer(Op::kTranspose, {F32({2, 3, 4})})->shape, Shape({2, 4, 3})) << "no dims: last two";
+  EXPECT_EQ(Infer(Op::kTranspose, {F32({2, 3})})->shape, Shape({3, 2}));
+  EXPECT_EQ(Infer(Op::kTranspose, {F32({5})})->shape, Shape({5})) << "1-D: unchanged";
+  EXPECT_EQ(Infer(Op::kTranspose, {F32({2, 3, 4})}, dims({0, 2}))->shape, Shape({4, 3, 2}));
+  EXPECT_EQ(Infer(Op::kTranspose, {F32({2, 3, 4})}, dims({-1, 0}))->shape, Shape({4, 3, 2}));
+  EXPECT_EQ(Infer(Op::kTranspose, {F32({2, 3, 4})}, dims({1, 1}))->shape, Shape({2, 3, 4}));
+  EXPECT_EQ(Infer(Op::kTranspose, {{{2, 3}, DType::kInt32}})->dtype, DType::kInt32);
+
+  Result<TensorMeta> range = Infer(Op::kTranspose, {F32({2, 3})}, dims({0, 2}));
+  ASSERT_FALSE(range.ok());
+  EXPECT_EQ(range.status().code(), Code::kInvalidArgument);
+  EXPECT_CONTAINS(range.status().message(), "[0, 2]");
+  EXPECT_CONTAINS(range.status().message(), "[2, 3]");
+
+  Result<TensorMeta> three = Infer(Op::kTranspose, {F32({2, 3, 4})}, dims({0, 1, 2}));
+  ASSERT_FALSE(three.ok());
+  EXPECT_CONTAINS(three.status().message(), "two dims");
+}
+
+TEST(ShapeInferenceTest, UnaryAndCreation) {
+  EXPECT_EQ(Infer(Op::kSigmoid, {{{2}, DType::kInt32}})->dtype, DType::kFloat32);
+  EXPECT_EQ(Infer(Op::kLog, {{{2}, DType::kFloat64}})->dtype, DType::kFloat64);
+  EXPECT_EQ(Infer(Op::kRelu, {{{2}, DType::kInt64}})->dtype, DType::kInt64);
+  EXPECT_EQ(Infer(Op::kNeg, {{{2}, DType::kInt32}})->dtype, DType::kInt32);
+  EXPECT_EQ(Infer(Op::kExp, {F32({2, 5})})->shape, Shape({2, 5}));
+  EXPECT_FALSE(Infer(Op::kNeg, {{{2}, DType::kBool}}).ok());
+
+  Attributes create = WithShape({3, 0, 2});
+  create.dtype = DType::kInt32;
+  Result<TensorMeta> zeros = Infer(Op::kZeros, {}, create);
+  ASSERT_TRUE(zeros.ok());
+  EXPECT_EQ(zeros->shape, Shape({3, 0, 2}));
+  EXPECT_EQ(zeros->dtype, DType::kInt32);
+
+  Result<TensorMeta> randn = Infer(Op::kRandn, {}, create);
+  ASSERT_FALSE(randn.ok());
+  EXPECT_CONTAINS(randn.status().message(), "int32");
+
+  Result<TensorMeta> negative = Infer(Op::kOnes, {}, WithShape({2, -3}));
+  ASSERT_FALSE(negative.ok());
+  EXPECT_CONTAINS(negative.status().message(), "[2, -3]");
+}
+
+}  // namespace
+}  // namespace gt

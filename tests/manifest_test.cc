@@ -1,0 +1,478 @@
+// Manifest validation, plugin loading and a misbehaving stage in a real
+// pipeline, against the test plugins in GT_TEST_PLUGIN_DIR
+// (tests/plugins/, built by tests/manifest_tests.cmake):
+//   gt_wrong_abi.so         a modifier built for plugin ABI 99
+//   gt_not_a_plugin.so      a shared library with no gt symbols
+//   gt_throwing.so          modifier "throwing": throws on every neg
+//   gt_dispatcher_only.so   modifier "dispatcher_only": dispatcher hosts only,
+//                           options limit (int 1..10, default 5), verbose (bool)
+// and the build tree's real plugins (torch, instruction_log).
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <prometheus/client_metric.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/registry.h>
+
+#include "gt/instruction.h"
+#include "gt/plugin.h"
+#include "host_metrics.h"
+#include "manifest.h"
+#include "pipeline.h"
+#include "plugin_loader.h"
+
+namespace gt {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kTestPluginDir = GT_TEST_PLUGIN_DIR;
+
+// The search path is read from the environment on every lookup; set it
+// before main() so that no test can load anything without it.
+const bool kPluginPathSet = [] {
+  setenv("GT_PLUGIN_PATH", GT_TEST_PLUGIN_DIR, 1);
+  return true;
+}();
+
+std::string TestPlugin(const std::string& file) { return kTestPluginDir + "/" + file; }
+
+// ---- Many problems at once -------------------------------------------------
+
+// Line numbers are 1-based; the comment on each line says which problem it
+// carries.
+constexpr char kManyProblems[] =
+    "host: worker\n"                      // 1   (root: no backend)
+    "colour: blue\n"                      // 2   unknown top-level key
+    "stages:\n"                           // 3
+    "  - name: tape\n"                    // 4   stages[0]
+    "    plugin: instruction_log\n"       // 5
+    "    options:\n"                      // 6
+    "      path: /tmp/gt-test.log\n"      // 7
+    "      flush_every: lots\n"           // 8   string for an int
+    "      colour: red\n"                 // 9   unknown option
+    "  - name: gate\n"                    // 10  stages[1]
+    "    plugin: dispatcher_only\n"       // 11  dispatcher-only plugin in a worker
+    "    options: {limit: 11}\n"          // 12  out of range (1..10)
+    "  - name: missing\n"                 // 13  stages[2]
+    "    plugin: nope\n"                  // 14  unknown plugin
+    "  - name: exec\n"                    // 15  stages[3]
+    "    plugin: torch\n"                 // 16  a backend used as a stage
+    "  - name: tape\n"                    // 17  stages[4]: duplicate name
+    "    plugin: throwing\n";             // 18
+
+TEST(ManifestTest, ReportsEveryProblemInOneErrorWithPathAndLine) {
+  Result<HostManifest> m = ParseManifest(kManyProblems, "many.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Code::kInvalidArgument);
+  const std::string& msg = m.status().message();
+  EXPECT_THAT(msg, HasSubstr("many.yaml: 9 problems:"));
+  const std::vector<std::string> expected = {
+      "many.yaml:2: colour: unknown key 'colour' (known: backend, connect, heartbeat_interval_ms, "
+      "heartbeat_timeout_ms, host, id, listen, metrics, stages)",
+      "many.yaml:8: stages[0].options.flush_every: option 'flush_every' expects int, got 'lots'",
+      "many.yaml:9: stages[0].options.colour: unknown option 'colour' of plugin 'instruction_log' "
+      "(known: append, flush_every, max_file_bytes, path)",
+      "many.yaml:11: stages[1].plugin: plugin 'dispatcher_only' may not run in a worker host",
+      "many.yaml:12: stages[1].options.limit: option 'limit' = 11 is out of range [1, 10]",
+      "many.yaml:14: stages[2].plugin: unknown plugin 'nope' (no gt_nope.so in " + kTestPluginDir + ":",
+      "many.yaml:16: stages[3].plugin: plugin 'torch' is a backend, expected a modifier",
+      "many.yaml:17: stages[4].name: duplicate stage name 'tape'",
+      "many.yaml:1: backend: missing backend: a worker host needs one",
+  };
+  for (const std::string& line : expected) EXPECT_THAT(msg, HasSubstr("\n  " + line)) << "in:\n" << msg;
+}
+
+TEST(ManifestTest, ValidateManifestReturnsTheSameProblemsAsData) {
+  std::vector<ManifestProblem> problems = ValidateManifest(kManyProblems, std::nullopt);
+  ASSERT_EQ(problems.size(), 9u);
+  struct Want {
+    const char* path;
+    int line;
+  };
+  const Want want[] = {{"colour", 2},
+                       {"stages[0].options.colour", 9},
+                       {"stages[0].options.flush_every", 8},
+                       {"stages[1].plugin", 11},
+                       {"stages[1].options.limit", 12},
+                       {"stages[2].plugin", 14},
+                       {"stages[3].plugin", 16},
+                       {"stages[4].name", 17},
+                       {"backend", 1}};
+  for (const Want& w : want) {
+    bool found = false;
+    for (const ManifestProblem& p : problems) found = found || (p.path == w.path && p.line == w.line);
+    EXPECT_TRUE(found) << "no problem at " << w.path << " line " << w.line;
+  }
+}
+
+TEST(ManifestTest, DispatcherTakesNoBackend) {
+  constexpr char kYaml[] =
+      "host: dispatcher\n"
+      "listen: tcp://127.0.0.1:5555\n"
+      "backend:\n"
+      "  plugin: torch\n";
+  Result<HostManifest> m = ParseManifest(kYaml, "d.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("d.yaml:4: backend: a dispatcher host takes no backend (its last stage is the router)"));
+}
+
+TEST(ManifestTest, ManifestForTheOtherHostIsRejected) {
+  Result<HostManifest> m = ParseManifest("host: dispatcher\n", "d.yaml", HostKind::kWorker);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("d.yaml:1: host: this manifest is for a dispatcher, not a worker"));
+}
+
+TEST(ManifestTest, YamlSyntaxErrorReportsItsLine) {
+  constexpr char kYaml[] =
+      "host: worker\n"
+      "backend:\n"
+      "  plugin: torch\n"
+      "  options: {intra_op_threads: 1\n";  // unterminated flow map
+  Result<HostManifest> m = ParseManifest(kYaml, "broken.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), Code::kInvalidArgument);
+  EXPECT_THAT(m.status().message(), HasSubstr("broken.yaml: 1 problem:"));
+  EXPECT_THAT(m.status().message(), HasSubstr("broken.yaml:5: (root): YAML syntax error: "));
+}
+
+TEST(ManifestTest, YamlSyntaxErrorInTheMiddleReportsItsLine) {
+  constexpr char kYaml[] =
+      "host: worker\n"
+      "id: w\n"
+      "metrics: a: b\n"
+      "backend:\n"
+      "  plugin: torch\n";
+  std::vector<ManifestProblem> problems = ValidateManifest(kYaml, std::nullopt);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].path, "");
+  EXPECT_EQ(problems[0].line, 3);
+  EXPECT_THAT(problems[0].message, HasSubstr("YAML syntax error: "));
+}
+
+TEST(ManifestTest, NonScalarKeyIsAProblemNotACrash) {
+  constexpr char kYaml[] =
+      "host: worker\n"
+      "? [a, b]\n"
+      ": c\n"
+      "backend:\n"
+      "  plugin: torch\n";
+  Result<HostManifest> m = ParseManifest(kYaml, "key.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("key.yaml:2: (root): unexpected YAML structure: "));
+}
+
+TEST(ManifestTest, WrongAbiPluginInAManifestIsAProblemNotACrash) {
+  constexpr char kYaml[] =
+      "host: dispatcher\n"
+      "stages:\n"
+      "  - plugin: wrong_abi\n";
+  Result<HostManifest> m = ParseManifest(kYaml, "abi.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(),
+              HasSubstr("abi.yaml:3: stages[0].plugin: " + TestPlugin("gt_wrong_abi.so") +
+                        ": plugin ABI version 99 does not match host ABI version 1"));
+}
+
+// ---- Valid manifests -------------------------------------------------------
+
+TEST(ManifestTest, ValidWorkerManifestGetsDefaults) {
+  constexpr char kYaml[] =
+      "host: worker\n"
+      "connect: tcp://127.0.0.1:5555\n"
+      "stages:\n"
+      "  - name: tape\n"
+      "    plugin: instruction_log\n"
+      "    options: {path: /tmp/gt-test.log, flush_every: 8}\n"
+      "backend:\n"
+      "  plugin: torch\n";
+  Result<HostManifest> m = ParseManifest(kYaml, "w.yaml", HostKind::kWorker);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->source, "w.yaml");
+  EXPECT_EQ(m->host, HostKind::kWorker);
+  EXPECT_EQ(m->id, "worker");
+  EXPECT_EQ(m->connect, "tcp://127.0.0.1:5555");
+  EXPECT_EQ(m->listen, "");
+  EXPECT_EQ(m->metrics, "");
+  EXPECT_EQ(m->heartbeat_interval_ms, 500);
+  EXPECT_EQ(m->heartbeat_timeout_ms, 5000);
+
+  ASSERT_EQ(m->stages.size(), 1u);
+  const ManifestStage& tape = m->stages[0];
+  EXPECT_EQ(tape.name, "tape");
+  EXPECT_STREQ(tape.plugin.descriptor->name, "instruction_log");
+  EXPECT_EQ(tape.options.all().size(), 4u);
+  EXPECT_EQ(tape.options.GetString("path"), "/tmp/gt-test.log");
+  EXPECT_EQ(tape.options.GetInt("flush_every"), 8);
+  EXPECT_FALSE(tape.options.GetBool("append"));         // default
+  EXPECT_EQ(tape.options.GetInt("max_file_bytes"), 0);  // default
+
+  ASSERT_TRUE(m->backend.has_value());
+  EXPECT_EQ(m->backend->name, "backend");
+  EXPECT_STREQ(m->backend->plugin.descriptor->name, "torch");
+  EXPECT_EQ(m->backend->plugin.descriptor->kind, PluginKind::kBackend);
+  EXPECT_EQ(m->backend->options.GetInt("intra_op_threads"), 0);  // default
+}
+
+// gt-worker's built-in manifest: stages and options left out entirely.
+TEST(ManifestTest, StagesWithoutOptionsGetDefaults) {
+  Result<HostManifest> w =
+      ParseManifest("host: worker\nid: worker\nbackend:\n  plugin: torch\n", "<default>", HostKind::kWorker);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  ASSERT_TRUE(w->backend.has_value());
+  EXPECT_EQ(w->backend->options.GetInt("intra_op_threads"), 0);
+
+  Result<HostManifest> d =
+      ParseManifest("host: dispatcher\nstages:\n  - plugin: dispatcher_only\n", "d.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->stages.size(), 1u);
+  EXPECT_EQ(d->stages[0].options.GetInt("limit"), 5);
+  EXPECT_FALSE(d->stages[0].options.GetBool("verbose"));
+}
+
+TEST(ManifestTest, ValidDispatcherManifestGetsDefaults) {
+  constexpr char kYaml[] =
+      "host: dispatcher\n"
+      "id: d-1\n"
+      "listen: tcp://0.0.0.0:5555\n"
+      "metrics: 127.0.0.1:9100\n"
+      "heartbeat_timeout_ms: 2000\n"
+      "stages:\n"
+      "  - plugin: dispatcher_only\n"
+      "  - name: strict\n"
+      "    plugin: dispatcher_only\n"
+      "    options:\n"
+      "      limit: 10\n"
+      "      verbose: true\n";
+  Result<HostManifest> m = ParseManifest(kYaml, "d.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->host, HostKind::kDispatcher);
+  EXPECT_EQ(m->id, "d-1");
+  EXPECT_EQ(m->listen, "tcp://0.0.0.0:5555");
+  EXPECT_EQ(m->metrics, "127.0.0.1:9100");
+  EXPECT_EQ(m->heartbeat_interval_ms, 500);
+  EXPECT_EQ(m->heartbeat_timeout_ms, 2000);
+  EXPECT_FALSE(m->backend.has_value());
+  ASSERT_EQ(m->stages.size(), 2u);
+
+  const ManifestStage& plain = m->stages[0];
+  EXPECT_EQ(plain.name, "dispatcher_only");  // a stage's name defaults to its plugin's
+  EXPECT_EQ(plain.plugin.path, TestPlugin("gt_dispatcher_only.so"));
+  ASSERT_EQ(plain.options.all().size(), 2u);
+  EXPECT_EQ(plain.options.GetInt("limit"), 5);
+  EXPECT_FALSE(plain.options.GetBool("verbose"));
+
+  const ManifestStage& strict = m->stages[1];
+  EXPECT_EQ(strict.name, "strict");
+  EXPECT_EQ(strict.options.GetInt("limit"), 10);
+  EXPECT_TRUE(strict.options.GetBool("verbose"));
+}
+
+TEST(ManifestTest, ShippedConfigsAreValid) {
+  const std::string dir = GT_SOURCE_DIR "/configs/";
+  for (const char* file : {"dispatcher.yaml", "dispatcher-logged.yaml"}) {
+    Result<HostManifest> m = LoadManifestFile(dir + file, HostKind::kDispatcher);
+    EXPECT_TRUE(m.ok()) << file << ": " << m.status().message();
+  }
+  for (const char* file : {"worker.yaml", "worker-logged.yaml"}) {
+    Result<HostManifest> m = LoadManifestFile(dir + file, HostKind::kWorker);
+    ASSERT_TRUE(m.ok()) << file << ": " << m.status().message();
+    ASSERT_TRUE(m->backend.has_value());
+    EXPECT_STREQ(m->backend->plugin.descriptor->name, "torch");
+  }
+}
+
+// ---- Plugin loading --------------------------------------------------------
+
+TEST(PluginLoaderTest, SearchPathStartsWithGtPluginPath) {
+  std::vector<std::string> path = PluginSearchPath();
+  ASSERT_GE(path.size(), 3u);
+  EXPECT_EQ(path[0], kTestPluginDir);
+}
+
+TEST(PluginLoaderTest, WrongAbiIsRefusedNamingFileAndBothVersions) {
+  const std::string file = TestPlugin("gt_wrong_abi.so");
+  Result<LoadedPlugin> p = LoadPluginFile(file);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kPluginError);
+  EXPECT_EQ(p.status().message(), file + ": plugin ABI version 99 does not match host ABI version 1");
+  // The same refusal the second time (failures are not cached as successes).
+  Result<LoadedPlugin> again = LoadPluginFile(file);
+  ASSERT_FALSE(again.ok());
+  EXPECT_THAT(again.status().message(), HasSubstr("plugin ABI version 99 does not match host ABI version 1"));
+  Result<LoadedPlugin> by_name = FindPlugin("wrong_abi");
+  ASSERT_FALSE(by_name.ok());
+  EXPECT_THAT(by_name.status().message(), HasSubstr("plugin ABI version 99 does not match host ABI version 1"));
+}
+
+TEST(PluginLoaderTest, LibraryWithoutGtSymbolsIsNotAPlugin) {
+  const std::string file = TestPlugin("gt_not_a_plugin.so");
+  Result<LoadedPlugin> p = LoadPluginFile(file);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr(file));
+  EXPECT_THAT(p.status().message(), HasSubstr("not a gt plugin"));
+}
+
+TEST(PluginLoaderTest, MissingFileFails) {
+  const std::string file = TestPlugin("gt_does_not_exist.so");
+  Result<LoadedPlugin> p = LoadPluginFile(file);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kNotFound);
+  EXPECT_THAT(p.status().message(), HasSubstr(file));
+  EXPECT_THAT(p.status().message(), HasSubstr("no such file"));
+}
+
+TEST(PluginLoaderTest, UnknownPluginListsTheSearchPath) {
+  Result<LoadedPlugin> p = FindPlugin("nope");
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), Code::kNotFound);
+  const std::string& msg = p.status().message();
+  EXPECT_THAT(msg, HasSubstr("unknown plugin 'nope'"));
+  EXPECT_THAT(msg, HasSubstr("gt_nope.so"));
+  for (const std::string& dir : PluginSearchPath()) EXPECT_THAT(msg, HasSubstr(dir));
+}
+
+TEST(PluginLoaderTest, ValidTestPluginsLoad) {
+  Result<LoadedPlugin> p = FindPlugin("dispatcher_only");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->descriptor->kind, PluginKind::kModifier);
+  EXPECT_EQ(p->descriptor->hosts, HostBit(HostKind::kDispatcher));
+  ASSERT_EQ(p->descriptor->option_count, 2u);
+  EXPECT_STREQ(p->descriptor->options[0].name, "limit");
+  EXPECT_STREQ(p->descriptor->options[1].name, "verbose");
+  Result<LoadedPlugin> t = FindPlugin("throwing");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->descriptor->hosts, kAnyHost);
+}
+
+TEST(PluginLoaderTest, ListingSurvivesBadPlugins) {
+  bool saw_wrong_abi = false, saw_not_a_plugin = false, saw_torch = false, saw_throwing = false;
+  for (const PluginListing& l : ListPlugins()) {
+    if (l.path == TestPlugin("gt_wrong_abi.so")) {
+      saw_wrong_abi = true;
+      EXPECT_FALSE(l.plugin.ok());
+    } else if (l.path == TestPlugin("gt_not_a_plugin.so")) {
+      saw_not_a_plugin = true;
+      EXPECT_FALSE(l.plugin.ok());
+    } else if (l.plugin.ok()) {
+      saw_torch = saw_torch || std::string(l.plugin->descriptor->name) == "torch";
+      saw_throwing = saw_throwing || std::string(l.plugin->descriptor->name) == "throwing";
+    }
+  }
+  EXPECT_TRUE(saw_wrong_abi);
+  EXPECT_TRUE(saw_not_a_plugin);
+  EXPECT_TRUE(saw_torch);
+  EXPECT_TRUE(saw_throwing);
+}
+
+// ---- A throwing stage in a real pipeline -----------------------------------
+
+class RecordingTerminal final : public Terminal {
+ public:
+  Status Accept(Instruction inst) override {
+    accepted.push_back(std::move(inst));
+    return Status::Ok();
+  }
+  std::vector<Instruction> accepted;
+};
+
+struct RecordedError {
+  OpRef ref;
+  Status status;
+};
+
+Instruction MakeInstruction(Op op, uint64_t seq, TensorId result, std::vector<TensorId> operands) {
+  Instruction inst;
+  inst.op = op;
+  inst.client = 7;
+  inst.seq = seq;
+  inst.results = {result};
+  inst.operands = std::move(operands);
+  return inst;
+}
+
+// The value of counter `family`{stage, kind}; nullopt when there is no such series.
+std::optional<double> CounterValue(prometheus::Registry& registry, const std::string& family,
+                                   const std::string& stage, const std::string& kind) {
+  for (const prometheus::MetricFamily& f : registry.Collect()) {
+    if (f.name != family) continue;
+    for (const prometheus::ClientMetric& m : f.metric) {
+      bool stage_ok = false, kind_ok = false;
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        stage_ok = stage_ok || (l.name == "stage" && l.value == stage);
+        kind_ok = kind_ok || (l.name == "kind" && l.value == kind);
+      }
+      if (stage_ok && kind_ok) return m.counter.value;
+    }
+  }
+  return std::nullopt;
+}
+
+TEST(PipelineTest, ThrowingStageBecomesPluginErrorAndThePipelineGoesOn) {
+  constexpr char kYaml[] =
+      "host: dispatcher\n"
+      "id: d-test\n"
+      "stages:\n"
+      "  - name: boom\n"
+      "    plugin: throwing\n";
+  Result<HostManifest> manifest = ParseManifest(kYaml, "pipeline.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(manifest.ok()) << manifest.status().message();
+
+  prometheus::Registry registry;
+  HostMetrics metrics(HostKind::kDispatcher, manifest->id, registry);
+  Result<std::unique_ptr<Pipeline>> built = Pipeline::Build(*manifest, metrics, registry);
+  ASSERT_TRUE(built.ok()) << built.status().message();
+  Pipeline& pipeline = **built;
+  ASSERT_EQ(pipeline.stage_count(), 1u);
+
+  RecordingTerminal terminal;
+  std::vector<RecordedError> errors;
+  pipeline.SetTerminal(&terminal, "router");
+  pipeline.SetErrorSink([&errors](const OpRef& ref, const Status& status) { errors.push_back({ref, status}); });
+
+  pipeline.Push(MakeInstruction(Op::kAdd, 1, 3, {1, 2}));
+  pipeline.Push(MakeInstruction(Op::kNeg, 2, 4, {3}));
+  pipeline.Push(MakeInstruction(Op::kRelu, 3, 5, {3}));
+  pipeline.Push(MakeInstruction(Op::kSum, 4, 6, {5}));
+  pipeline.EndBatch();
+
+  // Everything but the neg went through, in order.
+  ASSERT_EQ(terminal.accepted.size(), 3u);
+  EXPECT_EQ(terminal.accepted[0].seq, 1u);
+  EXPECT_EQ(terminal.accepted[0].op, Op::kAdd);
+  EXPECT_EQ(terminal.accepted[1].seq, 3u);
+  EXPECT_EQ(terminal.accepted[1].op, Op::kRelu);
+  EXPECT_EQ(terminal.accepted[2].seq, 4u);
+  EXPECT_EQ(terminal.accepted[2].op, Op::kSum);
+
+  // The neg became exactly one error, about that instruction.
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].ref.client, 7u);
+  EXPECT_EQ(errors[0].ref.seq, 2u);
+  EXPECT_EQ(errors[0].ref.op, Op::kNeg);
+  EXPECT_EQ(errors[0].status.code(), Code::kPluginError);
+  EXPECT_THAT(errors[0].status.message(), HasSubstr("stage 'boom' threw: throwing: refusing neg #2"));
+
+  EXPECT_EQ(CounterValue(registry, "gt_stage_errors_total", "boom", "plugin_error"), 1.0);
+  EXPECT_EQ(CounterValue(registry, "gt_stage_errors_total", "boom", "invalid_argument"), 0.0);
+  EXPECT_EQ(CounterValue(registry, "gt_stage_errors_total", "router", "plugin_error"), 0.0);
+
+  // A second neg later in the stream fails the same way; the rest still flows.
+  pipeline.Push(MakeInstruction(Op::kNeg, 5, 7, {6}));
+  pipeline.Push(MakeInstruction(Op::kExp, 6, 8, {6}));
+  pipeline.EndBatch();
+  EXPECT_EQ(terminal.accepted.size(), 4u);
+  EXPECT_EQ(terminal.accepted.back().seq, 6u);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[1].ref.seq, 5u);
+  EXPECT_EQ(CounterValue(registry, "gt_stage_errors_total", "boom", "plugin_error"), 2.0);
+}
+
+}  // namespace
+}  // namespace gt
