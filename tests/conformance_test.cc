@@ -274,6 +274,10 @@ std::vector<Case> Cases() {
   }
   add("max_int32_axis1", {Op::kMax}, {Ints({3, 4}, at::kInt)}, [](const V& v) { return v[0].max({1}); },
       [](const A& a) { return at::amax(a[0], {1}); });
+  add("sum_0d_axis_neg1", {Op::kSum}, {at::scalar_tensor(2.5, at::kFloat)},
+      [](const V& v) { return v[0].sum({-1}); }, [](const A& a) { return at::sum(a[0], {-1}); });
+  add("max_0d_keepdims", {Op::kMax}, {at::scalar_tensor(-4, at::kLong)},
+      [](const V& v) { return v[0].max({0}, true); }, [](const A& a) { return at::amax(a[0], {0}, true); });
   add("mean_float64_axis0", {Op::kMean}, {Normal({3, 4}, 61, at::kDouble)},
       [](const V& v) { return v[0].mean({0}); }, [](const A& a) { return at::mean(a[0], {0}); });
 

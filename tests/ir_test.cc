@@ -566,6 +566,11 @@ TEST(ShapeInferenceTest, Reductions) {
   Result<TensorMeta> scalar = Infer(Op::kSum, {F32({})}, Axes({-1}, false));
   ASSERT_TRUE(scalar.ok()) << scalar.status().ToString();
   EXPECT_EQ(scalar->shape, Shape{});
+  scalar = Infer(Op::kMean, {F32({})}, Axes({0}, true));
+  ASSERT_TRUE(scalar.ok()) << scalar.status().ToString();
+  EXPECT_EQ(scalar->shape, Shape{});
+  EXPECT_FALSE(Infer(Op::kSum, {F32({})}, Axes({-2}, false)).ok());
+  EXPECT_FALSE(Infer(Op::kSum, {F32({})}, Axes({1}, false)).ok());
 }
 
 TEST(ShapeInferenceTest, ReductionDTypesAndErrors) {

@@ -90,12 +90,13 @@ void Session::EnsureStartedLocked() {
     if (!cluster.ok()) throw Error(cluster.status().code(), "gt: cannot start the embedded cluster: " + cluster.status().message());
     cluster_ = std::move(*cluster);
     endpoint = cluster_->endpoint();
-    // Registered after the backend plugins loaded LibTorch, so it runs before
-    // LibTorch's own static destructors.
-    std::atexit(CloseAtExit);
   } else {
     endpoint = Endpoint(address_);
   }
+  // Says goodbye (freeing this client's remote tensors) and stops the
+  // embedded hosts at exit. Registered after the backend plugins loaded
+  // LibTorch, so it runs before LibTorch's own static destructors.
+  std::atexit(CloseAtExit);
   socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
   socket_->set(zmq::sockopt::linger, 2000);
   socket_->set(zmq::sockopt::sndhwm, 0);

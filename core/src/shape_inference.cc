@@ -160,7 +160,7 @@ Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, siz
   }
   int64_t r = static_cast<int64_t>(rank);
   for (int64_t axis : axes) {
-    int64_t a = axis < 0 ? axis + r : axis;
+    int64_t a = axis < 0 ? axis + std::max<int64_t>(r, 1) : axis;  // a 0-d tensor takes 0 and -1, as in PyTorch
     if (a < 0 || a >= std::max<int64_t>(r, 1))
       return InvalidArgument("axis " + std::to_string(axis) + " is out of range for " + std::to_string(rank) + " dimensions");
     if (std::find(out.begin(), out.end(), a) != out.end())
