@@ -493,6 +493,15 @@ TEST(ShapeInferenceTest, BinaryDTypes) {
   EXPECT_EQ(Infer(Op::kSub, {i32}, scalar)->dtype, DType::kFloat32);
   EXPECT_EQ(Infer(Op::kSub, {i32}, scalar)->shape, Shape({4}));
 
+  scalar.scalar = -0.0;  // a float in PyTorch, as the torch backend reads it
+  EXPECT_EQ(Infer(Op::kMul, {i32}, scalar)->dtype, DType::kFloat32);
+  scalar.scalar = 1e20;  // beyond int64
+  EXPECT_EQ(Infer(Op::kAdd, {i64}, scalar)->dtype, DType::kFloat32);
+  scalar.scalar = -9223372036854775808.0;  // exactly -2^63 still reads as a float in the backend
+  EXPECT_EQ(Infer(Op::kAdd, {i64}, scalar)->dtype, DType::kFloat32);
+  scalar.scalar = 0.0;
+  EXPECT_EQ(Infer(Op::kMul, {i32}, scalar)->dtype, DType::kInt32);
+
   Result<TensorMeta> arity = Infer(Op::kAdd, {i32}, Attributes{});
   ASSERT_FALSE(arity.ok());
   EXPECT_CONTAINS(arity.status().message(), "add");
@@ -696,6 +705,30 @@ TEST(ShapeInferenceTest, UnaryAndCreation) {
   Result<TensorMeta> negative = Infer(Op::kOnes, {}, WithShape({2, -3}));
   ASSERT_FALSE(negative.ok());
   EXPECT_CONTAINS(negative.status().message(), "[2, -3]");
+}
+
+TEST(ShapeInferenceTest, ZeroDimOperandsPromoteOnlyAcrossCategories) {
+  TensorMeta f32_vec{{3}, DType::kFloat32}, f64_scalar{{}, DType::kFloat64};
+  TensorMeta i32_vec{{3}, DType::kInt32}, i64_scalar{{}, DType::kInt64};
+  EXPECT_EQ(Infer(Op::kAdd, {f32_vec, f64_scalar})->dtype, DType::kFloat32);
+  EXPECT_EQ(Infer(Op::kAdd, {i32_vec, i64_scalar})->dtype, DType::kInt32);
+  EXPECT_EQ(Infer(Op::kAdd, {i32_vec, f64_scalar})->dtype, DType::kFloat64);
+  EXPECT_EQ(Infer(Op::kMul, {f64_scalar, f32_vec})->dtype, DType::kFloat32);
+}
+
+TEST(ShapeInferenceTest, MatmulOfMixedDTypesIsRejectedAtTheCall) {
+  Result<TensorMeta> r = Infer(Op::kMatmul, {F32({2, 3}), TensorMeta{{3, 2}, DType::kFloat64}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_CONTAINS(r.status().message(), "float32 and float64");
+}
+
+TEST(ShapeInferenceTest, BoolReluAndZeroDimTranspose) {
+  EXPECT_FALSE(Infer(Op::kRelu, {TensorMeta{{2}, DType::kBool}}).ok());
+  Attributes dims;
+  dims.axes = {0, -1};
+  Result<TensorMeta> t = Infer(Op::kTranspose, {F32({})}, dims);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(t->shape.empty());
 }
 
 }  // namespace

@@ -22,12 +22,28 @@ Result<TensorMeta> InferCreate(const Instruction& inst) {
   return TensorMeta{inst.attrs.shape, inst.attrs.dtype};
 }
 
-bool IsIntegral(double v) { return std::isfinite(v) && std::floor(v) == v; }
+// Whether a scalar counts as a Python int. Must agree with how the torch
+// backend reads a scalar (ScalarOf): integral, finite, not -0.0, within int64.
+bool IsIntegral(double v) {
+  return std::isfinite(v) && std::floor(v) == v && !(v == 0 && std::signbit(v)) && std::fabs(v) < 0x1p63;
+}
 
 DType ScalarResultType(DType tensor, double scalar) {
   if (IsFloatingPoint(tensor)) return tensor;
   if (!IsIntegral(scalar)) return DType::kFloat32;
   return tensor == DType::kBool ? DType::kInt64 : tensor;
+}
+
+int Category(DType t) { return t == DType::kBool ? 0 : IsFloatingPoint(t) ? 2 : 1; }
+
+// PyTorch's rule: a 0-d tensor only decides the type when it is of a higher
+// category (bool < integer < floating) than the tensor with dimensions.
+DType BinaryResultType(const TensorMeta& a, const TensorMeta& b) {
+  bool a_scalar = a.shape.empty(), b_scalar = b.shape.empty();
+  if (a_scalar == b_scalar) return PromoteTypes(a.dtype, b.dtype);
+  const TensorMeta& dim = a_scalar ? b : a;
+  const TensorMeta& zero = a_scalar ? a : b;
+  return Category(zero.dtype) > Category(dim.dtype) ? zero.dtype : dim.dtype;
 }
 
 Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
@@ -39,7 +55,7 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
     if (in.size() != 2) return ArityError(inst, 2, in.size());
     Result<Shape> shape = BroadcastShapes(in[0]->shape, in[1]->shape);
     if (!shape.ok()) return InvalidArgument(Where(inst) + ": " + shape.status().message());
-    out = {std::move(*shape), PromoteTypes(in[0]->dtype, in[1]->dtype)};
+    out = {std::move(*shape), BinaryResultType(*in[0], *in[1])};
   }
   if (inst.op == Op::kDiv && !IsFloatingPoint(out.dtype)) out.dtype = DType::kFloat32;  // true division
   return out;
@@ -63,7 +79,10 @@ Result<TensorMeta> InferMatmul(const Instruction& inst, const std::vector<const 
   Shape out = *batch;
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
-  return TensorMeta{out, PromoteTypes(in[0]->dtype, in[1]->dtype)};
+  if (in[0]->dtype != in[1]->dtype)
+    return InvalidArgument("matmul: operands must have the same dtype, got " + std::string(DTypeName(in[0]->dtype)) +
+                           " and " + std::string(DTypeName(in[1]->dtype)));
+  return TensorMeta{out, in[0]->dtype};
 }
 
 Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
@@ -71,7 +90,8 @@ Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const T
   DType dtype = in[0]->dtype;
   bool keeps_type = inst.op == Op::kRelu || inst.op == Op::kNeg;
   if (!keeps_type && !IsFloatingPoint(dtype)) dtype = DType::kFloat32;
-  if (inst.op == Op::kNeg && dtype == DType::kBool) return InvalidArgument("neg: not defined for bool tensors");
+  if ((inst.op == Op::kNeg || inst.op == Op::kRelu) && dtype == DType::kBool)
+    return InvalidArgument(Where(inst) + ": not defined for bool tensors");
   return TensorMeta{in[0]->shape, dtype};
 }
 
@@ -129,11 +149,12 @@ Result<TensorMeta> InferTranspose(const Instruction& inst, const TensorMeta& in)
   }
   if (axes.size() != 2) return InvalidArgument("transpose: expects two dims, got " + ShapeToString(axes));
   int64_t rank = static_cast<int64_t>(out.size());
-  auto wrap = [rank](int64_t d) { return d < 0 ? d + rank : d; };
+  int64_t bound = std::max<int64_t>(rank, 1);  // a 0-d tensor accepts dims 0 and -1, as in PyTorch
+  auto wrap = [bound](int64_t d) { return d < 0 ? d + bound : d; };
   int64_t d0 = wrap(axes[0]), d1 = wrap(axes[1]);
-  if (d0 < 0 || d0 >= rank || d1 < 0 || d1 >= rank)
+  if (d0 < 0 || d0 >= bound || d1 < 0 || d1 >= bound)
     return InvalidArgument("transpose: dims " + ShapeToString(axes) + " out of range for shape " + ShapeToString(in.shape));
-  std::swap(out[d0], out[d1]);
+  if (rank > 0) std::swap(out[d0], out[d1]);
   return TensorMeta{out, in.dtype};
 }
 
