@@ -352,6 +352,100 @@ std::vector<Case> Cases() {
   add("sum_bool_gives_int64", {Op::kSum}, {Bools({10})}, [](const V& v) { return v[0].sum(); },
       [](const A& a) { return at::sum(a[0]); });
 
+  // -- creation: rand, arange
+  add("rand_seeded", {Op::kRand}, {}, [](const V&) { return gt::rand({3, 4}, DType::kFloat32, 77); },
+      [](const A&) { return at::rand({3, 4}, Gen(77), at::TensorOptions().dtype(at::kFloat)); });
+  add("arange_float", {Op::kArange}, {}, [](const V&) { return gt::arange(0, 2.5, 0.5); },
+      [](const A&) { return at::arange(0, 2.5, 0.5, at::kFloat); });
+  add("arange_int64_descending", {Op::kArange}, {}, [](const V&) { return gt::arange(10, 0, -3, DType::kInt64); },
+      [](const A&) { return at::arange(10, 0, -3, at::kLong); });
+
+  // -- pow and comparisons (a floating mask)
+  add("pow_scalar", {Op::kPow}, pos, [](const V& v) { return v[0].pow(2.5); },
+      [](const A& a) { return at::pow(a[0], 2.5); });
+  add("pow_tensor", {Op::kPow}, {Positive({3, 4}, 100), Normal({4}, 101)}, [](const V& v) { return v[0].pow(v[1]); },
+      [](const A& a) { return at::pow(a[0], a[1]); });
+  struct CompareOp {
+    Op op;
+    const char* name;
+    gt::Tensor (gt::Tensor::*remote)(const gt::Tensor&) const;
+    gt::Tensor (gt::Tensor::*remote_scalar)(double) const;
+    at::Tensor (*local)(const at::Tensor&, const at::Tensor&);
+  };
+  const CompareOp compare[] = {
+      {Op::kGt, "gt", &gt::Tensor::gt, &gt::Tensor::gt, [](const at::Tensor& a, const at::Tensor& b) { return at::gt(a, b); }},
+      {Op::kLt, "lt", &gt::Tensor::lt, &gt::Tensor::lt, [](const at::Tensor& a, const at::Tensor& b) { return at::lt(a, b); }},
+      {Op::kGe, "ge", &gt::Tensor::ge, &gt::Tensor::ge, [](const at::Tensor& a, const at::Tensor& b) { return at::ge(a, b); }},
+      {Op::kLe, "le", &gt::Tensor::le, &gt::Tensor::le, [](const at::Tensor& a, const at::Tensor& b) { return at::le(a, b); }},
+      {Op::kEq, "eq", &gt::Tensor::eq, &gt::Tensor::eq, [](const at::Tensor& a, const at::Tensor& b) { return at::eq(a, b); }},
+  };
+  const A small_ints = {Ints({3, 4}, at::kFloat), Ints({4}, at::kFloat, 2)};
+  for (const CompareOp& c : compare) {
+    add(std::string(c.name) + "_broadcast", {c.op}, small_ints,
+        [f = c.remote](const V& v) { return (v[0].*f)(v[1]); },
+        [f = c.local](const A& a) { return f(a[0], a[1]).to(at::kFloat); });
+    add(std::string(c.name) + "_scalar", {c.op}, {Ints({5}, at::kDouble)},
+        [f = c.remote_scalar](const V& v) { return (v[0].*f)(1.0); },
+        [f = c.local](const A& a) { return f(a[0], at::scalar_tensor(1.0, at::kDouble)).to(at::kDouble); });
+  }
+
+  // -- abs, clone, min, softmax, log_softmax
+  add("abs_float32", {Op::kAbs}, x, [](const V& v) { return v[0].abs(); }, [](const A& a) { return at::abs(a[0]); });
+  add("abs_int64", {Op::kAbs}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].abs(); },
+      [](const A& a) { return at::abs(a[0]); });
+  add("clone", {Op::kClone}, x, [](const V& v) { return v[0].clone(); }, [](const A& a) { return a[0].clone(); });
+  add("min_axis1_keepdims", {Op::kMin}, cube, [](const V& v) { return v[0].min({1}, true); },
+      [](const A& a) { return at::amin(a[0], at::IntArrayRef{1}, true); });
+  add("min_all", {Op::kMin}, cube, [](const V& v) { return v[0].min(); }, [](const A& a) { return at::min(a[0]); });
+  add("softmax_last", {Op::kSoftmax}, cube, [](const V& v) { return v[0].softmax(-1); },
+      [](const A& a) { return at::softmax(a[0], -1); });
+  add("softmax_dim0_float64", {Op::kSoftmax}, {Normal({3, 4}, 102, at::kDouble)},
+      [](const V& v) { return v[0].softmax(0); }, [](const A& a) { return at::softmax(a[0], 0); });
+  add("log_softmax_dim1", {Op::kLogSoftmax}, cube, [](const V& v) { return v[0].log_softmax(1); },
+      [](const A& a) { return at::log_softmax(a[0], 1); });
+
+  // -- more movement: unsqueeze, squeeze, permute, slice, select, cat, split, chunk
+  add("unsqueeze_front", {Op::kUnsqueeze}, block, [](const V& v) { return v[0].unsqueeze(0); },
+      [](const A& a) { return at::unsqueeze(a[0], 0); });
+  add("unsqueeze_negative", {Op::kUnsqueeze}, block, [](const V& v) { return v[0].unsqueeze(-1); },
+      [](const A& a) { return at::unsqueeze(a[0], -1); });
+  add("squeeze_all", {Op::kSqueeze}, {Normal({1, 3, 1, 2}, 103)}, [](const V& v) { return v[0].squeeze(); },
+      [](const A& a) { return at::squeeze(a[0]); });
+  add("squeeze_dim", {Op::kSqueeze}, {Normal({1, 3, 1, 2}, 104)}, [](const V& v) { return v[0].squeeze(2); },
+      [](const A& a) { return at::squeeze(a[0], 2); });
+  add("squeeze_dim_not_one", {Op::kSqueeze}, {Normal({2, 3}, 105)}, [](const V& v) { return v[0].squeeze(0); },
+      [](const A& a) { return at::squeeze(a[0], 0); });
+  add("permute", {Op::kPermute}, block, [](const V& v) { return v[0].permute({2, 0, 1}); },
+      [](const A& a) { return a[0].permute({2, 0, 1}); });
+  add("slice_step", {Op::kSlice}, {Normal({10, 3}, 106)}, [](const V& v) { return v[0].slice(0, 1, 9, 3); },
+      [](const A& a) { return at::slice(a[0], 0, 1, 9, 3); });
+  add("slice_negative_open", {Op::kSlice}, {Normal({4, 7}, 107)},
+      [](const V& v) { return v[0].slice(-1, -3, std::nullopt); }, [](const A& a) { return at::slice(a[0], 1, 4, 7); });
+  add("slice_clamped_empty", {Op::kSlice}, {Normal({4, 7}, 108)}, [](const V& v) { return v[0].slice(0, 5, 100); },
+      [](const A& a) { return at::slice(a[0], 0, 4, 4); });
+  add("select", {Op::kSelect}, block, [](const V& v) { return v[0].select(1, -1); },
+      [](const A& a) { return at::select(a[0], 1, 2); });
+  add("cat_dim1", {Op::kCat}, {Normal({2, 3}, 109), Normal({2, 1}, 110), Normal({2, 2}, 111)},
+      [](const V& v) { return gt::cat({v[0], v[1], v[2]}, 1); },
+      [](const A& a) { return at::cat({a[0], a[1], a[2]}, 1); });
+  add("cat_promotes", {Op::kCat}, {Ints({2}, at::kInt), Normal({3}, 112)},
+      [](const V& v) { return gt::cat({v[0], v[1]}); }, [](const A& a) { return at::cat({a[0], a[1]}); });
+  add("split_last_piece", {Op::kSlice}, {Normal({7, 2}, 113)}, [](const V& v) { return v[0].split(3)[2]; },
+      [](const A& a) { return a[0].split(3)[2]; });
+  add("chunk_middle", {Op::kSlice}, {Normal({2, 10}, 114)}, [](const V& v) { return v[0].chunk(3, 1)[1]; },
+      [](const A& a) { return a[0].chunk(3, 1)[1]; });
+
+  // -- in place: copy_ (broadcast + cast), fill_, zero_, -=
+  add("copy_broadcast", {Op::kClone}, {Normal({3, 4}, 115), Normal({4}, 116)},
+      [](const V& v) { gt::Tensor c = v[0].clone(); c.copy_(v[1]); return c; },
+      [](const A& a) { return a[1].expand({3, 4}).clone(); });
+  add("fill_and_zero", {Op::kClone}, {Normal({2, 2}, 117), Normal({3}, 118)},
+      [](const V& v) { gt::Tensor c = v[0].clone(); c.fill_(7); gt::Tensor d = v[1].clone(); d.zero_(); return gt::cat({c.reshape({-1}), d}); },
+      [](const A&) { return at::cat({at::full({4}, 7.0), at::zeros({3})}); });
+  add("sub_in_place", {Op::kSub}, {Normal({3, 4}, 119), Normal({3, 4}, 120)},
+      [](const V& v) { gt::Tensor p = v[0].clone(); p -= v[1] * 0.1; return p; },
+      [](const A& a) { return a[0] - a[1] * 0.1; });
+
   // -- a chain, so that results feed results on the worker
   add("chain_mlp_layer", {Op::kMatmul, Op::kAdd, Op::kRelu, Op::kSum, Op::kMean},
       {Normal({4, 3}, 90), Normal({3, 5}, 91), Normal({5}, 92)},

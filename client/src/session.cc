@@ -145,6 +145,25 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   return record;
 }
 
+void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands) {
+  for (const TensorRecord* r : operands) {
+    if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": undefined tensor");
+    inst.operands.push_back(r->id);
+  }
+  if (inst.op == Op::kCopyInto) {
+    const Shape& to = operands[0]->meta.shape;
+    const Shape& from = operands[1]->meta.shape;
+    Result<Shape> shape = BroadcastShapes(to, from);
+    if (!shape.ok() || *shape != to)
+      throw Error(Code::kInvalidArgument, "copy_: source of shape " + ShapeToString(from) +
+                                              " does not broadcast to destination " + ShapeToString(to));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  inst.seq = next_seq_++;
+  AppendLocked(inst);
+}
+
 void Session::AppendLocked(const Instruction& inst) {
   if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
   EncodeInstruction(inst, batch_.add_instructions(), &payloads_);

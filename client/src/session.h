@@ -51,6 +51,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // Queues `inst` (its results and seq are filled in here) and returns the
   // handle of its result. Throws gt::Error if shape inference rejects it.
   std::shared_ptr<TensorRecord> Issue(Instruction inst, const std::vector<const TensorRecord*>& operands);
+  // Queues an instruction that changes operands[0] in place (no result).
+  void Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands);
 
   // Sync points.
   FetchedData Fetch(const TensorRecord& tensor);

@@ -1,4 +1,5 @@
 // gt::Tensor: builds one instruction per call and hands it to the session.
+#include <algorithm>
 #include <cstring>
 
 #include "gt/gt.h"
@@ -51,6 +52,13 @@ Tensor Reduce(const Tensor& t, Op op, std::vector<int64_t> axes, bool keepdims) 
   inst.op = op;
   inst.attrs.axes = std::move(axes);
   inst.attrs.keepdims = keepdims;
+  return Issue(std::move(inst), {&Require(t, OpName(op).data())});
+}
+
+Tensor WithAxes(const Tensor& t, Op op, std::vector<int64_t> axes) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.axes = std::move(axes);
   return Issue(std::move(inst), {&Require(t, OpName(op).data())});
 }
 
@@ -112,6 +120,85 @@ Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
 
 Tensor Tensor::t() const { return Unary(*this, Op::kTranspose); }
 
+Tensor Tensor::permute(std::vector<int64_t> dims) const { return WithAxes(*this, Op::kPermute, std::move(dims)); }
+Tensor Tensor::unsqueeze(int64_t dim) const { return WithAxes(*this, Op::kUnsqueeze, {dim}); }
+Tensor Tensor::squeeze() const { return WithAxes(*this, Op::kSqueeze, {}); }
+Tensor Tensor::squeeze(int64_t dim) const { return WithAxes(*this, Op::kSqueeze, {dim}); }
+
+Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) const {
+  if (step <= 0) throw Error(Code::kInvalidArgument, "slice: step must be positive, got " + std::to_string(step));
+  int64_t rank = this->dim();
+  int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank)
+    throw Error(Code::kInvalidArgument, "slice: dim " + std::to_string(dim) + " is out of range for shape " +
+                                            ShapeToString(shape()));
+  int64_t size = shape()[d];
+  auto clamp = [size](int64_t i) { return std::clamp(i < 0 ? i + size : i, int64_t{0}, size); };
+  int64_t from = start ? clamp(*start) : 0;
+  int64_t to = stop ? clamp(*stop) : size;
+  return WithAxes(*this, Op::kSlice, {d, from, std::max(from, to), step});
+}
+
+Tensor Tensor::select(int64_t dim, int64_t index) const {
+  int64_t rank = this->dim();
+  int64_t d = dim < 0 ? dim + rank : dim;
+  if (d >= 0 && d < rank && index < 0) index += shape()[d];
+  return WithAxes(*this, Op::kSelect, {d, index});
+}
+
+std::vector<Tensor> Tensor::split(int64_t size, int64_t dim) const {
+  if (size <= 0) throw Error(Code::kInvalidArgument, "split: size must be positive, got " + std::to_string(size));
+  int64_t rank = this->dim();
+  int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank) throw Error(Code::kInvalidArgument, "split: dim " + std::to_string(dim) + " out of range");
+  std::vector<Tensor> pieces;
+  for (int64_t start = 0; start < shape()[d]; start += size) pieces.push_back(slice(d, start, start + size));
+  return pieces;
+}
+
+std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
+  if (chunks <= 0) throw Error(Code::kInvalidArgument, "chunk: chunks must be positive, got " + std::to_string(chunks));
+  int64_t rank = this->dim();
+  int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank) throw Error(Code::kInvalidArgument, "chunk: dim " + std::to_string(dim) + " out of range");
+  int64_t size = (shape()[d] + chunks - 1) / chunks;  // as torch.chunk: equal pieces, the last smaller
+  return split(std::max<int64_t>(size, 1), d);
+}
+
+Tensor Tensor::pow(double exponent) const { return WithScalar(*this, exponent, Op::kPow, ScalarSide::kRight); }
+Tensor Tensor::pow(const Tensor& exponent) const { return Binary(*this, exponent, Op::kPow); }
+Tensor Tensor::abs() const { return Unary(*this, Op::kAbs); }
+Tensor Tensor::clone() const { return Unary(*this, Op::kClone); }
+Tensor Tensor::min(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMin, std::move(axes), keepdims); }
+Tensor Tensor::softmax(int64_t dim) const { return WithAxes(*this, Op::kSoftmax, {dim}); }
+Tensor Tensor::log_softmax(int64_t dim) const { return WithAxes(*this, Op::kLogSoftmax, {dim}); }
+
+Tensor Tensor::gt(const Tensor& o) const { return Binary(*this, o, Op::kGt); }
+Tensor Tensor::lt(const Tensor& o) const { return Binary(*this, o, Op::kLt); }
+Tensor Tensor::ge(const Tensor& o) const { return Binary(*this, o, Op::kGe); }
+Tensor Tensor::le(const Tensor& o) const { return Binary(*this, o, Op::kLe); }
+Tensor Tensor::eq(const Tensor& o) const { return Binary(*this, o, Op::kEq); }
+Tensor Tensor::gt(double s) const { return WithScalar(*this, s, Op::kGt, ScalarSide::kRight); }
+Tensor Tensor::lt(double s) const { return WithScalar(*this, s, Op::kLt, ScalarSide::kRight); }
+Tensor Tensor::ge(double s) const { return WithScalar(*this, s, Op::kGe, ScalarSide::kRight); }
+Tensor Tensor::le(double s) const { return WithScalar(*this, s, Op::kLe, ScalarSide::kRight); }
+Tensor Tensor::eq(double s) const { return WithScalar(*this, s, Op::kEq, ScalarSide::kRight); }
+
+Tensor& Tensor::copy_(const Tensor& source) {
+  Instruction inst;
+  inst.op = Op::kCopyInto;
+  Session::Get()->Mutate(std::move(inst), {&Require(*this, "copy_"), &Require(source, "copy_")});
+  return *this;
+}
+
+Tensor& Tensor::fill_(double value) {
+  Instruction inst;
+  inst.op = Op::kFill;
+  inst.attrs.scalar = value;
+  Session::Get()->Mutate(std::move(inst), {&Require(*this, "fill_")});
+  return *this;
+}
+
 void Tensor::copy_to(void* destination, size_t bytes) const {
   const TensorRecord& r = Require(*this, "copy_to");
   size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
@@ -148,6 +235,24 @@ double Tensor::item() const {
 Tensor randn(Shape shape, DType dtype, uint64_t seed) { return Create(Op::kRandn, std::move(shape), dtype, seed, nullptr); }
 Tensor zeros(Shape shape, DType dtype) { return Create(Op::kZeros, std::move(shape), dtype, 0, nullptr); }
 Tensor ones(Shape shape, DType dtype) { return Create(Op::kOnes, std::move(shape), dtype, 0, nullptr); }
+Tensor rand(Shape shape, DType dtype, uint64_t seed) { return Create(Op::kRand, std::move(shape), dtype, seed, nullptr); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  Instruction inst;
+  inst.op = Op::kArange;
+  inst.attrs.dtype = dtype;
+  inst.attrs.numbers = {start, end, step};
+  return Issue(std::move(inst), {});
+}
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  Instruction inst;
+  inst.op = Op::kCat;
+  inst.attrs.axes = {dim};
+  std::vector<const TensorRecord*> operands;
+  for (const Tensor& t : tensors) operands.push_back(&Require(t, "cat"));
+  return Issue(std::move(inst), operands);
+}
 
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
   size_t want = static_cast<size_t>(NumElements(shape)) * ElementSize(dtype);

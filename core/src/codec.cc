@@ -15,12 +15,11 @@ void EncodeInstruction(const Instruction& inst, wire::Instruction* out, std::vec
   out->set_dtype(static_cast<uint32_t>(a.dtype));
   out->mutable_axes()->Add(a.axes.begin(), a.axes.end());
   out->set_keepdims(a.keepdims);
-  if (a.scalar_side != ScalarSide::kNone) {
-    out->set_scalar(a.scalar);
-    out->set_scalar_side(static_cast<uint32_t>(a.scalar_side));
-  }
+  out->set_scalar(a.scalar);  // also meaningful without a side (kFill)
+  out->set_scalar_side(static_cast<uint32_t>(a.scalar_side));
   out->set_seed(a.seed);
   out->set_sync_id(a.sync_id);
+  out->mutable_numbers()->Add(a.numbers.begin(), a.numbers.end());
   if (!inst.signal.empty()) out->set_signal(inst.signal);
   if (inst.payload) {
     payloads->push_back(inst.payload);
@@ -50,6 +49,7 @@ Result<Instruction> DecodeInstruction(const wire::Instruction& in, const std::ve
   a.scalar_side = static_cast<ScalarSide>(in.scalar_side());
   a.seed = in.seed();
   a.sync_id = in.sync_id();
+  a.numbers.assign(in.numbers().begin(), in.numbers().end());
   inst.signal = in.signal();
   if (uint32_t frame = in.payload_frame(); frame != 0) {
     if (frame > payloads.size())

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 namespace gt {
@@ -14,11 +15,24 @@ Status ArityError(const Instruction& inst, size_t want, size_t got) {
                          std::to_string(got));
 }
 
+Result<TensorMeta> InferArange(const Instruction& inst) {
+  const auto& n = inst.attrs.numbers;
+  if (n.size() != 3) return InvalidArgument("arange: expects {start, end, step}");
+  double start = n[0], end = n[1], step = n[2];
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    return InvalidArgument("arange: step must be non-zero and bounds finite");
+  if ((end - start) / step < 0)
+    return InvalidArgument("arange: upper bound and step have inconsistent signs");
+  auto length = static_cast<int64_t>(std::ceil((end - start) / step));
+  return TensorMeta{{length}, inst.attrs.dtype};
+}
+
 Result<TensorMeta> InferCreate(const Instruction& inst) {
   for (int64_t d : inst.attrs.shape)
     if (d < 0) return InvalidArgument(Where(inst) + ": negative dimension in shape " + ShapeToString(inst.attrs.shape));
-  if (inst.op == Op::kRandn && !IsFloatingPoint(inst.attrs.dtype))
-    return InvalidArgument("randn: dtype must be floating point, got " + std::string(DTypeName(inst.attrs.dtype)));
+  if ((inst.op == Op::kRandn || inst.op == Op::kRand) && !IsFloatingPoint(inst.attrs.dtype))
+    return InvalidArgument(Where(inst) + ": dtype must be floating point, got " + std::string(DTypeName(inst.attrs.dtype)));
+  if (inst.op == Op::kArange) return InferArange(inst);
   return TensorMeta{inst.attrs.shape, inst.attrs.dtype};
 }
 
@@ -32,6 +46,10 @@ DType ScalarResultType(DType tensor, double scalar) {
   if (IsFloatingPoint(tensor)) return tensor;
   if (!IsIntegral(scalar)) return DType::kFloat32;
   return tensor == DType::kBool ? DType::kInt64 : tensor;
+}
+
+bool IsComparison(Op op) {
+  return op == Op::kGt || op == Op::kLt || op == Op::kGe || op == Op::kLe || op == Op::kEq;
 }
 
 int Category(DType t) { return t == DType::kBool ? 0 : IsFloatingPoint(t) ? 2 : 1; }
@@ -58,6 +76,8 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
     out = {std::move(*shape), BinaryResultType(*in[0], *in[1])};
   }
   if (inst.op == Op::kDiv && !IsFloatingPoint(out.dtype)) out.dtype = DType::kFloat32;  // true division
+  if (IsComparison(inst.op)) out.dtype = out.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  if (inst.op == Op::kPow && out.dtype == DType::kBool) return InvalidArgument("pow: not defined for bool tensors");
   return out;
 }
 
@@ -88,9 +108,14 @@ Result<TensorMeta> InferMatmul(const Instruction& inst, const std::vector<const 
 Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   if (in.size() != 1) return ArityError(inst, 1, in.size());
   DType dtype = in[0]->dtype;
-  bool keeps_type = inst.op == Op::kRelu || inst.op == Op::kNeg;
+  if (inst.op == Op::kSoftmax || inst.op == Op::kLogSoftmax) {
+    if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one dim");
+    Result<std::vector<int64_t>> dim = NormalizeAxes(inst.attrs.axes, in[0]->shape.size());
+    if (!dim.ok()) return InvalidArgument(Where(inst) + ": " + dim.status().message());
+  }
+  bool keeps_type = inst.op == Op::kRelu || inst.op == Op::kNeg || inst.op == Op::kAbs || inst.op == Op::kClone;
   if (!keeps_type && !IsFloatingPoint(dtype)) dtype = DType::kFloat32;
-  if ((inst.op == Op::kNeg || inst.op == Op::kRelu) && dtype == DType::kBool)
+  if ((inst.op == Op::kNeg || inst.op == Op::kRelu || inst.op == Op::kAbs) && dtype == DType::kBool)
     return InvalidArgument(Where(inst) + ": not defined for bool tensors");
   return TensorMeta{in[0]->shape, dtype};
 }
@@ -110,7 +135,7 @@ Result<TensorMeta> InferReduce(const Instruction& inst, const std::vector<const 
   if (inst.op == Op::kSum && !IsFloatingPoint(dtype)) dtype = DType::kInt64;
   if (inst.op == Op::kMean && !IsFloatingPoint(dtype))
     return InvalidArgument("mean: needs a floating point tensor, got " + std::string(DTypeName(dtype)));
-  if (inst.op == Op::kMax && NumElements(shape) == 0) return InvalidArgument("max: tensor of shape " + ShapeToString(shape) + " is empty");
+  if ((inst.op == Op::kMax || inst.op == Op::kMin) && NumElements(shape) == 0) return InvalidArgument("max: tensor of shape " + ShapeToString(shape) + " is empty");
   return TensorMeta{out, dtype};
 }
 
@@ -158,6 +183,126 @@ Result<TensorMeta> InferTranspose(const Instruction& inst, const TensorMeta& in)
   return TensorMeta{out, in.dtype};
 }
 
+// Wraps a possibly negative dim into [0, rank); nullopt when out of range.
+std::optional<int64_t> WrapDim(int64_t dim, int64_t rank) {
+  int64_t d = dim < 0 ? dim + rank : dim;
+  if (d < 0 || d >= rank) return std::nullopt;
+  return d;
+}
+
+Status DimError(const Instruction& inst, int64_t dim, const Shape& shape) {
+  return InvalidArgument(Where(inst) + ": dim " + std::to_string(dim) + " is out of range for shape " +
+                         ShapeToString(shape));
+}
+
+Result<TensorMeta> InferUnsqueeze(const Instruction& inst, const TensorMeta& in) {
+  int64_t rank = static_cast<int64_t>(in.shape.size());
+  if (inst.attrs.axes.size() != 1) return InvalidArgument("unsqueeze: expects one dim");
+  std::optional<int64_t> d = WrapDim(inst.attrs.axes[0], rank + 1);
+  if (!d) return DimError(inst, inst.attrs.axes[0], in.shape);
+  Shape out = in.shape;
+  out.insert(out.begin() + *d, 1);
+  return TensorMeta{out, in.dtype};
+}
+
+Result<TensorMeta> InferSqueeze(const Instruction& inst, const TensorMeta& in) {
+  int64_t rank = static_cast<int64_t>(in.shape.size());
+  Shape out;
+  if (inst.attrs.axes.empty()) {
+    for (int64_t d : in.shape)
+      if (d != 1) out.push_back(d);
+    return TensorMeta{out, in.dtype};
+  }
+  std::optional<int64_t> d = WrapDim(inst.attrs.axes[0], std::max<int64_t>(rank, 1));
+  if (!d) return DimError(inst, inst.attrs.axes[0], in.shape);
+  out = in.shape;
+  if (rank > 0 && out[*d] == 1) out.erase(out.begin() + *d);
+  return TensorMeta{out, in.dtype};
+}
+
+Result<TensorMeta> InferPermute(const Instruction& inst, const TensorMeta& in) {
+  int64_t rank = static_cast<int64_t>(in.shape.size());
+  const auto& perm = inst.attrs.axes;
+  std::string what = "permute: " + ShapeToString(perm) + " is not a permutation of the dims of " + ShapeToString(in.shape);
+  if (static_cast<int64_t>(perm.size()) != rank) return InvalidArgument(what);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  Shape out;
+  for (int64_t p : perm) {
+    std::optional<int64_t> d = WrapDim(p, rank);
+    if (!d || seen[*d]) return InvalidArgument(what);
+    seen[*d] = true;
+    out.push_back(in.shape[*d]);
+  }
+  return TensorMeta{out, in.dtype};
+}
+
+Result<TensorMeta> InferSlice(const Instruction& inst, const TensorMeta& in) {
+  const auto& a = inst.attrs.axes;
+  int64_t rank = static_cast<int64_t>(in.shape.size());
+  if (a.size() != 4) return InvalidArgument("slice: expects {dim, start, stop, step}");
+  std::optional<int64_t> d = WrapDim(a[0], rank);
+  if (!d) return DimError(inst, a[0], in.shape);
+  int64_t size = in.shape[*d], start = a[1], stop = a[2], step = a[3];
+  if (step < 1) return InvalidArgument("slice: step must be positive, got " + std::to_string(step));
+  if (start < 0 || start > size || stop < 0 || stop > size)
+    return InvalidArgument("slice: bounds [" + std::to_string(start) + ", " + std::to_string(stop) +
+                           ") outside dim of size " + std::to_string(size));
+  Shape out = in.shape;
+  out[*d] = stop > start ? (stop - start + step - 1) / step : 0;
+  return TensorMeta{out, in.dtype};
+}
+
+Result<TensorMeta> InferSelect(const Instruction& inst, const TensorMeta& in) {
+  const auto& a = inst.attrs.axes;
+  int64_t rank = static_cast<int64_t>(in.shape.size());
+  if (a.size() != 2) return InvalidArgument("select: expects {dim, index}");
+  std::optional<int64_t> d = WrapDim(a[0], rank);
+  if (!d) return DimError(inst, a[0], in.shape);
+  std::optional<int64_t> index = WrapDim(a[1], in.shape[*d]);
+  if (!index)
+    return InvalidArgument("index " + std::to_string(a[1]) + " is out of bounds for dim " + std::to_string(*d) +
+                           " with size " + std::to_string(in.shape[*d]));
+  Shape out = in.shape;
+  out.erase(out.begin() + *d);
+  return TensorMeta{out, in.dtype};
+}
+
+Result<TensorMeta> InferCat(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  if (in.empty()) return InvalidArgument("cat: expects at least one tensor");
+  if (inst.attrs.axes.size() != 1) return InvalidArgument("cat: expects one dim");
+  const Shape& first = in[0]->shape;
+  int64_t rank = static_cast<int64_t>(first.size());
+  std::optional<int64_t> d = WrapDim(inst.attrs.axes[0], rank);
+  if (!d) return DimError(inst, inst.attrs.axes[0], first);
+  Shape out = first;
+  DType dtype = in[0]->dtype;
+  for (size_t i = 1; i < in.size(); ++i) {
+    const Shape& s = in[i]->shape;
+    bool same = static_cast<int64_t>(s.size()) == rank;
+    for (int64_t k = 0; same && k < rank; ++k)
+      if (k != *d && s[k] != first[k]) same = false;
+    if (!same)
+      return InvalidArgument("cat: shapes " + ShapeToString(first) + " and " + ShapeToString(s) +
+                             " differ outside dim " + std::to_string(*d));
+    out[*d] += s[*d];
+    dtype = PromoteTypes(dtype, in[i]->dtype);
+  }
+  return TensorMeta{out, dtype};
+}
+
+Result<TensorMeta> InferMovement(const Instruction& inst, const TensorMeta& in) {
+  switch (inst.op) {
+    case Op::kReshape: return InferReshape(inst, in);
+    case Op::kTranspose: return InferTranspose(inst, in);
+    case Op::kUnsqueeze: return InferUnsqueeze(inst, in);
+    case Op::kSqueeze: return InferSqueeze(inst, in);
+    case Op::kPermute: return InferPermute(inst, in);
+    case Op::kSlice: return InferSlice(inst, in);
+    case Op::kSelect: return InferSelect(inst, in);
+    default: return Internal(Where(inst) + " is not a single-operand movement op");
+  }
+}
+
 }  // namespace
 
 Result<Shape> BroadcastShapes(const Shape& a, const Shape& b) {
@@ -200,8 +345,10 @@ Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const 
     case OpKind::kUnary: return InferUnary(inst, in);
     case OpKind::kReduce: return InferReduce(inst, in);
     case OpKind::kMovement:
+      if (inst.op == Op::kCat) return InferCat(inst, in);
       if (in.size() != 1) return ArityError(inst, 1, in.size());
-      return inst.op == Op::kReshape ? InferReshape(inst, *in[0]) : InferTranspose(inst, *in[0]);
+      return InferMovement(inst, *in[0]);
+    case OpKind::kMutate:
     case OpKind::kControl: break;
   }
   return Internal(Where(inst) + " produces no tensor");

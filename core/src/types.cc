@@ -88,10 +88,18 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kRandn, "randn", OpKind::kCreate},
     {Op::kZeros, "zeros", OpKind::kCreate},
     {Op::kOnes, "ones", OpKind::kCreate},
+    {Op::kRand, "rand", OpKind::kCreate},
+    {Op::kArange, "arange", OpKind::kCreate},
     {Op::kAdd, "add", OpKind::kBinary},
     {Op::kSub, "sub", OpKind::kBinary},
     {Op::kMul, "mul", OpKind::kBinary},
     {Op::kDiv, "div", OpKind::kBinary},
+    {Op::kPow, "pow", OpKind::kBinary},
+    {Op::kGt, "gt", OpKind::kBinary},
+    {Op::kLt, "lt", OpKind::kBinary},
+    {Op::kGe, "ge", OpKind::kBinary},
+    {Op::kLe, "le", OpKind::kBinary},
+    {Op::kEq, "eq", OpKind::kBinary},
     {Op::kMatmul, "matmul", OpKind::kContract},
     {Op::kRelu, "relu", OpKind::kUnary},
     {Op::kSigmoid, "sigmoid", OpKind::kUnary},
@@ -100,11 +108,24 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kLog, "log", OpKind::kUnary},
     {Op::kSqrt, "sqrt", OpKind::kUnary},
     {Op::kNeg, "neg", OpKind::kUnary},
+    {Op::kAbs, "abs", OpKind::kUnary},
+    {Op::kClone, "clone", OpKind::kUnary},
+    {Op::kSoftmax, "softmax", OpKind::kUnary},
+    {Op::kLogSoftmax, "log_softmax", OpKind::kUnary},
     {Op::kSum, "sum", OpKind::kReduce},
     {Op::kMean, "mean", OpKind::kReduce},
     {Op::kMax, "max", OpKind::kReduce},
+    {Op::kMin, "min", OpKind::kReduce},
     {Op::kReshape, "reshape", OpKind::kMovement},
     {Op::kTranspose, "transpose", OpKind::kMovement},
+    {Op::kUnsqueeze, "unsqueeze", OpKind::kMovement},
+    {Op::kSqueeze, "squeeze", OpKind::kMovement},
+    {Op::kPermute, "permute", OpKind::kMovement},
+    {Op::kSlice, "slice", OpKind::kMovement},
+    {Op::kSelect, "select", OpKind::kMovement},
+    {Op::kCat, "cat", OpKind::kMovement},
+    {Op::kCopyInto, "copy_into", OpKind::kMutate},
+    {Op::kFill, "fill", OpKind::kMutate},
     {Op::kFetch, "fetch", OpKind::kControl},
     {Op::kFree, "free", OpKind::kControl},
     {Op::kSync, "sync", OpKind::kControl},
@@ -173,9 +194,15 @@ std::string Instruction::Describe() const {
   if (KindOf(op) == OpKind::kCreate) out << " dtype=" << DTypeName(attrs.dtype);
   if (!attrs.axes.empty()) out << " axes=" << ShapeToString(attrs.axes);
   if (attrs.keepdims) out << " keepdims";
+  if (op == Op::kFill) out << " value=" << attrs.scalar;
   if (attrs.scalar_side != ScalarSide::kNone)
     out << " scalar=" << attrs.scalar << (attrs.scalar_side == ScalarSide::kLeft ? "(left)" : "");
   if (op == Op::kSync) out << " sync_id=" << attrs.sync_id;
+  if (!attrs.numbers.empty()) {
+    out << " numbers=[";
+    for (size_t i = 0; i < attrs.numbers.size(); ++i) out << (i ? ", " : "") << attrs.numbers[i];
+    out << ']';
+  }
   if (!signal.empty()) out << " signal=" << signal;
   return out.str();
 }

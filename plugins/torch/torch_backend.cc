@@ -159,15 +159,49 @@ Result<at::Tensor> Randn(const Instruction& inst, const at::TensorOptions& optio
   return at::randn(inst.attrs.shape, generator, options);
 }
 
+// gt's comparisons yield 1.0 / 0.0 in float64 when the operands promote to
+// float64, else in float32.
+at::Tensor FloatMask(const at::Tensor& mask, const at::Tensor& a, const at::Tensor& b) {
+  return mask.to(at::result_type(a, b) == at::kDouble ? at::kDouble : at::kFloat);
+}
+
+Result<at::Tensor> Rand(const Instruction& inst, const at::TensorOptions& options) {
+  if (!IsFloatingPoint(inst.attrs.dtype))
+    return Invalid(inst, "rand needs a floating-point dtype, got " + std::string(DTypeName(inst.attrs.dtype)));
+  if (inst.attrs.seed == 0) return at::rand(inst.attrs.shape, options);
+  at::Generator generator = at::detail::createCPUGenerator(inst.attrs.seed);
+  return at::rand(inst.attrs.shape, generator, options);
+}
+
+Result<at::Tensor> Arange(const Instruction& inst, const at::TensorOptions& options) {
+  const std::vector<double>& n = inst.attrs.numbers;
+  if (n.size() != 3) return Invalid(inst, "arange expects numbers {start, end, step}");
+  return at::arange(n[0], n[1], n[2], options);
+}
+
 Result<at::Tensor> ApplyBinary(const Instruction& inst, const at::Tensor& a, const at::Tensor& b) {
   switch (inst.op) {
     case Op::kAdd: return at::add(a, b);
     case Op::kSub: return at::sub(a, b);
     case Op::kMul: return at::mul(a, b);
     case Op::kDiv: return at::div(a, b);  // true division, as PyTorch's `/`
+    case Op::kPow: return at::pow(a, b);
+    case Op::kGt: return FloatMask(at::gt(a, b), a, b);
+    case Op::kLt: return FloatMask(at::lt(a, b), a, b);
+    case Op::kGe: return FloatMask(at::ge(a, b), a, b);
+    case Op::kLe: return FloatMask(at::le(a, b), a, b);
+    case Op::kEq: return FloatMask(at::eq(a, b), a, b);
     default: break;
   }
   return Internal("not a binary op: " + inst.Describe());
+}
+
+Result<at::Tensor> Softmax(const Instruction& inst, const at::Tensor& a) {
+  if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects exactly one dim");
+  const int64_t dim = inst.attrs.axes[0];
+  // Integer inputs are computed in float32, as the client inferred.
+  if (!a.is_floating_point()) return Softmax(inst, a.to(at::kFloat));
+  return inst.op == Op::kSoftmax ? at::softmax(a, dim) : at::log_softmax(a, dim);
 }
 
 Result<at::Tensor> ApplyUnary(const Instruction& inst, const at::Tensor& a) {
@@ -179,6 +213,10 @@ Result<at::Tensor> ApplyUnary(const Instruction& inst, const at::Tensor& a) {
     case Op::kLog: return at::log(a);
     case Op::kSqrt: return at::sqrt(a);
     case Op::kNeg: return at::neg(a);
+    case Op::kAbs: return at::abs(a);
+    case Op::kClone: return at::clone(a);
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: return Softmax(inst, a);
     default: break;
   }
   return Internal("not a unary op: " + inst.Describe());
@@ -237,6 +275,7 @@ Result<at::Tensor> TorchBackend::Compute(const Instruction& inst) const {
     case OpKind::kUnary: return ExecuteUnary(inst);
     case OpKind::kReduce: return ExecuteReduce(inst);
     case OpKind::kMovement: return ExecuteMovement(inst);
+    case OpKind::kMutate:
     case OpKind::kControl: break;
   }
   return Internal("no tensor kernel for " + inst.Describe());
@@ -253,6 +292,8 @@ Result<at::Tensor> TorchBackend::ExecuteCreate(const Instruction& inst) const {
     case Op::kRandn: return Randn(inst, options);
     case Op::kZeros: return at::zeros(inst.attrs.shape, options);
     case Op::kOnes: return at::ones(inst.attrs.shape, options);
+    case Op::kRand: return Rand(inst, options);
+    case Op::kArange: return Arange(inst, options);
     default: break;
   }
   return Internal("not a creation op: " + inst.Describe());
@@ -292,24 +333,64 @@ Result<at::Tensor> TorchBackend::ExecuteReduce(const Instruction& inst) const {
     case Op::kSum: return at::sum(a, at::IntArrayRef(dims), keepdim);
     case Op::kMean: return at::mean(a, at::IntArrayRef(dims), keepdim);
     case Op::kMax: return at::amax(a, at::IntArrayRef(dims), keepdim);
+    case Op::kMin: return at::amin(a, at::IntArrayRef(dims), keepdim);
     default: break;
   }
   return Internal("not a reduction: " + inst.Describe());
 }
 
 Result<at::Tensor> TorchBackend::ExecuteMovement(const Instruction& inst) const {
+  if (inst.op == Op::kCat) return ExecuteCat(inst);
   Result<std::vector<at::Tensor>> operands = Operands(inst, 1);
   if (!operands.ok()) return operands.status();
+  const at::Tensor& a = (*operands)[0];
+  const std::vector<int64_t>& axes = inst.attrs.axes;
   switch (inst.op) {
-    case Op::kReshape: return at::reshape((*operands)[0], inst.attrs.shape);
-    case Op::kTranspose: return Transpose(inst, (*operands)[0]);
+    case Op::kReshape: return at::reshape(a, inst.attrs.shape);
+    case Op::kTranspose: return Transpose(inst, a);
+    case Op::kPermute: return a.permute(axes);
+    case Op::kUnsqueeze:
+      if (axes.size() != 1) return Invalid(inst, "expects one dim");
+      return at::unsqueeze(a, axes[0]);
+    case Op::kSqueeze:
+      if (axes.size() > 1) return Invalid(inst, "expects at most one dim");
+      return axes.empty() ? at::squeeze(a) : at::squeeze(a, axes[0]);
+    case Op::kSlice:
+      if (axes.size() != 4) return Invalid(inst, "expects {dim, start, stop, step}");
+      return at::slice(a, axes[0], axes[1], axes[2], axes[3]);
+    case Op::kSelect:
+      if (axes.size() != 2) return Invalid(inst, "expects {dim, index}");
+      return at::select(a, axes[0], axes[1]);
     default: break;
   }
   return Internal("not a movement op: " + inst.Describe());
 }
 
+Result<at::Tensor> TorchBackend::ExecuteCat(const Instruction& inst) const {
+  if (inst.operands.empty()) return Invalid(inst, "expects at least one operand");
+  if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects one dim");
+  Result<std::vector<at::Tensor>> operands = Operands(inst, inst.operands.size());
+  if (!operands.ok()) return operands.status();
+  return at::cat(*operands, inst.attrs.axes[0]);
+}
+
+Status TorchBackend::ExecuteMutation(const Instruction& inst) {
+  const size_t count = inst.op == Op::kCopyInto ? 2 : 1;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, count);
+  if (!operands.ok()) return operands.status();
+  at::Tensor destination = (*operands)[0];
+  if (inst.op == Op::kCopyInto) {
+    destination.copy_((*operands)[1]);
+  } else {
+    destination.fill_(inst.attrs.scalar);
+  }
+  return Status::Ok();
+}
+
 Status TorchBackend::ExecuteControl(const Instruction& inst, ReplySink& replies) {
   switch (inst.op) {
+    case Op::kCopyInto:
+    case Op::kFill: return ExecuteMutation(inst);
     case Op::kFetch: return Fetch(inst, replies);
     case Op::kFree: return Free(inst);
     case Op::kSync: return Status::Ok();

@@ -74,6 +74,8 @@ class TorchBackend final : public gt::Backend {
   Result<at::Tensor> ExecuteUnary(const Instruction& inst) const;
   Result<at::Tensor> ExecuteReduce(const Instruction& inst) const;
   Result<at::Tensor> ExecuteMovement(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteCat(const Instruction& inst) const;
+  Status ExecuteMutation(const Instruction& inst);
   Status ExecuteControl(const Instruction& inst, ReplySink& replies);
 
   Status Fetch(const Instruction& inst, ReplySink& replies) const;

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -89,6 +90,48 @@ class Tensor {
   Tensor reshape(Shape shape) const;  // one dimension may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;
   Tensor t() const;  // swaps the last two dimensions
+  Tensor permute(std::vector<int64_t> dims) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor squeeze() const;  // every dimension of size 1
+  Tensor squeeze(int64_t dim) const;
+  // Python slice semantics on one dimension: negative bounds count from the
+  // end, out-of-range bounds are clamped; REQUIRES: step > 0.
+  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;  // removes `dim`; negative index counts from the end
+  std::vector<Tensor> split(int64_t size, int64_t dim = 0) const;  // pieces of `size` (the last may be smaller)
+  std::vector<Tensor> chunk(int64_t chunks, int64_t dim = 0) const;
+
+  Tensor pow(double exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor abs() const;
+  Tensor clone() const;
+  Tensor min(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+
+  // Comparisons yield a floating mask: 1.0 where true, 0.0 where false.
+  Tensor gt(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor eq(const Tensor& other) const;
+  Tensor gt(double s) const;
+  Tensor lt(double s) const;
+  Tensor ge(double s) const;
+  Tensor le(double s) const;
+  Tensor eq(double s) const;
+
+  // In place: the remote tensor is changed, no new tensor is made.
+  // REQUIRES (copy_): source broadcasts to this tensor's shape.
+  Tensor& copy_(const Tensor& source);
+  Tensor& fill_(double value);
+  Tensor& zero_() { return fill_(0); }
+  Tensor& operator+=(const Tensor& other) { return copy_(*this + other); }
+  Tensor& operator-=(const Tensor& other) { return copy_(*this - other); }
+  Tensor& operator*=(const Tensor& other) { return copy_(*this * other); }
+  Tensor& operator+=(double s) { return copy_(*this + s); }
+  Tensor& operator-=(double s) { return copy_(*this - s); }
+  Tensor& operator*=(double s) { return copy_(*this * s); }
 
   // Sync points.
   template <typename T>
@@ -105,6 +148,9 @@ class Tensor {
 Tensor randn(Shape shape, DType dtype = DType::kFloat32, uint64_t seed = 0);
 Tensor zeros(Shape shape, DType dtype = DType::kFloat32);
 Tensor ones(Shape shape, DType dtype = DType::kFloat32);
+Tensor rand(Shape shape, DType dtype = DType::kFloat32, uint64_t seed = 0);  // uniform [0, 1)
+Tensor arange(double start, double end, double step = 1, DType dtype = DType::kFloat32);
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 // Copies `bytes` (row-major, `dtype`) into a new remote tensor.
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype);
 template <typename T>

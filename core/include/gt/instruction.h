@@ -44,10 +44,11 @@ struct Attributes {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> axes;    // reduction axes (empty = all); transpose dims
   bool keepdims = false;
-  double scalar = 0;            // meaningful when scalar_side != kNone
+  double scalar = 0;            // binary ops with scalar_side != kNone; kFill
   ScalarSide scalar_side = ScalarSide::kNone;
   uint64_t seed = 0;            // kRandn; 0 = the backend's generator
   uint64_t sync_id = 0;         // kSync
+  std::vector<double> numbers;  // kArange: {start, end, step}
 };
 
 struct Instruction {

@@ -18,11 +18,19 @@ enum class Op : uint16_t {
   kRandn,          // shape, dtype, seed (0: backend's generator)
   kZeros,
   kOnes,
+  kRand,    // uniform [0, 1); shape, dtype, seed
+  kArange,  // attrs.numbers = {start, end, step}; dtype
   // Elementwise binary: (a, b) or (a, scalar) / (scalar, a); broadcasting.
   kAdd,
   kSub,
   kMul,
   kDiv,
+  kPow,
+  kGt,  // comparisons yield a floating mask (1.0 / 0.0), as gt's API promises
+  kLt,
+  kGe,
+  kLe,
+  kEq,
   // Contraction.
   kMatmul,
   // Elementwise unary.
@@ -33,13 +41,27 @@ enum class Op : uint16_t {
   kLog,
   kSqrt,
   kNeg,
+  kAbs,
+  kClone,
+  kSoftmax,     // axes = {dim}
+  kLogSoftmax,  // axes = {dim}
   // Reductions: axes (empty = all), keepdims.
   kSum,
   kMean,
   kMax,
+  kMin,
   // Movement.
   kReshape,    // shape (may hold one -1)
   kTranspose,  // axes = {dim0, dim1}; empty = swap the last two
+  kUnsqueeze,  // axes = {dim}
+  kSqueeze,    // axes = {dim}; empty = every dimension of size 1
+  kPermute,    // axes = the new order of dimensions
+  kSlice,      // axes = {dim, start, stop, step}; start/stop already clamped, step > 0
+  kSelect,     // axes = {dim, index}; removes dim
+  kCat,        // operands concatenated along axes = {dim}
+  // Mutation: no result; operands[0] is changed in place.
+  kCopyInto,  // operands = {destination, source}; source broadcast and cast to destination
+  kFill,      // operands = {destination}; every element set to attrs.scalar
   // Control: produce no tensor.
   kFetch,       // send operand's bytes back to the client
   kFree,        // forget operands
@@ -48,7 +70,7 @@ enum class Op : uint16_t {
   kCount
 };
 
-enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMovement, kControl };
+enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMovement, kMutate, kControl };
 
 struct OpInfo {
   Op op;
@@ -63,6 +85,6 @@ inline OpKind KindOf(Op op) { return GetOpInfo(op).kind; }
 // Inverse of OpName.
 std::optional<Op> ParseOp(std::string_view name);
 // True for ops that yield one tensor result.
-inline bool ProducesTensor(Op op) { return KindOf(op) != OpKind::kControl; }
+inline bool ProducesTensor(Op op) { return KindOf(op) != OpKind::kControl && KindOf(op) != OpKind::kMutate; }
 
 }  // namespace gt
