@@ -4,18 +4,18 @@
 
 #include "gt/gt.h"
 #include "session.h"
+#include "tensor_impl.h"
 
 namespace gt {
 
 using client_internal::Session;
+using client_internal::TensorFactory;
+using client_internal::TensorImpl;
 using client_internal::TensorRecord;
 
-struct TensorFactory {
-  static Tensor Make(std::shared_ptr<TensorRecord> r) { return Tensor(std::move(r)); }
-  static const TensorRecord* Record(const Tensor& t) { return t.record_.get(); }
-};
-
 namespace {
+
+thread_local std::vector<std::string> signal_stack;
 
 const TensorRecord& Require(const Tensor& t, const char* what) {
   const TensorRecord* r = TensorFactory::Record(t);
@@ -23,20 +23,29 @@ const TensorRecord& Require(const Tensor& t, const char* what) {
   return *r;
 }
 
-Tensor Issue(Instruction inst, std::vector<const TensorRecord*> operands) {
-  return TensorFactory::Make(Session::Get()->Issue(std::move(inst), operands));
+// Issues `inst` on `inputs` and records it for autograd.
+Tensor Issue(Instruction inst, const std::vector<Tensor>& inputs) {
+  std::vector<const TensorRecord*> operands;
+  operands.reserve(inputs.size());
+  for (const Tensor& t : inputs) operands.push_back(&Require(t, OpName(inst.op).data()));
+  if (!signal_stack.empty()) inst.signal = signal_stack.back();
+  Attributes attrs = inst.attrs;
+  Op op = inst.op;
+  Tensor out = TensorFactory::Make(Session::Get()->Issue(std::move(inst), operands));
+  client_internal::RecordForAutograd(op, attrs, inputs, out);
+  return out;
 }
 
 Tensor Unary(const Tensor& t, Op op) {
   Instruction inst;
   inst.op = op;
-  return Issue(std::move(inst), {&Require(t, OpName(op).data())});
+  return Issue(std::move(inst), {t});
 }
 
 Tensor Binary(const Tensor& a, const Tensor& b, Op op) {
   Instruction inst;
   inst.op = op;
-  return Issue(std::move(inst), {&Require(a, OpName(op).data()), &Require(b, OpName(op).data())});
+  return Issue(std::move(inst), {a, b});
 }
 
 Tensor WithScalar(const Tensor& a, double s, Op op, ScalarSide side) {
@@ -44,7 +53,7 @@ Tensor WithScalar(const Tensor& a, double s, Op op, ScalarSide side) {
   inst.op = op;
   inst.attrs.scalar = s;
   inst.attrs.scalar_side = side;
-  return Issue(std::move(inst), {&Require(a, OpName(op).data())});
+  return Issue(std::move(inst), {a});
 }
 
 Tensor Reduce(const Tensor& t, Op op, std::vector<int64_t> axes, bool keepdims) {
@@ -52,14 +61,27 @@ Tensor Reduce(const Tensor& t, Op op, std::vector<int64_t> axes, bool keepdims) 
   inst.op = op;
   inst.attrs.axes = std::move(axes);
   inst.attrs.keepdims = keepdims;
-  return Issue(std::move(inst), {&Require(t, OpName(op).data())});
+  return Issue(std::move(inst), {t});
+}
+
+// In-place ops cannot be recorded: refuse them where a record is needed.
+void CheckInPlaceAllowed(const Tensor& t, const char* what) {
+  if (is_grad_enabled() && t.requires_grad())
+    throw Error(Code::kFailedPrecondition,
+                std::string(what) + ": a tensor that requires grad cannot be changed in place while grad mode is "
+                                    "on (use gt::NoGradGuard / `with gt.no_grad():`)");
+}
+
+void Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands) {
+  if (!signal_stack.empty()) inst.signal = signal_stack.back();
+  Session::Get()->Mutate(std::move(inst), operands);
 }
 
 Tensor WithAxes(const Tensor& t, Op op, std::vector<int64_t> axes) {
   Instruction inst;
   inst.op = op;
   inst.attrs.axes = std::move(axes);
-  return Issue(std::move(inst), {&Require(t, OpName(op).data())});
+  return Issue(std::move(inst), {t});
 }
 
 Tensor Create(Op op, Shape shape, DType dtype, uint64_t seed, BlobPtr payload) {
@@ -108,14 +130,14 @@ Tensor Tensor::reshape(Shape shape) const {
   Instruction inst;
   inst.op = Op::kReshape;
   inst.attrs.shape = std::move(shape);
-  return Issue(std::move(inst), {&Require(*this, "reshape")});
+  return Issue(std::move(inst), {*this});
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   Instruction inst;
   inst.op = Op::kTranspose;
   inst.attrs.axes = {dim0, dim1};
-  return Issue(std::move(inst), {&Require(*this, "transpose")});
+  return Issue(std::move(inst), {*this});
 }
 
 Tensor Tensor::t() const { return Unary(*this, Op::kTranspose); }
@@ -185,18 +207,56 @@ Tensor Tensor::le(double s) const { return WithScalar(*this, s, Op::kLe, ScalarS
 Tensor Tensor::eq(double s) const { return WithScalar(*this, s, Op::kEq, ScalarSide::kRight); }
 
 Tensor& Tensor::copy_(const Tensor& source) {
+  CheckInPlaceAllowed(*this, "copy_");
   Instruction inst;
   inst.op = Op::kCopyInto;
-  Session::Get()->Mutate(std::move(inst), {&Require(*this, "copy_"), &Require(source, "copy_")});
+  Mutate(std::move(inst), {&Require(*this, "copy_"), &Require(source, "copy_")});
   return *this;
 }
 
 Tensor& Tensor::fill_(double value) {
+  CheckInPlaceAllowed(*this, "fill_");
   Instruction inst;
   inst.op = Op::kFill;
   inst.attrs.scalar = value;
-  Session::Get()->Mutate(std::move(inst), {&Require(*this, "fill_")});
+  Mutate(std::move(inst), {&Require(*this, "fill_")});
   return *this;
+}
+
+// ---- autograd ----------------------------------------------------------------
+
+bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
+bool Tensor::is_leaf() const { return !impl_ || impl_->grad_fn == nullptr; }
+
+Tensor& Tensor::requires_grad_(bool enabled) {
+  Require(*this, "requires_grad_");
+  if (!is_leaf())
+    throw Error(Code::kFailedPrecondition, "requires_grad_: only leaf tensors can change requires_grad; use detach()");
+  if (enabled && !IsFloatingPoint(dtype()))
+    throw Error(Code::kInvalidArgument, "requires_grad_: only floating point tensors can require grad, this is " +
+                                            std::string(DTypeName(dtype())));
+  impl_->requires_grad = enabled;
+  return *this;
+}
+
+Tensor Tensor::grad() const { return impl_ ? impl_->grad : Tensor(); }
+
+void Tensor::set_grad(const Tensor& grad) {
+  Require(*this, "set_grad");
+  if (grad.defined() && grad.shape() != shape())
+    throw Error(Code::kInvalidArgument, "set_grad: gradient of shape " + ShapeToString(grad.shape()) +
+                                            " for a tensor of shape " + ShapeToString(shape()));
+  impl_->grad = grad;
+}
+
+void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
+  Require(*this, "backward");
+  client_internal::RunBackward(*this, gradient, retain_graph);
+}
+
+Tensor Tensor::detach() const {
+  Require(*this, "detach");
+  return TensorFactory::Make(impl_->data);
 }
 
 void Tensor::copy_to(void* destination, size_t bytes) const {
@@ -249,9 +309,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   Instruction inst;
   inst.op = Op::kCat;
   inst.attrs.axes = {dim};
-  std::vector<const TensorRecord*> operands;
-  for (const Tensor& t : tensors) operands.push_back(&Require(t, "cat"));
-  return Issue(std::move(inst), operands);
+  return Issue(std::move(inst), tensors);
 }
 
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
@@ -262,6 +320,22 @@ Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
                                             " bytes, got " + std::to_string(size));
   return Create(Op::kFromBytes, std::move(shape), dtype, 0, CopyToBlob(bytes, size));
 }
+
+// ---- signal scopes -------------------------------------------------------------
+
+void signal_enter(const std::string& name) {
+  if (name.empty()) throw Error(Code::kInvalidArgument, "signal_enter: a signal needs a name");
+  signal_stack.push_back(name);
+}
+
+void signal_exit(const std::string& name) {
+  if (signal_stack.empty() || signal_stack.back() != name)
+    throw Error(Code::kFailedPrecondition, "signal_exit('" + name + "'): the innermost open signal is " +
+                                               (signal_stack.empty() ? "none" : "'" + signal_stack.back() + "'"));
+  signal_stack.pop_back();
+}
+
+std::string current_signal() { return signal_stack.empty() ? std::string() : signal_stack.back(); }
 
 void connect(const std::string& address) { Session::Get()->SetAddress(address); }
 void workers(int n) { Session::Get()->SetWorkers(n); }

@@ -46,13 +46,15 @@ class Error : public std::runtime_error {
 
 namespace client_internal {
 struct TensorRecord;
+struct TensorImpl;
+struct TensorFactory;
 }
 
 class Tensor {
  public:
   Tensor() = default;  // an undefined tensor; any op on it throws
 
-  bool defined() const { return record_ != nullptr; }
+  bool defined() const { return impl_ != nullptr; }
   const Shape& shape() const;
   DType dtype() const;
   int64_t numel() const { return NumElements(shape()); }
@@ -139,10 +141,30 @@ class Tensor {
   void copy_to(void* destination, size_t bytes) const;  // REQUIRES: bytes == numel * ElementSize(dtype)
   double item() const;                                  // REQUIRES: numel() == 1
 
+  // ---- autograd: a client-side tape; workers only compute -------------------
+  // Ops on tensors that require grad (while grad mode is on) record how to
+  // compute their inputs' gradients; backward() replays that record in
+  // reverse, issuing ordinary gt ops, and accumulates into each leaf's grad.
+  bool requires_grad() const;
+  // REQUIRES: a leaf (not the result of a recorded op).
+  Tensor& requires_grad_(bool enabled = true);
+  bool is_leaf() const;
+  Tensor grad() const;  // undefined until a backward() reaches this leaf
+  void set_grad(const Tensor& grad);  // an undefined tensor clears it
+  // Accumulates d(this)/d(leaf) into every leaf's grad. Without `gradient`
+  // this must have one element (an error naming its shape otherwise). The
+  // record is released afterwards unless `retain_graph`.
+  void backward(const Tensor& gradient = Tensor(), bool retain_graph = false) const;
+  // The same remote data, cut from the record (requires_grad() false).
+  Tensor detach() const;
+
+  // The same handle? (Copies of a Tensor share everything, like Python names.)
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
  private:
-  friend struct TensorFactory;
-  explicit Tensor(std::shared_ptr<client_internal::TensorRecord> record) : record_(std::move(record)) {}
-  std::shared_ptr<client_internal::TensorRecord> record_;
+  friend struct client_internal::TensorFactory;
+  explicit Tensor(std::shared_ptr<client_internal::TensorImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<client_internal::TensorImpl> impl_;
 };
 
 Tensor randn(Shape shape, DType dtype = DType::kFloat32, uint64_t seed = 0);
@@ -155,6 +177,52 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype);
 template <typename T>
 Tensor tensor(const std::vector<T>& values, Shape shape);
+
+// ---- grad mode, signal scopes, the tape ------------------------------------
+
+// Grad mode is per thread, on by default. While off, no op is recorded.
+bool is_grad_enabled();
+void set_grad_enabled(bool enabled);
+// Turns grad mode off for its lifetime (Python: `with gt.no_grad():`).
+class NoGradGuard {
+ public:
+  NoGradGuard() : previous_(is_grad_enabled()) { set_grad_enabled(false); }
+  ~NoGradGuard() { set_grad_enabled(previous_); }
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool previous_;
+};
+
+// Signal scopes: every instruction issued inside carries the innermost name
+// (sharding and compile stages act on it). Per thread; scopes nest.
+void signal_enter(const std::string& name);
+// REQUIRES: `name` is the innermost open scope.
+void signal_exit(const std::string& name);
+std::string current_signal();  // "" outside any scope
+class SignalScope {
+ public:
+  explicit SignalScope(std::string name) : name_(std::move(name)) { signal_enter(name_); }
+  ~SignalScope() { signal_exit(name_); }
+  SignalScope(const SignalScope&) = delete;
+  SignalScope& operator=(const SignalScope&) = delete;
+
+ private:
+  std::string name_;
+};
+
+// One recorded op of the autograd tape (gt.debug.get_tape()).
+struct TapeEntry {
+  uint64_t index;                // position since the process started
+  std::string op;                // e.g. "matmul"
+  TensorId output;
+  std::vector<TensorId> inputs;  // tensor inputs (scalars are in the op)
+  std::string signal;
+};
+// The most recent recorded ops (at most 10000), oldest first.
+std::vector<TapeEntry> tape();
+void clear_tape();
 
 // Uses the dispatcher at `address` ("host:port", or a full tcp:// / ipc://
 // endpoint). REQUIRES: before the first op of the process.

@@ -1,0 +1,62 @@
+// gt::nn: layers, losses and optimizers over gt tensors, with PyTorch's
+// semantics and defaults. Everything here is built from ordinary gt ops, so
+// it runs remotely and is recorded for autograd like user code.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "gt/gt.h"
+
+namespace gt::nn {
+
+// y = x @ weight^T + bias; weight is (out, in). Initialised as PyTorch does:
+// uniform(-1/sqrt(in), 1/sqrt(in)) for both weight and bias.
+class Linear {
+ public:
+  Linear(int64_t in_features, int64_t out_features, bool bias = true, uint64_t seed = 0);
+  Tensor forward(const Tensor& x) const;
+  Tensor operator()(const Tensor& x) const { return forward(x); }
+  std::vector<Tensor> parameters() const;
+
+  Tensor weight;
+  Tensor bias;  // undefined without bias
+};
+
+// Mean of (pred - target)^2.
+Tensor mse_loss(const Tensor& pred, const Tensor& target);
+// Mean of -(t log p + (1 - t) log(1 - p)); log clamped at -100 as in PyTorch.
+Tensor binary_cross_entropy(const Tensor& probabilities, const Tensor& target);
+// Mean over the batch of -log_softmax(logits)[i, target[i]]; `targets` holds
+// class indices (int32/int64), `logits` is (batch, classes).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+
+// Both optimizers update parameters in place (no new remote tensor per step)
+// and skip parameters whose grad is undefined.
+class SGD {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0, double weight_decay = 0);
+  void step();
+  void zero_grad();  // sets every grad to undefined (PyTorch's set_to_none)
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<Tensor> velocity_;
+  double lr_, momentum_, weight_decay_;
+};
+
+class Adam {
+ public:
+  Adam(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+       double weight_decay = 0);
+  void step();
+  void zero_grad();
+
+ private:
+  std::vector<Tensor> params_;
+  std::vector<Tensor> m_, v_;
+  double lr_, beta1_, beta2_, eps_, weight_decay_;
+  int64_t steps_ = 0;
+};
+
+}  // namespace gt::nn

@@ -1,0 +1,340 @@
+// The client-side autograd tape: recording ops, and backward() replaying
+// them in reverse with ordinary gt ops (workers only compute).
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <mutex>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "shape_inference.h"
+#include "tensor_impl.h"
+
+namespace gt {
+namespace {
+
+thread_local bool grad_enabled = true;
+
+constexpr size_t kTapeLimit = 10000;
+std::mutex tape_mu;
+std::deque<TapeEntry>& Tape() {  // GUARDED_BY(tape_mu)
+  static auto* tape = new std::deque<TapeEntry>();
+  return *tape;
+}
+uint64_t next_tape_index = 0;  // GUARDED_BY(tape_mu)
+
+bool Differentiable(Op op) {
+  switch (KindOf(op)) {
+    case OpKind::kBinary:
+      return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kDiv || op == Op::kPow;
+    case OpKind::kContract:
+    case OpKind::kUnary:
+    case OpKind::kReduce:
+    case OpKind::kMovement:
+      return true;
+    default:
+      return false;
+  }
+}
+
+uint64_t AppendToTape(Op op, const std::vector<Tensor>& inputs, const Tensor& out) {
+  TapeEntry entry{0, std::string(OpName(op)), out.id(), {}, current_signal()};
+  for (const Tensor& t : inputs) entry.inputs.push_back(t.id());
+  std::lock_guard<std::mutex> lock(tape_mu);
+  entry.index = next_tape_index++;
+  Tape().push_back(std::move(entry));
+  if (Tape().size() > kTapeLimit) Tape().pop_front();
+  return Tape().back().index;
+}
+
+}  // namespace
+
+bool is_grad_enabled() { return grad_enabled; }
+void set_grad_enabled(bool enabled) { grad_enabled = enabled; }
+
+std::vector<TapeEntry> tape() {
+  std::lock_guard<std::mutex> lock(tape_mu);
+  return {Tape().begin(), Tape().end()};
+}
+
+void clear_tape() {
+  std::lock_guard<std::mutex> lock(tape_mu);
+  Tape().clear();
+}
+
+namespace client_internal {
+namespace {
+
+// ---- helpers for gradient formulas ------------------------------------------
+
+std::vector<int64_t> Normalized(const std::vector<int64_t>& axes, size_t rank) {
+  Result<std::vector<int64_t>> n = NormalizeAxes(axes, rank);
+  std::vector<int64_t> out = n.ok() ? *n : std::vector<int64_t>{};
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Sums `g` down to `shape` (undoing broadcasting).
+Tensor SumTo(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  const Shape& from = g.shape();
+  size_t lead = from.size() - shape.size();
+  std::vector<int64_t> axes;
+  for (size_t i = 0; i < from.size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && from[i] != 1)) axes.push_back(static_cast<int64_t>(i));
+  Tensor summed = axes.empty() ? g : g.sum(axes, /*keepdims=*/true);
+  return summed.reshape(shape);
+}
+
+// Gives a reduction's output gradient back the reduced dims (size 1).
+Tensor Unreduce(const Tensor& g, const Attributes& attrs, size_t input_rank) {
+  if (attrs.keepdims) return g;
+  Shape shape = g.shape();
+  for (int64_t axis : Normalized(attrs.axes, input_rank)) shape.insert(shape.begin() + axis, 1);
+  return g.reshape(shape);
+}
+
+// Broadcasts `g` to `shape`.
+Tensor ExpandTo(const Tensor& g, const Shape& shape) { return g * ones(shape, g.dtype()); }
+
+int64_t ReducedCount(const Attributes& attrs, const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t axis : Normalized(attrs.axes, shape.size())) n *= shape[axis];
+  return n;
+}
+
+Tensor Sign(const Tensor& x) { return x.gt(0.0) - x.lt(0.0); }
+
+// ---- gradient formulas: one function per kind ---------------------------------
+
+std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
+  const Tensor& a = n.inputs[0];
+  const double s = n.attrs.scalar;
+  switch (n.attrs.scalar_side) {
+    case ScalarSide::kRight:
+      switch (n.op) {
+        case Op::kAdd: case Op::kSub: return {g};
+        case Op::kMul: return {g * s};
+        case Op::kDiv: return {g / s};
+        case Op::kPow: return {g * s * a.pow(s - 1)};
+        default: return {Tensor()};
+      }
+    case ScalarSide::kLeft:
+      switch (n.op) {
+        case Op::kAdd: return {g};
+        case Op::kSub: return {-g};
+        case Op::kMul: return {g * s};
+        case Op::kDiv: return {-(g * s) / (a * a)};
+        case Op::kPow: return {g * n.output * std::log(s)};
+        default: return {Tensor()};
+      }
+    case ScalarSide::kNone:
+      break;
+  }
+  const Tensor& b = n.inputs[1];
+  switch (n.op) {
+    case Op::kAdd: return {SumTo(g, a.shape()), SumTo(g, b.shape())};
+    case Op::kSub: return {SumTo(g, a.shape()), SumTo(-g, b.shape())};
+    case Op::kMul: return {SumTo(g * b, a.shape()), SumTo(g * a, b.shape())};
+    case Op::kDiv: return {SumTo(g / b, a.shape()), SumTo(-(g * a) / (b * b), b.shape())};
+    case Op::kPow: return {SumTo(g * b * a.pow(b - 1.0), a.shape()), SumTo(g * n.output * a.log(), b.shape())};
+    default: return {Tensor(), Tensor()};
+  }
+}
+
+std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
+  const Tensor& a = n.inputs[0];
+  const Tensor& b = n.inputs[1];
+  // Work on the 2-D-or-more forms matmul used, then map back.
+  bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
+  Tensor A = a_vec ? a.unsqueeze(0) : a;
+  Tensor B = b_vec ? b.unsqueeze(-1) : b;
+  Tensor G = g;
+  if (a_vec) G = G.unsqueeze(b_vec ? 0 : -2);
+  if (b_vec) G = G.unsqueeze(-1);
+  Tensor ga = SumTo(G.matmul(B.transpose(-1, -2)), A.shape()).reshape(a.shape());
+  Tensor gb = SumTo(A.transpose(-1, -2).matmul(G), B.shape()).reshape(b.shape());
+  return {ga, gb};
+}
+
+std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
+  const Tensor& x = n.inputs[0];
+  const Tensor& y = n.output;
+  switch (n.op) {
+    case Op::kRelu: return {g * x.gt(0.0)};
+    case Op::kSigmoid: return {g * y * (1.0 - y)};
+    case Op::kTanh: return {g * (1.0 - y * y)};
+    case Op::kExp: return {g * y};
+    case Op::kLog: return {g / x};
+    case Op::kSqrt: return {g / (y * 2.0)};
+    case Op::kNeg: return {-g};
+    case Op::kAbs: return {g * Sign(x)};
+    case Op::kClone: return {g};
+    case Op::kSoftmax: return {y * (g - (g * y).sum(n.attrs.axes, true))};
+    case Op::kLogSoftmax: return {g - y.exp() * g.sum(n.attrs.axes, true)};
+    default: return {Tensor()};
+  }
+}
+
+std::vector<Tensor> ReduceGrads(const Node& n, const Tensor& g) {
+  const Tensor& x = n.inputs[0];
+  Tensor spread = Unreduce(g, n.attrs, x.shape().size());
+  switch (n.op) {
+    case Op::kSum: return {ExpandTo(spread, x.shape())};
+    case Op::kMean: return {ExpandTo(spread, x.shape()) / static_cast<double>(ReducedCount(n.attrs, x.shape()))};
+    case Op::kMax:
+    case Op::kMin: {
+      // Ties share the gradient evenly.
+      Tensor mask = x.eq(Unreduce(n.output, n.attrs, x.shape().size()));
+      std::vector<int64_t> axes = n.attrs.axes;
+      return {mask * spread / mask.sum(axes, true)};
+    }
+    default: return {Tensor()};
+  }
+}
+
+std::vector<Tensor> MovementGrads(const Node& n, const Tensor& g) {
+  const Tensor& x = n.inputs[0];
+  const auto& axes = n.attrs.axes;
+  switch (n.op) {
+    case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze: return {g.reshape(x.shape())};
+    case Op::kTranspose: return {axes.empty() ? g.t() : g.transpose(axes[0], axes[1])};
+    case Op::kPermute: {
+      std::vector<int64_t> inverse(axes.size());
+      for (size_t i = 0; i < axes.size(); ++i) {
+        int64_t d = axes[i] < 0 ? axes[i] + static_cast<int64_t>(axes.size()) : axes[i];
+        inverse[d] = static_cast<int64_t>(i);
+      }
+      return {g.permute(inverse)};
+    }
+    case Op::kSlice: {
+      Tensor z = zeros(x.shape(), g.dtype());
+      z.slice(axes[0], axes[1], axes[2], axes[3]).copy_(g);  // the slice is a view of z on the worker
+      return {z};
+    }
+    case Op::kSelect: {
+      Tensor z = zeros(x.shape(), g.dtype());
+      z.select(axes[0], axes[1]).copy_(g);
+      return {z};
+    }
+    case Op::kCat: {
+      std::vector<Tensor> grads;
+      int64_t rank = static_cast<int64_t>(x.shape().size());
+      int64_t dim = axes[0] < 0 ? axes[0] + rank : axes[0];
+      int64_t offset = 0;
+      for (const Tensor& in : n.inputs) {
+        int64_t size = in.shape()[dim];
+        grads.push_back(g.slice(dim, offset, offset + size));
+        offset += size;
+      }
+      return grads;
+    }
+    default: return {Tensor()};
+  }
+}
+
+std::vector<Tensor> InputGrads(const Node& n, const Tensor& g) {
+  switch (KindOf(n.op)) {
+    case OpKind::kBinary: return BinaryGrads(n, g);
+    case OpKind::kContract: return MatmulGrads(n, g);
+    case OpKind::kUnary: return UnaryGrads(n, g);
+    case OpKind::kReduce: return ReduceGrads(n, g);
+    case OpKind::kMovement: return MovementGrads(n, g);
+    default: return {};
+  }
+}
+
+// ---- the engine ----------------------------------------------------------------
+
+Tensor Accumulate(const Tensor& existing, const Tensor& more) {
+  return existing.defined() ? existing + more : more;
+}
+
+// Nodes reachable from `root`, each after every node that consumes it. The
+// shared pointers keep every node alive while backward releases records.
+std::vector<std::shared_ptr<Node>> TopologicalOrder(const std::shared_ptr<Node>& root) {
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack = {{root, 0}};
+  seen.insert(root.get());
+  while (!stack.empty()) {
+    auto& [node, next] = stack.back();
+    if (next < node->inputs.size()) {
+      TensorImpl* input = TensorFactory::Impl(node->inputs[next++]);
+      std::shared_ptr<Node> parent = input->grad_fn;
+      if (parent && seen.insert(parent.get()).second) stack.push_back({std::move(parent), 0});
+      continue;
+    }
+    order.push_back(node);
+    stack.pop_back();
+  }
+  std::reverse(order.begin(), order.end());
+  return order;
+}
+
+}  // namespace
+
+void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>& inputs, Tensor& out) {
+  if (!grad_enabled || !Differentiable(op)) return;
+  bool any = std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.requires_grad(); });
+  if (!any || !IsFloatingPoint(out.dtype())) return;
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->attrs = attrs;
+  node->inputs = inputs;
+  node->output = out.detach();
+  node->index = AppendToTape(op, inputs, out);
+  TensorImpl* impl = TensorFactory::Impl(out);
+  impl->requires_grad = true;
+  impl->grad_fn = std::move(node);
+}
+
+void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  if (!root.requires_grad())
+    throw Error(Code::kFailedPrecondition, "backward: the tensor does not require grad and has no recorded op");
+  if (!gradient.defined() && root.numel() != 1)
+    throw Error(Code::kInvalidArgument, "backward: gradient can be implicitly created only for a scalar output; "
+                                        "this tensor has shape " + ShapeToString(root.shape()) +
+                                        ", pass a gradient of that shape");
+  if (gradient.defined() && gradient.shape() != root.shape())
+    throw Error(Code::kInvalidArgument, "backward: gradient of shape " + ShapeToString(gradient.shape()) +
+                                            " for a tensor of shape " + ShapeToString(root.shape()));
+  NoGradGuard no_grad;
+  Tensor seed = gradient.defined() ? gradient : ones(root.shape(), root.dtype());
+  TensorImpl* root_impl = TensorFactory::Impl(root);
+  if (!root_impl->grad_fn) {  // a leaf
+    root_impl->grad = Accumulate(root_impl->grad, seed);
+    return;
+  }
+  std::unordered_map<Node*, Tensor> grads;
+  grads[root_impl->grad_fn.get()] = seed;
+  for (const std::shared_ptr<Node>& node : TopologicalOrder(root_impl->grad_fn)) {
+    if (node->released)
+      throw Error(Code::kFailedPrecondition, "backward: the record of " + std::string(OpName(node->op)) +
+                                                 " was already used by a backward() without retain_graph=true");
+    auto it = grads.find(node.get());
+    if (it == grads.end()) continue;
+    Tensor g = std::move(it->second);
+    grads.erase(it);
+    std::vector<Tensor> input_grads = InputGrads(*node, g);
+    for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
+      const Tensor& input = node->inputs[i];
+      if (!input.requires_grad() || !input_grads[i].defined()) continue;
+      TensorImpl* impl = TensorFactory::Impl(input);
+      if (impl->grad_fn) {
+        grads[impl->grad_fn.get()] = Accumulate(grads[impl->grad_fn.get()], input_grads[i]);
+      } else {
+        impl->grad = Accumulate(impl->grad, input_grads[i]);
+      }
+    }
+    if (!retain_graph) {  // free what the record held; a second backward() then says so
+      node->inputs.clear();
+      node->output = Tensor();
+      node->released = true;
+    }
+  }
+}
+
+}  // namespace client_internal
+}  // namespace gt

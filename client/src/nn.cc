@@ -1,0 +1,136 @@
+#include "gt/nn.h"
+
+#include <cmath>
+
+namespace gt::nn {
+namespace {
+
+// uniform(-bound, bound), made remotely.
+Tensor Uniform(Shape shape, double bound, uint64_t seed) {
+  NoGradGuard no_grad;
+  return rand(std::move(shape), DType::kFloat32, seed) * (2 * bound) - bound;
+}
+
+uint64_t NextSeed(uint64_t seed, uint64_t salt) { return seed == 0 ? 0 : seed * 2654435761u + salt; }
+
+}  // namespace
+
+Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, uint64_t seed) {
+  if (in_features <= 0 || out_features <= 0)
+    throw Error(Code::kInvalidArgument, "Linear: features must be positive, got " + std::to_string(in_features) +
+                                            " -> " + std::to_string(out_features));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = Uniform({out_features, in_features}, bound, NextSeed(seed, 1));
+  weight.requires_grad_();
+  if (with_bias) {
+    bias = Uniform({out_features}, bound, NextSeed(seed, 2));
+    bias.requires_grad_();
+  }
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  Tensor y = x.matmul(weight.t());
+  return bias.defined() ? y + bias : y;
+}
+
+std::vector<Tensor> Linear::parameters() const {
+  std::vector<Tensor> p = {weight};
+  if (bias.defined()) p.push_back(bias);
+  return p;
+}
+
+Tensor mse_loss(const Tensor& pred, const Tensor& target) {
+  Tensor diff = pred - target;
+  return (diff * diff).mean();
+}
+
+Tensor binary_cross_entropy(const Tensor& p, const Tensor& target) {
+  // log clamped below at -100, as PyTorch does, so p = 0 or 1 stays finite.
+  Tensor log_p = p.log();
+  Tensor log_q = (1.0 - p).log();
+  Tensor floor = ones(p.shape(), p.dtype()) * -100.0;
+  log_p = log_p + (floor - log_p).relu();
+  log_q = log_q + (floor - log_q).relu();
+  return -(target * log_p + (1.0 - target) * log_q).mean();
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+  if (logits.dim() != 2 || targets.dim() != 1 || targets.shape()[0] != logits.shape()[0])
+    throw Error(Code::kInvalidArgument, "cross_entropy: expects logits (batch, classes) and targets (batch), got " +
+                                            ShapeToString(logits.shape()) + " and " + ShapeToString(targets.shape()));
+  if (IsFloatingPoint(targets.dtype()))
+    throw Error(Code::kInvalidArgument, "cross_entropy: targets must hold class indices (int32/int64), got " +
+                                            std::string(DTypeName(targets.dtype())));
+  int64_t classes = logits.shape()[1];
+  Tensor one_hot;
+  {
+    NoGradGuard no_grad;
+    Tensor cls = arange(0, static_cast<double>(classes), 1, DType::kInt64).unsqueeze(0);
+    one_hot = targets.unsqueeze(1).eq(cls);  // float32 mask
+    if (logits.dtype() == DType::kFloat64) one_hot = one_hot * ones({1}, DType::kFloat64);
+  }
+  return -(logits.log_softmax(1) * one_hot).sum({1}).mean();
+}
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
+    : params_(std::move(params)), velocity_(params_.size()), lr_(lr), momentum_(momentum), weight_decay_(weight_decay) {
+  if (lr < 0) throw Error(Code::kInvalidArgument, "SGD: lr must be >= 0, got " + std::to_string(lr));
+}
+
+void SGD::step() {
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (weight_decay_ != 0) g = g + p * weight_decay_;
+    if (momentum_ != 0) {
+      if (!velocity_[i].defined()) {
+        velocity_[i] = g.clone();
+      } else {
+        velocity_[i].copy_(velocity_[i] * momentum_ + g);
+      }
+      g = velocity_[i];
+    }
+    p -= g * lr_;
+  }
+}
+
+void SGD::zero_grad() {
+  for (Tensor& p : params_) p.set_grad(Tensor());
+}
+
+Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : params_(std::move(params)), m_(params_.size()), v_(params_.size()), lr_(lr), beta1_(beta1), beta2_(beta2),
+      eps_(eps), weight_decay_(weight_decay) {
+  if (lr < 0) throw Error(Code::kInvalidArgument, "Adam: lr must be >= 0, got " + std::to_string(lr));
+  if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
+    throw Error(Code::kInvalidArgument, "Adam: betas must be in [0, 1)");
+}
+
+void Adam::step() {
+  NoGradGuard no_grad;
+  ++steps_;
+  const double correction1 = 1 - std::pow(beta1_, static_cast<double>(steps_));
+  const double correction2 = 1 - std::pow(beta2_, static_cast<double>(steps_));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    if (weight_decay_ != 0) g = g + p * weight_decay_;
+    if (!m_[i].defined()) {
+      m_[i] = zeros(p.shape(), p.dtype());
+      v_[i] = zeros(p.shape(), p.dtype());
+    }
+    m_[i].copy_(m_[i] * beta1_ + g * (1 - beta1_));
+    v_[i].copy_(v_[i] * beta2_ + g * g * (1 - beta2_));
+    Tensor denom = (v_[i] / correction2).sqrt() + eps_;
+    p -= (m_[i] / denom) * (lr_ / correction1);
+  }
+}
+
+void Adam::zero_grad() {
+  for (Tensor& p : params_) p.set_grad(Tensor());
+}
+
+}  // namespace gt::nn

@@ -1,0 +1,50 @@
+// What a gt::Tensor handle points at: the remote data (shared with detached
+// copies) plus autograd state (shared by copies of the same handle).
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "gt/gt.h"
+#include "session.h"
+
+namespace gt::client_internal {
+
+// One recorded op: enough to compute its inputs' gradients from its
+// output's. Holds its inputs (with their own records, upstream) and its
+// output's data only, so the graph has no cycles.
+struct Node {
+  Op op;
+  Attributes attrs;            // the forward instruction's attributes
+  std::vector<Tensor> inputs;  // tensor inputs, in operand order
+  Tensor output;               // the output's data, detached
+  uint64_t index = 0;          // tape position
+  bool released = false;       // a backward() without retain_graph used it up
+};
+
+struct TensorImpl {
+  std::shared_ptr<TensorRecord> data;
+  bool requires_grad = false;
+  Tensor grad;                     // leaves only
+  std::shared_ptr<Node> grad_fn;   // null for leaves
+};
+
+// Access to Tensor internals for the client's own files.
+struct TensorFactory {
+  static Tensor Make(std::shared_ptr<TensorRecord> record) {
+    auto impl = std::make_shared<TensorImpl>();
+    impl->data = std::move(record);
+    return Tensor(std::move(impl));
+  }
+  static TensorImpl* Impl(const Tensor& t) { return t.impl_.get(); }
+  static const TensorRecord* Record(const Tensor& t) { return t.impl_ ? t.impl_->data.get() : nullptr; }
+};
+
+// Records `out` as produced by `op` from `inputs` when grad mode is on, the
+// op is differentiable and some input requires grad.
+void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>& inputs, Tensor& out);
+
+// Runs backward from `root` (see Tensor::backward).
+void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph);
+
+}  // namespace gt::client_internal
