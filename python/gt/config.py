@@ -1,0 +1,256 @@
+"""Signal configs: how tensors and ops inside a named signal scope are placed.
+
+A config comes from YAML (gt.load_config, or GT_CONFIG at import) or from
+code (gt.register_config with SignalConfig / ShardConfig). The format:
+
+    forward_layer1:
+      shard:
+        axis: 0                 # the dimension split across workers
+        workers: [0, 1, 2, 3]   # worker indices
+      backward: backward_layer1 # the config the gradient computation uses
+      compile: true             # a compile boundary
+    params:
+      replicated: true          # a full copy on every worker
+
+Configs are kept per process (so per client: one user's signal names never
+reach another's). Every problem is reported at once, naming the signal and
+the field (and, for YAML, the file and line).
+"""
+
+import threading
+
+from . import _C
+
+__all__ = ["ConfigError", "ShardConfig", "SignalConfig", "register_config", "load_config", "get_config",
+           "configs", "clear_configs"]
+
+_SIGNAL_KEYS = ("shard", "replicated", "backward", "compile")
+_SHARD_KEYS = ("axis", "workers")
+
+
+class ConfigError(ValueError):
+    """A config is malformed. `problems` lists each problem as 'where: what'."""
+
+    def __init__(self, summary, problems):
+        super().__init__(summary + ":\n  " + "\n  ".join(problems))
+        self.problems = list(problems)
+
+
+def _format(problems):
+    return [f"{field}: {message}" for field, message in problems]
+
+
+def _type_name(v):
+    return "null" if v is None else type(v).__name__
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+class ShardConfig:
+    """Split tensors along `axis` across the workers listed in `workers` (None: every worker)."""
+
+    def __init__(self, axis=0, workers=None):
+        self.axis = axis
+        self.workers = list(workers) if isinstance(workers, (list, tuple, range)) else workers
+        problems = self._problems("ShardConfig")
+        if problems:
+            raise ConfigError("invalid ShardConfig", _format(problems))
+
+    def _problems(self, where):
+        out = []
+        if not _is_int(self.axis):
+            out.append((f"{where}.axis", f"expected int, got {_type_name(self.axis)} {self.axis!r}"))
+        if self.workers is not None:
+            if not isinstance(self.workers, list):
+                out.append((f"{where}.workers", f"expected a list of ints, got {_type_name(self.workers)} {self.workers!r}"))
+            else:
+                if not self.workers:
+                    out.append((f"{where}.workers", "expected at least one worker"))
+                for i, w in enumerate(self.workers):
+                    if not _is_int(w):
+                        out.append((f"{where}.workers[{i}]", f"expected int, got {_type_name(w)} {w!r}"))
+                    elif w < 0:
+                        out.append((f"{where}.workers[{i}]", f"worker index must be >= 0, got {w}"))
+                ints = [w for w in self.workers if _is_int(w)]
+                if len(set(ints)) != len(ints):
+                    out.append((f"{where}.workers", f"lists a worker twice: {self.workers}"))
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, ShardConfig) and (self.axis, self.workers) == (other.axis, other.workers)
+
+    def __repr__(self):
+        return f"ShardConfig(axis={self.axis!r}, workers={self.workers!r})"
+
+
+class SignalConfig:
+    """What a signal scope does: shard (a ShardConfig), or replicated; the
+    signal whose config the backward pass uses; whether it is a compile
+    boundary. `backward` is the YAML spelling of `backward_signal`."""
+
+    def __init__(self, shard=None, backward_signal=None, compile=False, replicated=False, backward=None):
+        problems = []
+        if backward is not None and backward_signal is not None and backward != backward_signal:
+            problems.append(f"SignalConfig: backward={backward!r} and backward_signal={backward_signal!r} disagree")
+        self.shard = shard
+        self.backward_signal = backward_signal if backward_signal is not None else backward
+        self.compile = compile
+        self.replicated = replicated
+        problems += _format(self._problems("SignalConfig"))
+        if problems:
+            raise ConfigError("invalid SignalConfig", problems)
+
+    @property
+    def backward(self):
+        return self.backward_signal
+
+    def _problems(self, where):
+        out = []
+        if self.shard is not None:
+            if isinstance(self.shard, ShardConfig):
+                out += self.shard._problems(f"{where}.shard")
+            else:
+                out.append((f"{where}.shard", f"expected a ShardConfig, got {_type_name(self.shard)}"))
+        if not isinstance(self.replicated, bool):
+            out.append((f"{where}.replicated", f"expected bool, got {_type_name(self.replicated)} {self.replicated!r}"))
+        elif self.replicated and self.shard is not None:
+            out.append((where, "shard and replicated: true exclude each other"))
+        if self.backward_signal is not None and (not isinstance(self.backward_signal, str) or not self.backward_signal):
+            out.append((f"{where}.backward", f"expected a signal name (str), got "
+                       f"{_type_name(self.backward_signal)} {self.backward_signal!r}"))
+        if not isinstance(self.compile, bool):
+            out.append((f"{where}.compile", f"expected bool, got {_type_name(self.compile)} {self.compile!r}"))
+        return out
+
+    def __eq__(self, other):
+        return isinstance(other, SignalConfig) and (
+            (self.shard, self.backward_signal, self.compile, self.replicated)
+            == (other.shard, other.backward_signal, other.compile, other.replicated))
+
+    def __repr__(self):
+        return (f"SignalConfig(shard={self.shard!r}, backward_signal={self.backward_signal!r}, "
+                f"compile={self.compile!r}, replicated={self.replicated!r})")
+
+
+_lock = threading.Lock()
+_registry = {}  # GUARDED_BY(_lock): signal name -> SignalConfig
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not name:
+        raise ConfigError("invalid signal name", [f"signal name: expected a non-empty str, got {_type_name(name)} {name!r}"])
+
+
+def register_config(name, config):
+    """Sets the config of signal `name` (replacing any earlier one)."""
+    _check_name(name)
+    if not isinstance(config, SignalConfig):
+        raise ConfigError(f"invalid config for signal '{name}'",
+                          [f"{name}: expected a SignalConfig, got {_type_name(config)}"])
+    # Fields may have been changed since construction: check again, naming the signal.
+    problems = config._problems(name)
+    if problems:
+        raise ConfigError(f"invalid config for signal '{name}'", _format(problems))
+    with _lock:
+        _registry[name] = config
+
+
+def get_config(name):
+    """The config of signal `name`, or None."""
+    with _lock:
+        return _registry.get(name)
+
+
+def configs():
+    """Every registered config, by signal name."""
+    with _lock:
+        return dict(_registry)
+
+
+def clear_configs():
+    with _lock:
+        _registry.clear()
+
+
+def _from_document(document, lines, source):
+    """SignalConfigs from a parsed YAML document, or every problem found."""
+    problems = []
+
+    def at(path, message):
+        line = lines.get(path, 0)
+        problems.append(f"{source}:{line}: {path}: {message}" if line else f"{source}: {path}: {message}")
+
+    if document is None:
+        return {}, []
+    if not isinstance(document, dict):
+        at("", f"expected a mapping of signal names to configs, got {_type_name(document)}")
+        return {}, problems
+    out = {}
+    for name, body in document.items():
+        path = str(name)
+        if not isinstance(name, str) or not name:
+            at(path, f"signal name must be a non-empty string, got {_type_name(name)} {name!r}")
+            continue
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            at(path, f"expected a mapping with keys {', '.join(_SIGNAL_KEYS)}, got {_type_name(body)} {body!r}")
+            continue
+        before = len(problems)
+        for key in body:
+            if key not in _SIGNAL_KEYS:
+                at(f"{path}.{key}", f"unknown key '{key}' (known: {', '.join(_SIGNAL_KEYS)})")
+        shard = None
+        if body.get("shard") is not None:
+            s = body["shard"]
+            if not isinstance(s, dict):
+                at(f"{path}.shard", f"expected a mapping with keys axis, workers, got {_type_name(s)} {s!r}")
+            else:
+                for key in s:
+                    if key not in _SHARD_KEYS:
+                        at(f"{path}.shard.{key}", f"unknown key '{key}' (known: {', '.join(_SHARD_KEYS)})")
+                shard = ShardConfig.__new__(ShardConfig)
+                shard.axis = s.get("axis", 0)
+                shard.workers = s.get("workers")
+                for field, message in shard._problems(f"{path}.shard"):
+                    at(field, message)
+        config = SignalConfig.__new__(SignalConfig)
+        config.shard = shard
+        config.backward_signal = body.get("backward")
+        config.compile = body.get("compile", False)
+        config.replicated = body.get("replicated", False)
+        for field, message in config._problems(path):
+            if not field.startswith(f"{path}.shard"):  # shard problems were reported above
+                at(field, message)
+        if len(problems) == before:
+            out[name] = config
+    return out, problems
+
+
+def load_config(path):
+    """Reads signal configs from a YAML file and registers them all.
+
+    Nothing is registered if any signal has a problem; the ConfigError then
+    lists every problem with its file, line and key path. Returns the
+    configs read, by signal name.
+    """
+    document, lines = _C.read_yaml_file(str(path))
+    found, problems = _from_document(document, lines, str(path))
+    if problems:
+        raise ConfigError(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
+    with _lock:
+        _registry.update(found)
+    return found
+
+
+def load_config_string(text, source_name="<string>"):
+    """load_config for YAML text."""
+    document, lines = _C.read_yaml_string(text, source_name)
+    found, problems = _from_document(document, lines, source_name)
+    if problems:
+        raise ConfigError(f"{source_name}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
+    with _lock:
+        _registry.update(found)
+    return found

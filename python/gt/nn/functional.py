@@ -1,0 +1,59 @@
+"""Functions over gt tensors used by layers and losses (gt::nn's losses, bound)."""
+
+from .. import _C
+from .._tensor import Tensor, _wrap, tensor
+
+__all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "linear", "relu", "sigmoid", "tanh", "softmax",
+           "log_softmax"]
+
+
+def _t(x, what, like=None):
+    if isinstance(x, Tensor):
+        return x._c
+    try:
+        dtype = like.dtype if like is not None and like.dtype.is_floating_point else None
+        return tensor(x, dtype=dtype)._c
+    except TypeError:
+        raise TypeError(f"{what}: expected a gt Tensor, got {type(x).__name__}") from None
+
+
+def mse_loss(input, target):
+    """Mean of (input - target)^2."""
+    return _wrap(_C.mse_loss(_t(input, "mse_loss"), _t(target, "mse_loss", input)))
+
+
+def binary_cross_entropy(input, target):
+    """Mean of -(t log p + (1 - t) log(1 - p)) for probabilities p; logs clamped at -100."""
+    return _wrap(_C.binary_cross_entropy(_t(input, "binary_cross_entropy"),
+                                         _t(target, "binary_cross_entropy", input)))
+
+
+def cross_entropy(input, target):
+    """Mean over the batch of -log_softmax(input)[i, target[i]]; `target` holds class indices (int32/int64)."""
+    return _wrap(_C.cross_entropy(_t(input, "cross_entropy"), _t(target, "cross_entropy")))
+
+
+def linear(input, weight, bias=None):
+    """input @ weight^T + bias, weight being (out_features, in_features)."""
+    out = input @ weight.t()
+    return out if bias is None else out + bias
+
+
+def relu(x):
+    return x.relu()
+
+
+def sigmoid(x):
+    return x.sigmoid()
+
+
+def tanh(x):
+    return x.tanh()
+
+
+def softmax(x, dim=-1):
+    return x.softmax(dim)
+
+
+def log_softmax(x, dim=-1):
+    return x.log_softmax(dim)

@@ -1,0 +1,114 @@
+"""Signal scopes: name a region of code so its tensors and ops follow that
+signal's config (see gt.config).
+
+    with gt.signal.context('forward_layer1'):
+        x = gt.randn(100, 64)
+        y = x @ w
+
+    gt.signal.enter('layer1'); ...; gt.signal.exit('layer1')
+
+    x_sharded = gt.signal.tensor(x, name='layer1')   # a copy made in the scope
+
+Every instruction issued inside a scope carries the innermost signal name.
+Scopes are per thread and nest. A scope's `backward` signal (given here or
+by its config) is the one the gradient computation of ops recorded inside
+it is meant to use.
+"""
+
+import threading
+
+from . import _C
+from . import config as _config
+
+__all__ = ["context", "enter", "exit", "tensor", "current", "current_backward"]
+
+_local = threading.local()
+
+
+def _stack():
+    s = getattr(_local, "stack", None)
+    if s is None:
+        s = _local.stack = []
+    return s
+
+
+def _check(name, what):
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{what}: a signal name must be a non-empty str, got {name!r}")
+
+
+def enter(name, backward=None):
+    """Opens scope `name` on this thread (close it with exit(name))."""
+    _check(name, "signal.enter")
+    if backward is not None:
+        _check(backward, "signal.enter: backward")
+    _C.signal_enter(name)
+    _stack().append((name, backward))
+
+
+def exit(name):
+    """Closes scope `name`, which must be the innermost open one on this thread."""
+    _check(name, "signal.exit")
+    stack = _stack()
+    if not stack:
+        raise RuntimeError(f"signal.exit('{name}'): no signal scope is open")
+    if stack[-1][0] != name:
+        raise RuntimeError(f"signal.exit('{name}'): the innermost open scope is '{stack[-1][0]}'")
+    _C.signal_exit(name)
+    stack.pop()
+
+
+class context:
+    """`with gt.signal.context(name, backward=None):` a scope for the block
+    (also usable as a decorator)."""
+
+    def __init__(self, name, backward=None):
+        _check(name, "signal.context")
+        if backward is not None:
+            _check(backward, "signal.context: backward")
+        self.name = name
+        self.backward = backward
+
+    def __enter__(self):
+        enter(self.name, self.backward)
+        return self
+
+    def __exit__(self, *exc):
+        exit(self.name)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with context(self.name, self.backward):
+                return fn(*args, **kwargs)
+        return wrapper
+
+    def __repr__(self):
+        return f"gt.signal.context({self.name!r}, backward={self.backward!r})"
+
+
+def tensor(x, name):
+    """A copy of `x` made inside scope `name` (placed by that signal's config)."""
+    with context(name):
+        return x.clone()
+
+
+def current():
+    """The innermost open signal on this thread, or None."""
+    return _C.current_signal() or None
+
+
+def current_backward():
+    """The backward signal of the innermost open scope: the one given to
+    context/enter, else its config's `backward`, else None."""
+    stack = _stack()
+    if not stack:
+        return None
+    name, backward = stack[-1]
+    if backward is not None:
+        return backward
+    cfg = _config.get_config(name)
+    return cfg.backward_signal if cfg is not None else None

@@ -1,0 +1,23 @@
+// The pieces of the `gt._C` extension module, one per concept. Each Bind*
+// adds its classes and functions to the module; module.cc calls them in
+// order (tensor first: the others take and return gt::Tensor).
+//
+// The extension is a thin, typed layer over the C++ client: argument
+// parsing that is Python idiom (varargs shapes, indexing, dtype inference
+// from lists) lives in python/gt/, not here.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace gt::python {
+
+// gt::Tensor as `_C.Tensor`, `_C.DType`, creation functions, grad mode,
+// signal scopes, the tape, session control, and the `_C.Error` exception
+// that every gt::Error becomes.
+void BindTensor(pybind11::module_& m);
+// gt::nn: Linear, the losses, SGD and Adam.
+void BindNN(pybind11::module_& m);
+// A YAML reader returning plain Python objects (see yaml_tree.h).
+void BindYaml(pybind11::module_& m);
+
+}  // namespace gt::python

@@ -1,0 +1,9 @@
+// Entry point of the `gt._C` extension.
+#include "bindings.h"
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "gt C++ client bindings (use the `gt` package, not this module)";
+  gt::python::BindTensor(m);
+  gt::python::BindNN(m);
+  gt::python::BindYaml(m);
+}

@@ -1,0 +1,45 @@
+// gt::nn as `_C.Linear`, `_C.mse_loss`, ..., `_C.SGD`, `_C.Adam`. The Python
+// modules and optimizers in python/gt/nn wrap these.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <vector>
+
+#include "bindings.h"
+#include "gt/nn.h"
+
+namespace py = pybind11;
+
+namespace gt::python {
+
+void BindNN(py::module_& m) {
+  py::class_<nn::Linear>(m, "Linear")
+      .def(py::init<int64_t, int64_t, bool, uint64_t>(), py::arg("in_features"), py::arg("out_features"),
+           py::arg("bias"), py::arg("seed"))
+      // Copies of the handles (same remote tensors, same autograd state).
+      .def_property_readonly("weight", [](const nn::Linear& l) { return l.weight; })
+      .def_property_readonly("bias",
+                             [](const nn::Linear& l) { return l.bias.defined() ? py::cast(l.bias) : py::none(); })
+      .def("forward", &nn::Linear::forward)
+      .def("parameters", &nn::Linear::parameters);
+
+  m.def("mse_loss", &nn::mse_loss, py::arg("pred"), py::arg("target"));
+  m.def("binary_cross_entropy", &nn::binary_cross_entropy, py::arg("probabilities"), py::arg("target"));
+  m.def("cross_entropy", &nn::cross_entropy, py::arg("logits"), py::arg("targets"));
+
+  // step() issues a handful of ops per parameter; the GIL is released while
+  // it runs (nothing in it calls back into Python).
+  py::class_<nn::SGD>(m, "SGD")
+      .def(py::init<std::vector<Tensor>, double, double, double>(), py::arg("params"), py::arg("lr"),
+           py::arg("momentum"), py::arg("weight_decay"))
+      .def("step", &nn::SGD::step, py::call_guard<py::gil_scoped_release>())
+      .def("zero_grad", &nn::SGD::zero_grad);
+
+  py::class_<nn::Adam>(m, "Adam")
+      .def(py::init<std::vector<Tensor>, double, double, double, double, double>(), py::arg("params"), py::arg("lr"),
+           py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"))
+      .def("step", &nn::Adam::step, py::call_guard<py::gil_scoped_release>())
+      .def("zero_grad", &nn::Adam::zero_grad);
+}
+
+}  // namespace gt::python

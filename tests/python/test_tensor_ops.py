@@ -1,0 +1,432 @@
+"""Forward numerics of every tensor op against NumPy on the same inputs, and
+the Python surface: creation, dtypes, operators with scalars on either side,
+indexing, NumPy in/out, repr, in-place ops, errors."""
+
+import numpy as np
+import pytest
+
+import gt
+
+F32 = dict(rtol=1e-5, atol=1e-6)
+
+
+def g(a):
+    return gt.tensor(a)
+
+
+# ---- creation and dtypes ------------------------------------------------------
+
+
+def test_creation_shapes_and_dtypes():
+    assert gt.randn(2, 3).shape == (2, 3)
+    assert gt.randn((2, 3)).shape == (2, 3)
+    assert gt.randn([4]).dtype is gt.float32
+    assert gt.rand(5, dtype=gt.float64).dtype is gt.float64
+    assert gt.zeros(2, 2, dtype=gt.int32).dtype is gt.int32
+    np.testing.assert_array_equal(gt.zeros(2, 3).numpy(), np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(gt.ones(3, dtype=gt.int64).numpy(), np.ones(3, np.int64))
+    np.testing.assert_array_equal(gt.full((2, 2), 7).numpy(), np.full((2, 2), 7))
+    r = gt.rand(1000).numpy()
+    assert r.min() >= 0 and r.max() < 1
+    assert gt.randn(0, 3).shape == (0, 3)
+    assert gt.randn(2, 3).ndim == 2 and gt.randn(2, 3).numel() == 6 and gt.randn(2, 3).size(1) == 3
+
+
+def test_like_functions():
+    x = gt.randn(2, 5, dtype=gt.float64)
+    assert gt.zeros_like(x).shape == (2, 5) and gt.zeros_like(x).dtype is gt.float64
+    np.testing.assert_array_equal(gt.ones_like(x).numpy(), np.ones((2, 5)))
+    assert gt.ones_like(x, dtype=gt.int32).dtype is gt.int32
+    assert gt.randn_like(x).shape == (2, 5)
+
+
+def test_arange():
+    np.testing.assert_array_equal(gt.arange(5).numpy(), np.arange(5))
+    assert gt.arange(5).dtype is gt.int64
+    np.testing.assert_allclose(gt.arange(0, 1, 0.25).numpy(), np.arange(0, 1, 0.25, dtype=np.float32))
+    assert gt.arange(0, 1, 0.25).dtype is gt.float32
+    np.testing.assert_array_equal(gt.arange(10, 0, -3).numpy(), np.arange(10, 0, -3))
+    assert gt.arange(3, dtype=gt.float64).dtype is gt.float64
+
+
+def test_tensor_from_python_data():
+    assert gt.tensor([1, 2, 3]).dtype is gt.int64
+    assert gt.tensor([1.0, 2.0]).dtype is gt.float32  # PyTorch's default float
+    assert gt.tensor([True, False]).dtype is gt.bool
+    assert gt.tensor(3.5).shape == () and gt.tensor(3.5).item() == 3.5
+    assert gt.tensor([[1, 2], [3, 4]], dtype=gt.float64).dtype is gt.float64
+    np.testing.assert_array_equal(gt.tensor([[1, 2], [3, 4]]).numpy(), [[1, 2], [3, 4]])
+    np.testing.assert_array_equal(gt.tensor([True, False]).numpy(), [True, False])
+    assert gt.tensor(np.float64(2.0)).dtype is gt.float64
+    assert gt.tensor(1, dtype="float32").dtype is gt.float32
+    assert gt.tensor([1, 2], dtype=np.int32).dtype is gt.int32
+
+
+@pytest.mark.parametrize("np_dtype,gt_dtype", [(np.float32, gt.float32), (np.float64, gt.float64),
+                                                (np.int32, gt.int32), (np.int64, gt.int64), (np.bool_, gt.bool)])
+def test_numpy_round_trip_every_dtype(rng, np_dtype, gt_dtype):
+    a = (rng.standard_normal((3, 4)) * 10).astype(np_dtype)
+    t = gt.from_numpy(a)
+    assert t.dtype is gt_dtype
+    assert t.shape == (3, 4)
+    back = t.numpy()
+    assert back.dtype == np.dtype(np_dtype)
+    np.testing.assert_array_equal(back, a)
+    np.testing.assert_array_equal(gt.tensor(a).numpy(), a)
+    np.testing.assert_array_equal(np.asarray(t), a)
+
+
+def test_from_numpy_non_contiguous_and_widened(rng):
+    a = rng.standard_normal((4, 6))
+    np.testing.assert_array_equal(gt.from_numpy(a.T).numpy(), a.T)
+    np.testing.assert_array_equal(gt.from_numpy(a[:, ::2]).numpy(), a[:, ::2])
+    assert gt.from_numpy(np.arange(3, dtype=np.uint8)).dtype is gt.int64
+    assert gt.from_numpy(np.ones(3, dtype=np.float16)).dtype is gt.float32
+    with pytest.raises(TypeError, match="complex"):
+        gt.from_numpy(np.ones(3, dtype=np.complex64))
+    with pytest.raises(TypeError, match="numpy.ndarray"):
+        gt.from_numpy([1, 2])
+
+
+def test_from_numpy_copies_once():
+    a = np.arange(4, dtype=np.float32)
+    t = gt.from_numpy(a)
+    a[0] = 100  # gt holds its own copy
+    assert t.numpy()[0] == 0
+
+
+def test_numpy_returns_a_fresh_array_each_time():
+    t = gt.ones(3)
+    a = t.numpy()
+    a[0] = 5
+    assert t.numpy()[0] == 1
+
+
+def test_item_and_conversions():
+    assert gt.tensor([2.5]).item() == 2.5
+    assert isinstance(gt.tensor(3).item(), int)
+    assert isinstance(gt.tensor(True).item(), bool)
+    assert float(gt.tensor(1.5)) == 1.5 and int(gt.tensor(7)) == 7
+    assert bool(gt.tensor(1.0)) and not bool(gt.tensor(0.0))
+    with pytest.raises(ValueError, match="expected 1"):
+        gt.ones(2).item()
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(gt.ones(2))
+    assert gt.tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+
+
+def test_repr_shows_values():
+    assert repr(gt.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert repr(gt.tensor([1, 2])) == "tensor([1, 2])"
+    assert repr(gt.tensor([1.0], dtype=gt.float64)) == "tensor([1.], dtype=gt.float64)"
+    assert repr(gt.tensor([1.0], requires_grad=True)) == "tensor([1.], requires_grad=True)"
+    assert repr(gt.tensor(2.0)) == "tensor(2.)"
+    assert repr(gt.float32) == "gt.float32"
+
+
+def test_to_dtype():
+    x = gt.tensor([1.7, -2.2])
+    np.testing.assert_array_equal(x.to(gt.int64).numpy(), [1, -2])
+    assert x.double().dtype is gt.float64
+    assert gt.tensor([1, 2]).float().dtype is gt.float32
+    assert x.to(gt.float32) is x
+
+
+# ---- elementwise arithmetic ---------------------------------------------------
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3))])
+def test_binary_ops_broadcast(rng, shape_a, shape_b):
+    a = rng.standard_normal(shape_a).astype(np.float32)
+    b = (rng.standard_normal(shape_b) + 3).astype(np.float32)
+    ta, tb = g(a), g(b)
+    np.testing.assert_allclose((ta + tb).numpy(), a + b, **F32)
+    np.testing.assert_allclose((ta - tb).numpy(), a - b, **F32)
+    np.testing.assert_allclose((ta * tb).numpy(), a * b, **F32)
+    np.testing.assert_allclose((ta / tb).numpy(), a / b, **F32)
+
+
+def test_scalar_forms_both_sides(rng):
+    a = (rng.standard_normal((3, 4)) + 5).astype(np.float32)
+    x = g(a)
+    np.testing.assert_allclose((x + 2).numpy(), a + 2, **F32)
+    np.testing.assert_allclose((2 + x).numpy(), 2 + a, **F32)
+    np.testing.assert_allclose((x - 2).numpy(), a - 2, **F32)
+    np.testing.assert_allclose((1 - x).numpy(), 1 - a, **F32)
+    np.testing.assert_allclose((2 * x).numpy(), 2 * a, **F32)
+    np.testing.assert_allclose((x * 0.5).numpy(), a * 0.5, **F32)
+    np.testing.assert_allclose((x / 3).numpy(), a / 3, **F32)
+    np.testing.assert_allclose((3 / x).numpy(), 3 / a, **F32)
+    np.testing.assert_allclose((-x).numpy(), -a, **F32)
+    np.testing.assert_allclose((+x).numpy(), a, **F32)
+    np.testing.assert_allclose((x + np.float32(1.5)).numpy(), a + 1.5, **F32)
+    np.testing.assert_allclose((x * np.int64(2)).numpy(), a * 2, **F32)
+
+
+def test_pow(rng):
+    a = (rng.random((3, 4)) + 0.5).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    x, y = g(a), g(b)
+    np.testing.assert_allclose((x ** 2).numpy(), a ** 2, **F32)
+    np.testing.assert_allclose((x ** 0.5).numpy(), a ** 0.5, **F32)
+    np.testing.assert_allclose((x ** y).numpy(), a ** b, rtol=1e-5)
+    np.testing.assert_allclose((2 ** y).numpy(), 2 ** b, rtol=1e-5)
+    np.testing.assert_allclose(x.pow(3).numpy(), a ** 3, rtol=1e-5)
+
+
+def test_operands_from_numpy_and_lists(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((2, 3)).astype(np.float32)
+    x = g(a)
+    np.testing.assert_allclose((x + b).numpy(), a + b, **F32)
+    r = b + x  # NumPy defers to gt
+    assert isinstance(r, gt.Tensor)
+    np.testing.assert_allclose(r.numpy(), a + b, **F32)
+    np.testing.assert_allclose((x * [1, 2, 3]).numpy(), a * [1, 2, 3], **F32)
+    np.testing.assert_allclose((b @ x.T).numpy(), b @ a.T, **F32)
+
+
+def test_integer_arithmetic_follows_pytorch():
+    a = gt.tensor([1, 2, 3, 4])
+    b = gt.tensor([5, 6, 7, 8])
+    assert (a + b).dtype is gt.int64
+    np.testing.assert_array_equal((a + b).numpy(), [6, 8, 10, 12])
+    assert (a * 2).dtype is gt.int64
+    assert (a * 2.5).dtype is gt.float32
+    assert (a / 2).dtype is gt.float32  # true division
+    np.testing.assert_allclose((a / 2).numpy(), [0.5, 1, 1.5, 2])
+    assert (gt.tensor([1.0], dtype=gt.float64) + a).dtype is gt.float64
+
+
+def test_comparisons_are_float_masks(rng):
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    x, y = g(a), g(b)
+    for got, want in [(x > y, a > b), (x < y, a < b), (x >= y, a >= b), (x <= y, a <= b), (x == x, a == a),
+                      (x > 0, a > 0), (0 < x, a > 0), (x <= 0.5, a <= 0.5), (x != y, a != b)]:
+        assert got.dtype is gt.float32
+        np.testing.assert_array_equal(got.numpy(), want.astype(np.float32))
+    assert (gt.tensor([1.0], dtype=gt.float64) > 0).dtype is gt.float64
+    assert not (x == None)  # noqa: E711 (falls back to identity)
+
+
+@pytest.mark.parametrize("name,fn,domain", [
+    ("exp", np.exp, "any"), ("log", np.log, "positive"), ("sqrt", np.sqrt, "positive"),
+    ("relu", lambda v: np.maximum(v, 0), "any"), ("sigmoid", lambda v: 1 / (1 + np.exp(-v)), "any"),
+    ("tanh", np.tanh, "any"), ("abs", np.abs, "any"), ("clone", lambda v: v, "any"), ("neg", np.negative, "any")])
+def test_unary_ops(rng, name, fn, domain):
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    if domain == "positive":
+        a = np.abs(a) + 0.1
+    got = getattr(g(a), name)().numpy()
+    np.testing.assert_allclose(got, fn(a.astype(np.float64)), rtol=1e-5, atol=1e-6)
+    if hasattr(gt, name):  # the module-level form
+        np.testing.assert_allclose(getattr(gt, name)(g(a)).numpy(), got)
+
+
+def test_abs_operator():
+    np.testing.assert_array_equal(abs(gt.tensor([-1.0, 2.0])).numpy(), [1, 2])
+
+
+# ---- matmul -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape_a,shape_b", [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)),
+                                              ((2, 1, 3, 4), (3, 4, 2)), ((4,), (4, 5)), ((3, 4), (4,)),
+                                              ((4,), (4,))])
+def test_matmul(rng, shape_a, shape_b):
+    a = rng.standard_normal(shape_a).astype(np.float32)
+    b = rng.standard_normal(shape_b).astype(np.float32)
+    got = g(a) @ g(b)
+    want = a @ b
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(g(a).matmul(g(b)).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_matmul_shape_error_names_both_shapes():
+    with pytest.raises(gt.Error, match=r"\[3, 4\] and \[5, 6\]"):
+        gt.randn(3, 4) @ gt.randn(5, 6)
+
+
+# ---- reductions ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "max", "min"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (0, False), (1, True), (-1, False), ((0, 2), False),
+                                         ((0, 2), True), ((), False)])
+def test_reductions(rng, name, dim, keepdim):
+    a = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    x = g(a)
+    np_fn = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[name]
+    np_axis = None if dim in (None, ()) else dim
+    want = np_fn(a.astype(np.float64), axis=np_axis, keepdims=keepdim)
+    got = getattr(x, name)(dim, keepdim)
+    assert got.shape == np.shape(want)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
+    # The NumPy spellings.
+    got2 = getattr(x, name)(axis=dim, keepdims=keepdim)
+    np.testing.assert_allclose(got2.numpy(), want, rtol=1e-5, atol=1e-5)
+    got3 = getattr(x, name)(dim=dim, keepdim=keepdim)
+    np.testing.assert_allclose(got3.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_reduction_dtypes():
+    assert gt.tensor([1, 2, 3]).sum().dtype is gt.int64
+    assert gt.tensor([1, 2, 3]).sum().item() == 6
+    assert gt.tensor([1, 5, 3]).max().item() == 5
+    with pytest.raises(gt.Error, match="floating"):
+        gt.tensor([1, 2, 3]).mean()
+    with pytest.raises(TypeError, match="not both"):
+        gt.ones(2).sum(dim=0, axis=0)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_softmax_and_log_softmax(rng, dim):
+    a = rng.standard_normal((3, 4)).astype(np.float64)
+    e = np.exp(a - a.max(axis=dim, keepdims=True))
+    sm = e / e.sum(axis=dim, keepdims=True)
+    np.testing.assert_allclose(g(a).softmax(dim).numpy(), sm, rtol=1e-10)
+    np.testing.assert_allclose(g(a).log_softmax(dim).numpy(), np.log(sm), rtol=1e-10)
+
+
+# ---- shape ops ----------------------------------------------------------------
+
+
+def test_reshape_and_view(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x = g(a)
+    np.testing.assert_array_equal(x.reshape(6, 4).numpy(), a.reshape(6, 4))
+    np.testing.assert_array_equal(x.reshape((4, -1)).numpy(), a.reshape(4, -1))
+    np.testing.assert_array_equal(x.reshape([-1]).numpy(), a.reshape(-1))
+    np.testing.assert_array_equal(x.view(2, 12).numpy(), a.reshape(2, 12))
+    np.testing.assert_array_equal(x.flatten().numpy(), a.reshape(-1))
+    np.testing.assert_array_equal(x.flatten(1).numpy(), a.reshape(2, 12))
+    with pytest.raises(gt.Error, match="cannot view"):
+        x.reshape(5, 5)
+
+
+def test_transpose_permute_squeeze(rng):
+    a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    x = g(a)
+    np.testing.assert_array_equal(x.transpose(0, 2).numpy(), a.transpose(2, 1, 0))
+    np.testing.assert_array_equal(x.transpose().numpy(), np.swapaxes(a, -1, -2))
+    np.testing.assert_array_equal(x.T.numpy(), a.T)
+    np.testing.assert_array_equal(x[0].T.numpy(), a[0].T)
+    np.testing.assert_array_equal(x[0].t().numpy(), a[0].T)
+    np.testing.assert_array_equal(x.permute(2, 0, 1).numpy(), a.transpose(2, 0, 1))
+    np.testing.assert_array_equal(x.permute((1, 2, 0)).numpy(), a.transpose(1, 2, 0))
+    assert x.unsqueeze(1).shape == (2, 1, 3, 4)
+    assert x.unsqueeze(-1).shape == (2, 3, 4, 1)
+    y = g(a.reshape(2, 1, 3, 1, 4))
+    assert y.squeeze().shape == (2, 3, 4)
+    assert y.squeeze(1).shape == (2, 3, 1, 4)
+    assert y.squeeze(0).shape == (2, 1, 3, 1, 4)
+
+
+INDEX_CASES = [
+    (1,), (-1,), (slice(1, 3),), (slice(None, None, 2),), (slice(None), 1), (Ellipsis, -1), (None,),
+    (slice(None), None, slice(1, None)), (slice(-3, -1), slice(None, None, 2)), (1, 2, 3), (Ellipsis,),
+    (slice(None), Ellipsis, None), (-2, Ellipsis, slice(1, 4, 2)), (slice(10, 20),), (slice(None, -10),),
+    (slice(None), slice(None), slice(None, None, 3)), (None, 0, None),
+]
+
+
+@pytest.mark.parametrize("key", INDEX_CASES, ids=[repr(k) for k in INDEX_CASES])
+def test_indexing_matches_numpy(rng, key):
+    a = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    got = g(a)[key]
+    want = a[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_indexing_errors():
+    x = gt.zeros(3, 4)
+    with pytest.raises(IndexError, match="out of bounds"):
+        x[3]
+    with pytest.raises(IndexError, match="too many"):
+        x[0, 0, 0]
+    with pytest.raises(IndexError, match="ellipsis"):
+        x[..., ...]
+    with pytest.raises(ValueError, match="step"):
+        x[::-1]
+    with pytest.raises(TypeError, match="basic indices"):
+        x[gt.tensor([0, 1])]
+    with pytest.raises(TypeError, match="item assignment"):
+        x[0] = 1
+
+
+def test_len_and_iteration(rng):
+    a = rng.standard_normal((3, 2)).astype(np.float32)
+    x = g(a)
+    assert len(x) == 3
+    rows = list(x)
+    assert len(rows) == 3
+    np.testing.assert_array_equal(rows[2].numpy(), a[2])
+    with pytest.raises(TypeError):
+        len(gt.tensor(1.0))
+
+
+def test_cat_stack_split_chunk(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    b = rng.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_array_equal(gt.cat([g(a), g(b)]).numpy(), np.concatenate([a, b]))
+    np.testing.assert_array_equal(gt.cat([g(a), g(a)], dim=1).numpy(), np.concatenate([a, a], axis=1))
+    np.testing.assert_array_equal(gt.stack([g(a), g(a)], dim=1).numpy(), np.stack([a, a], axis=1))
+    c = rng.standard_normal((7, 2)).astype(np.float32)
+    pieces = g(c).split(3)
+    assert [p.shape for p in pieces] == [(3, 2), (3, 2), (1, 2)]
+    np.testing.assert_array_equal(pieces[2].numpy(), c[6:])
+    sections = g(c).split([2, 5])
+    np.testing.assert_array_equal(sections[1].numpy(), c[2:])
+    chunks = g(c).chunk(2)
+    assert [p.shape for p in chunks] == [(4, 2), (3, 2)]
+    cols = g(c).chunk(2, dim=1)
+    np.testing.assert_array_equal(cols[1].numpy(), c[:, 1:])
+    with pytest.raises(ValueError, match="add up"):
+        g(c).split([2, 2])
+    with pytest.raises(gt.Error, match="differ"):
+        gt.cat([g(a), g(c)])
+
+
+# ---- in place -----------------------------------------------------------------
+
+
+def test_in_place_ops_change_the_same_tensor(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    x = g(a)
+    alias = x
+    x -= 1
+    assert x is alias
+    x += g(np.ones((2, 3), np.float32))
+    x *= 2
+    x /= 4
+    np.testing.assert_allclose(alias.numpy(), a * 2 / 4, **F32)
+    x.zero_()
+    np.testing.assert_array_equal(alias.numpy(), np.zeros((2, 3)))
+    x.fill_(3)
+    np.testing.assert_array_equal(x.numpy(), np.full((2, 3), 3))
+    x.copy_(g(a))
+    np.testing.assert_array_equal(x.numpy(), a)
+    x.copy_(np.arange(3, dtype=np.float32))  # broadcasts
+    np.testing.assert_array_equal(x.numpy(), np.tile(np.arange(3), (2, 1)))
+    x.add_(1).mul_(2)
+    np.testing.assert_array_equal(x.numpy(), np.tile(np.arange(3) + 1, (2, 1)) * 2)
+    with pytest.raises(gt.Error, match="broadcast"):
+        x.copy_(gt.zeros(5))
+
+
+def test_module_level_functions(rng):
+    a = rng.standard_normal((2, 3)).astype(np.float32)
+    np.testing.assert_allclose(gt.exp(g(a)).numpy(), np.exp(a), rtol=1e-6)
+    np.testing.assert_allclose(gt.matmul(g(a), g(a.T)).numpy(), a @ a.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gt.sum(g(a), 1).numpy(), a.sum(1), rtol=1e-5)
+
+
+def test_remote_errors_and_sync():
+    gt.sync()  # nothing pending
+    x = gt.tensor([1.0, 2.0])
+    y = x + 1
+    gt.sync()
+    np.testing.assert_array_equal(y.numpy(), [2, 3])
