@@ -97,6 +97,17 @@ void Pipeline::Deliver(Instruction inst) {
   }
 }
 
+// A stage's Buffered() is plugin code too: one that throws counts as a
+// plugin error and reports an empty queue.
+size_t Pipeline::BufferedOf(Slot& slot) {
+  try {
+    return slot.stage->Buffered();
+  } catch (...) {
+    Fail(slot.metrics, OpRef{0, 0, Op::kSync}, PluginError("stage '" + slot.name + "' threw in Buffered()"));
+    return 0;
+  }
+}
+
 void Pipeline::EndBatch() {
   for (size_t i = 0; i < stages_.size(); ++i) {
     Slot& slot = *stages_[i];
@@ -106,6 +117,8 @@ void Pipeline::EndBatch() {
       status = slot.stage->EndBatch(slot.collector);
     } catch (const std::exception& e) {
       status = PluginError("stage '" + slot.name + "' threw at end of batch: " + e.what());
+    } catch (...) {
+      status = PluginError("stage '" + slot.name + "' threw a non-standard exception at end of batch");
     }
     if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kSync}, status);
     size_t n = slot.collector.out.size();
@@ -113,7 +126,7 @@ void Pipeline::EndBatch() {
     slot.metrics.emitted->Increment(static_cast<double>(n));
     for (size_t k = 0; k < slot.collector.out.size(); ++k) RunFrom(i + 1, std::move(slot.collector.out[k]));
     slot.collector.out.clear();
-    slot.metrics.queue_depth->Set(static_cast<double>(slot.stage->Buffered()));
+    slot.metrics.queue_depth->Set(static_cast<double>(BufferedOf(slot)));
   }
   terminal_->EndBatch();
 }

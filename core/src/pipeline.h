@@ -62,6 +62,7 @@ class Pipeline {
   void RunFrom(size_t index, Instruction inst);
   void Deliver(Instruction inst);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
+  size_t BufferedOf(Slot& slot);
 
   std::vector<std::unique_ptr<Slot>> stages_;
   Terminal* terminal_ = nullptr;

@@ -1,6 +1,10 @@
 #include "plugin_loader.h"
 
+#include <dlfcn.h>
+
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -15,6 +19,31 @@ namespace fs = std::filesystem;
 
 std::string PluginFileName(std::string_view name) { return "gt_" + std::string(name) + ".so"; }
 
+// The option table is part of the descriptor: a plugin whose own table is
+// broken (a default its spec rejects, a name declared twice) is refused when
+// it is loaded, not reported against every manifest that uses it.
+Status CheckOptionTable(const PluginDescriptor& d, const std::string& path) {
+  const std::string plugin = path + ": plugin '" + d.name + "'";
+  for (size_t i = 0; i < d.option_count; ++i) {
+    const OptionSpec& spec = d.options[i];
+    if (spec.name == nullptr || *spec.name == '\0')
+      return PluginError(plugin + ": option #" + std::to_string(i) + " has no name");
+    const std::string option = plugin + ": option '" + spec.name + "'";
+    if (spec.default_value == nullptr || spec.unit == nullptr || spec.doc == nullptr)
+      return PluginError(option + " lacks a default, unit or doc (use \"\" for none)");
+    if (spec.type != OptionType::kBool && spec.type != OptionType::kInt && spec.type != OptionType::kDouble &&
+        spec.type != OptionType::kString)
+      return PluginError(option + " has an unknown type");
+    for (size_t k = 0; k < i; ++k)
+      if (std::strcmp(d.options[k].name, spec.name) == 0) return PluginError(option + " is declared twice");
+    if ((spec.type == OptionType::kInt || spec.type == OptionType::kDouble) && !(spec.min <= spec.max))
+      return PluginError(option + " has an empty range");
+    if (Result<OptionValue> v = ParseOptionValue(spec, spec.default_value); !v.ok())
+      return PluginError(option + ": its default does not fit its own spec: " + v.status().message());
+  }
+  return Status::Ok();
+}
+
 Status CheckDescriptor(const PluginDescriptor* d, const std::string& path) {
   if (d == nullptr) return PluginError(path + ": gt_plugin_descriptor() returned null");
   if (d->name == nullptr || *d->name == '\0') return PluginError(path + ": descriptor has no name");
@@ -27,7 +56,7 @@ Status CheckDescriptor(const PluginDescriptor* d, const std::string& path) {
   if (d->option_count > 0 && d->options == nullptr)
     return PluginError(path + ": plugin '" + d->name + "' declares options but no option table");
   if ((d->hosts & kAnyHost) == 0) return PluginError(path + ": plugin '" + d->name + "' allows no host");
-  return Status::Ok();
+  return CheckOptionTable(*d, path);
 }
 
 // Libraries stay loaded once loaded: unloading a library whose code may
@@ -56,22 +85,50 @@ Result<LoadedPlugin> LoadUncached(const std::string& path) {
   return LoadedPlugin{std::static_pointer_cast<void>(library), descriptor, path};
 }
 
+// <libdir>/gt/plugins, where <libdir> is the directory this libgt_core.so
+// was loaded from: an installed copy finds the plugins installed beside it,
+// whatever prefix it was installed to. Empty if the loader cannot say.
+std::string PluginDirBesideCore() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&PluginDirBesideCore), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  std::error_code ec;
+  fs::path library = fs::weakly_canonical(fs::path(info.dli_fname), ec);
+  if (ec || !library.has_parent_path()) return "";
+  return (library.parent_path() / "gt" / "plugins").string();
+}
+
+// The same directory named twice (a build tree in GT_PLUGIN_PATH, the install
+// directory that is also the one beside libgt_core) is searched once, where
+// it comes first.
+void AppendUnique(std::vector<std::string>& dirs, std::vector<std::string>& seen, std::string dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::string key = fs::weakly_canonical(fs::path(dir), ec).string();
+  if (ec) key = dir;
+  if (std::find(seen.begin(), seen.end(), key) != seen.end()) return;
+  seen.push_back(std::move(key));
+  dirs.push_back(std::move(dir));
+}
+
 }  // namespace
 
 std::vector<std::string> PluginSearchPath() {
   std::vector<std::string> dirs;
+  std::vector<std::string> seen;  // canonical forms of `dirs`
   if (const char* env = std::getenv("GT_PLUGIN_PATH")) {
     std::string_view rest(env);
     while (!rest.empty()) {
       size_t colon = rest.find(':');
-      std::string_view dir = rest.substr(0, colon);
-      if (!dir.empty()) dirs.emplace_back(dir);
+      AppendUnique(dirs, seen, std::string(rest.substr(0, colon)));
       if (colon == std::string_view::npos) break;
       rest.remove_prefix(colon + 1);
     }
   }
-  dirs.emplace_back(GT_INSTALL_PLUGIN_DIR);
-  dirs.emplace_back(GT_BUILD_PLUGIN_DIR);
+  static const std::string beside_core = PluginDirBesideCore();
+  AppendUnique(dirs, seen, beside_core);
+  AppendUnique(dirs, seen, GT_INSTALL_PLUGIN_DIR);
+  AppendUnique(dirs, seen, GT_BUILD_PLUGIN_DIR);
   return dirs;
 }
 

@@ -3,11 +3,19 @@
 // Loading a file checks, in order: it is a loadable shared library; it
 // exports gt_plugin_abi_version; that version equals kPluginAbiVersion; it
 // exports gt_plugin_descriptor; the descriptor is complete. Nothing from the
-// plugin runs before the version check except the version function itself.
+// plugin runs before the version check except the version function itself
+// (and the library's static initialisers, which loading it runs).
 //
-// Search path: every directory in GT_PLUGIN_PATH (':'-separated), then the
-// install directory, then the build tree's plugin directory. A plugin named
-// "x" lives in a file gt_x.so.
+// Loading a file also checks its option table: every option has a name,
+// default, unit and doc, no name is declared twice, a numeric range is not
+// empty, and each default is valid for its own spec.
+//
+// Search path: every directory in GT_PLUGIN_PATH (':'-separated); then
+// <libdir>/gt/plugins, where <libdir> holds the libgt_core.so in use (so a
+// copy installed under any prefix finds the plugins installed with it); then
+// the configured install directory; then the build tree's plugin directory.
+// A directory named twice is searched once, where it first appears. A plugin
+// named "x" lives in a file gt_x.so.
 //
 // Thread-safety: the functions are safe to call from any thread.
 #pragma once
