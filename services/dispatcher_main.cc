@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <zmq.hpp>
 
+#include "discovery_server.h"
 #include "dispatcher.h"
 #include "service_common.h"
 
@@ -15,6 +16,8 @@ int main(int argc, char** argv) {
       "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: no stages")(
       "listen,l", po::value<std::string>()->default_value(""), "ZeroMQ endpoint to bind (overrides the manifest)")(
       "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
+      "discovery", po::value<std::string>()->default_value(""),
+      "host:port serving GET /targets, Prometheus HTTP service discovery (overrides the manifest)")(
       "id", po::value<std::string>()->default_value(""), "instance id (overrides the manifest)");
   po::variables_map vm;
   try {
@@ -33,6 +36,7 @@ int main(int argc, char** argv) {
   if (!manifest) return 1;
   if (auto v = vm["listen"].as<std::string>(); !v.empty()) manifest->listen = v;
   if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
+  if (auto v = vm["discovery"].as<std::string>(); !v.empty()) manifest->discovery = v;
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
   if (manifest->listen.empty()) manifest->listen = "tcp://127.0.0.1:5555";
 
@@ -49,10 +53,29 @@ int main(int argc, char** argv) {
     std::cerr << "gt-dispatcher: " << s.ToString() << "\n";
     return 1;
   }
+  // Declared after the dispatcher, so destroyed (and its thread joined)
+  // before the dispatcher it reads from.
+  std::unique_ptr<gt::services::DiscoveryServer> discovery;
+  if (!manifest->discovery.empty()) {
+    const gt::Dispatcher* d = dispatcher->get();
+    std::string own = gt::services::AnnouncedMetricsEndpoint(manifest->metrics, metrics_bound);
+    auto server = gt::services::DiscoveryServer::Start(manifest->discovery, [d, own] {
+      std::vector<gt::services::DiscoveryTarget> targets;
+      if (!own.empty()) targets.push_back({"dispatcher", own, ""});
+      for (const gt::WorkerEndpoint& w : d->LiveWorkerEndpoints()) targets.push_back({"worker", w.metrics, w.peer_ip});
+      return targets;
+    });
+    if (!server.ok()) {
+      std::cerr << "gt-dispatcher: " << server.status().ToString() << "\n";
+      return 1;
+    }
+    discovery = std::move(*server);
+  }
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
   std::cout << "gt-dispatcher " << manifest->id << " listening on " << (*dispatcher)->endpoint()
-            << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;
+            << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics")
+            << (discovery ? ", discovery on http://" + discovery->bound() + "/targets" : "") << std::endl;
   (*dispatcher)->Run(stop);
   std::cout << "gt-dispatcher " << manifest->id << " stopped" << std::endl;
   return 0;

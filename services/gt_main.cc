@@ -1,8 +1,10 @@
 // gt: the operator's command.
 //   gt inspect [NAME] [--check FILE.so]   list plugins, describe one, or say why a file is not one
 //   gt validate MANIFEST...               check manifests without starting anything
-//   gt cluster --workers N [--listen EP] [--metrics-port P]
+//   gt cluster --workers N [--listen EP] [--metrics-port P] [--discovery HOST:PORT]
 //                                         run a dispatcher and N workers as child processes
+//   gt top [--discovery HOST:PORT] [--once]
+//                                         live per-host and per-stage rates (services/top.h)
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,6 +22,7 @@
 #include "manifest.h"
 #include "plugin_loader.h"
 #include "service_common.h"
+#include "top.h"
 
 extern char** environ;
 
@@ -31,7 +34,8 @@ namespace {
 void PrintUsage() {
   std::cout << "usage: gt inspect [NAME] [--check FILE.so]\n"
                "       gt validate MANIFEST...\n"
-               "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT]\n";
+               "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
+               "       gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]\n";
 }
 
 std::string HostsOf(uint32_t mask) {
@@ -130,7 +134,9 @@ int Cluster(int argc, char** argv) {
   po::options_description desc("gt cluster options");
   desc.add_options()("workers,n", po::value<int>()->default_value(2), "number of workers")(
       "listen", po::value<std::string>()->default_value("tcp://127.0.0.1:5555"), "dispatcher endpoint")(
-      "metrics-port", po::value<int>()->default_value(0), "first metrics port (dispatcher; workers follow); 0: none");
+      "metrics-port", po::value<int>()->default_value(0), "first metrics port (dispatcher; workers follow); 0: none")(
+      "discovery", po::value<std::string>()->default_value(""),
+      "host:port where the dispatcher serves Prometheus service discovery (/targets); \"\": none");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -144,7 +150,8 @@ int Cluster(int argc, char** argv) {
   int port = vm["metrics-port"].as<int>();
   auto metrics = [port](int k) { return port ? "127.0.0.1:" + std::to_string(port + k) : std::string(); };
   std::vector<pid_t> children;
-  children.push_back(Spawn({(bin / "gt-dispatcher").string(), "--listen", listen, "--metrics", metrics(0)}));
+  children.push_back(Spawn({(bin / "gt-dispatcher").string(), "--listen", listen, "--metrics", metrics(0), "--discovery",
+                            vm["discovery"].as<std::string>()}));
   for (int i = 0; i < vm["workers"].as<int>(); ++i)
     children.push_back(Spawn({(bin / "gt-worker").string(), "--connect", listen, "--id", "worker-" + std::to_string(i),
                               "--metrics", metrics(i + 1)}));
@@ -178,6 +185,7 @@ int main(int argc, char** argv) {
   if (command == "inspect") return Inspect(rest);
   if (command == "validate") return Validate(rest);
   if (command == "cluster") return Cluster(argc - 1, argv + 1);
+  if (command == "top") return gt::services::Top(argc - 1, argv + 1);
   PrintUsage();
   return command == "--help" || command == "-h" ? 0 : 2;
 }

@@ -35,6 +35,20 @@ std::unique_ptr<prometheus::Exposer> ServeMetrics(const std::string& address,
                                                   std::shared_ptr<prometheus::Registry> registry,
                                                   std::string* bound);
 
+// Splits "host:port" ("[v6]:port" too) into its parts, brackets removed.
+// Returns false when there is no ':' separating a port.
+bool SplitHostPort(const std::string& address, std::string* host, std::string* port);
+
+// True for a host that means "every interface": "", 0.0.0.0, ::, *.
+bool IsWildcardHost(const std::string& host);
+
+// What a worker announces to the dispatcher as its metrics endpoint, given
+// the configured `address` and the `bound` one from ServeMetrics(): the bound
+// host and port, except that a wildcard host stays a wildcard ("0.0.0.0")
+// so that service discovery can publish an address reachable from elsewhere.
+// "" when `bound` is "".
+std::string AnnouncedMetricsEndpoint(const std::string& address, const std::string& bound);
+
 // Loads `file` (or `fallback_yaml` when file is empty) as a manifest for
 // `host`, printing every problem and returning nullopt when invalid.
 std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, const std::string& fallback_yaml,

@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     std::cerr << "gt-worker: " << worker.status().ToString() << "\n";
     return 1;
   }
-  (*worker)->set_metrics_endpoint(metrics_bound);
+  (*worker)->set_metrics_endpoint(gt::services::AnnouncedMetricsEndpoint(manifest->metrics, metrics_bound));
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
   std::cout << "gt-worker " << manifest->id << " connecting to " << manifest->connect

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <deque>
 #include <iostream>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -41,6 +42,7 @@ struct WorkerState {
   std::string route;
   std::string name;
   std::string metrics_endpoint;
+  std::string peer_ip;  // tcp peers only
   Clock::time_point last_seen;
   bool alive = true;
   wire::Envelope outgoing;
@@ -50,6 +52,13 @@ struct WorkerState {
 constexpr const char* kGoodbye = "said goodbye";
 
 std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
+
+// The IP a tcp peer connected from ("" for ipc:// and inproc://), read from
+// the message's ZeroMQ metadata.
+std::string PeerIp(zmq::message_t& frame) {
+  const char* address = zmq_msg_gets(frame.handle(), "Peer-Address");
+  return address ? address : "";
+}
 
 }  // namespace
 
@@ -83,6 +92,11 @@ class Dispatcher::Impl final : public Terminal {
   }
 
   std::string endpoint() const { return endpoint_; }
+
+  std::vector<WorkerEndpoint> LiveWorkerEndpoints() const {
+    std::lock_guard<std::mutex> lock(endpoints_mutex_);
+    return endpoints_;
+  }
 
   void Run(const std::atomic<bool>& stop) {
     auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
@@ -146,12 +160,14 @@ class Dispatcher::Impl final : public Terminal {
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
     std::string route = frames.empty() ? std::string() : frames[0].to_string();
     metrics_.messages_received.Increment();
+    auto w = worker_by_route_.find(route);
+    // Where a peer that may be registering connected from (for discovery).
+    std::string peer_ip = w == worker_by_route_.end() && !frames.empty() ? PeerIp(frames.back()) : std::string();
     Result<WireMessage> msg = DecodeFrames(std::move(frames), true);
     if (!msg.ok()) return RejectMessage(route, msg.status());
     metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
-    if (auto w = worker_by_route_.find(route); w != worker_by_route_.end())
-      return HandleWorkerMessage(w->second, *msg);
-    HandleClientMessage(*msg);
+    if (w != worker_by_route_.end()) return HandleWorkerMessage(w->second, *msg);
+    HandleClientMessage(*msg, peer_ip);
   }
 
   void RejectMessage(const std::string& route, const Status& status) {
@@ -166,7 +182,7 @@ class Dispatcher::Impl final : public Terminal {
     Send(route, reply, {});
   }
 
-  void HandleClientMessage(WireMessage& msg) {
+  void HandleClientMessage(WireMessage& msg, const std::string& peer_ip) {
     const wire::Envelope& env = msg.envelope;
     switch (env.kind()) {
       case wire::Envelope::HELLO:
@@ -182,7 +198,7 @@ class Dispatcher::Impl final : public Terminal {
         if (auto it = client_by_route_.find(msg.routing_id); it != client_by_route_.end()) DropClient(it->second);
         return;
       case wire::Envelope::REGISTER:
-        return RegisterWorker(msg.routing_id, env);
+        return RegisterWorker(msg.routing_id, env, peer_ip);
       default:
         return RejectMessage(msg.routing_id, InvalidArgument("unexpected message kind " +
                                                              wire::Envelope::Kind_Name(env.kind()) + " from a client"));
@@ -250,16 +266,18 @@ class Dispatcher::Impl final : public Terminal {
 
   // ---- workers -------------------------------------------------------------
 
-  void RegisterWorker(const std::string& route, const wire::Envelope& env) {
+  void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip) {
     size_t index = workers_.size();
     WorkerState w;
     w.route = route;
     w.name = env.name().empty() ? "worker-" + std::to_string(index) : env.name();
     w.metrics_endpoint = env.metrics_endpoint();
+    w.peer_ip = peer_ip;
     w.last_seen = Clock::now();
     workers_.push_back(std::move(w));
     worker_by_route_[route] = index;
     metrics_.workers_connected.Increment();
+    PublishEndpoints();
     wire::Envelope welcome;
     welcome.set_kind(wire::Envelope::WELCOME);
     welcome.set_worker_index(static_cast<uint32_t>(index));
@@ -303,6 +321,7 @@ class Dispatcher::Impl final : public Terminal {
     worker.alive = false;
     worker_by_route_.erase(worker.route);
     metrics_.workers_connected.Decrement();
+    PublishEndpoints();
     if (why != kGoodbye) std::cerr << "dispatcher " << manifest_.id << ": worker " << worker.name << " lost (" << why << ")\n";
     for (auto& [id, c] : clients_) {
       for (auto it = c.syncs.begin(); it != c.syncs.end();) {
@@ -318,6 +337,15 @@ class Dispatcher::Impl final : public Terminal {
       }
       CompleteReadySyncs(c);
     }
+  }
+
+  // Replaces the snapshot LiveWorkerEndpoints() returns.
+  void PublishEndpoints() {
+    std::vector<WorkerEndpoint> live;
+    for (const WorkerState& w : workers_)
+      if (w.alive && !w.metrics_endpoint.empty()) live.push_back({w.name, w.metrics_endpoint, w.peer_ip});
+    std::lock_guard<std::mutex> lock(endpoints_mutex_);
+    endpoints_.swap(live);
   }
 
   Result<size_t> TargetWorker(ClientState& c, const Instruction& inst) {
@@ -488,6 +516,10 @@ class Dispatcher::Impl final : public Terminal {
   bool ever_had_worker_ = false;
   std::deque<Instruction> backlog_;
   std::set<size_t> dirty_;
+
+  // The one piece of state other threads read (the discovery server).
+  mutable std::mutex endpoints_mutex_;
+  std::vector<WorkerEndpoint> endpoints_;  // GUARDED_BY(endpoints_mutex_)
 };
 
 Dispatcher::Dispatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -504,5 +536,6 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const HostManifest& manif
 Status Dispatcher::Bind(const std::string& endpoint) { return impl_->Bind(endpoint); }
 std::string Dispatcher::endpoint() const { return impl_->endpoint(); }
 void Dispatcher::Run(const std::atomic<bool>& stop) { impl_->Run(stop); }
+std::vector<WorkerEndpoint> Dispatcher::LiveWorkerEndpoints() const { return impl_->LiveWorkerEndpoints(); }
 
 }  // namespace gt

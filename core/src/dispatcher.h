@@ -10,12 +10,14 @@
 // every error of those instructions.
 //
 // Thread-safety: Run() owns the socket; call everything else before Run() or
-// from the thread that runs it. Stop from any thread through `stop`.
+// from the thread that runs it, except LiveWorkerEndpoints(), which any
+// thread may call. Stop from any thread through `stop`.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <prometheus/registry.h>
 #include <zmq.hpp>
@@ -23,6 +25,16 @@
 #include "manifest.h"
 
 namespace gt {
+
+// A live worker's metrics endpoint, as published for service discovery.
+struct WorkerEndpoint {
+  std::string name;     // the worker's id (its `instance` label)
+  std::string metrics;  // "host:port" the worker announced in REGISTER; the host
+                        // may be a wildcard (0.0.0.0, [::]) when it listens on
+                        // every interface
+  std::string peer_ip;  // IP address the worker connected from (tcp only; ""
+                        // for ipc:// and inproc:// peers)
+};
 
 class Dispatcher {
  public:
@@ -38,6 +50,11 @@ class Dispatcher {
 
   // Serves until `stop` becomes true.
   void Run(const std::atomic<bool>& stop);
+
+  // The workers alive now that announced a metrics endpoint, in registration
+  // order: a snapshot published by Run()'s thread whenever a worker registers
+  // or is lost. Thread-safe; the copy is the caller's.
+  std::vector<WorkerEndpoint> LiveWorkerEndpoints() const;
 
  private:
   class Impl;

@@ -19,7 +19,7 @@ struct Checker {
 };
 
 const std::set<std::string>& TopLevelKeys() {
-  static const std::set<std::string> keys = {"host", "id", "listen", "connect", "metrics",
+  static const std::set<std::string> keys = {"host", "id", "listen", "connect", "metrics", "discovery",
                                              "heartbeat_interval_ms", "heartbeat_timeout_ms", "stages", "backend"};
   return keys;
 }
@@ -186,6 +186,9 @@ HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> e
   m.listen = ScalarAt(c, root, "listen", "listen").value_or("");
   m.connect = ScalarAt(c, root, "connect", "connect").value_or("");
   m.metrics = ScalarAt(c, root, "metrics", "metrics").value_or("");
+  m.discovery = ScalarAt(c, root, "discovery", "discovery").value_or("");
+  if (!m.discovery.empty() && host == HostKind::kWorker)
+    c.Add("discovery", root["discovery"], "only a dispatcher serves discovery (it knows the live workers)");
   ParseInt(c, root, "heartbeat_interval_ms", &m.heartbeat_interval_ms);
   ParseInt(c, root, "heartbeat_timeout_ms", &m.heartbeat_timeout_ms);
   CheckStages(c, root, host, &m);

@@ -5,6 +5,10 @@
 //   listen: tcp://0.0.0.0:5555   # dispatcher: where clients and workers connect
 //   connect: tcp://host:5555     # worker: the dispatcher's address
 //   metrics: 0.0.0.0:9100        # /metrics listen address; omit or "" for none
+//   discovery: 0.0.0.0:9099      # dispatcher only: host:port serving GET /targets, the
+//                                # metrics endpoints of the dispatcher and its live
+//                                # workers in Prometheus HTTP service-discovery format
+//                                # (JSON); omit or "" for none
 //   heartbeat_interval_ms: 500   # how often peers send heartbeats
 //   heartbeat_timeout_ms: 5000   # silence after which a peer is declared dead
 //   stages:                      # modifiers, in stream order
@@ -43,6 +47,7 @@ struct HostManifest {
   std::string listen;
   std::string connect;
   std::string metrics;
+  std::string discovery;  // dispatcher only; "" = no discovery endpoint
   int64_t heartbeat_interval_ms = 500;
   int64_t heartbeat_timeout_ms = 5000;
   std::vector<ManifestStage> stages;
