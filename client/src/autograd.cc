@@ -117,7 +117,7 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
         case Op::kAdd: case Op::kSub: return {g};
         case Op::kMul: return {g * s};
         case Op::kDiv: return {g / s};
-        case Op::kPow: return {g * s * a.pow(s - 1)};
+        case Op::kPow: return {s == 0 ? g * 0.0 : g * s * a.pow(s - 1)};  // x^0 is constant, also at 0
         default: return {Tensor()};
       }
     case ScalarSide::kLeft:
@@ -138,7 +138,13 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
     case Op::kSub: return {SumTo(g, a.shape()), SumTo(-g, b.shape())};
     case Op::kMul: return {SumTo(g * b, a.shape()), SumTo(g * a, b.shape())};
     case Op::kDiv: return {SumTo(g / b, a.shape()), SumTo(-(g * a) / (b * b), b.shape())};
-    case Op::kPow: return {SumTo(g * b * a.pow(b - 1.0), a.shape()), SumTo(g * n.output * a.log(), b.shape())};
+    case Op::kPow: {
+      // As PyTorch: where b == 0 the base gets no gradient, and where a == 0
+      // the exponent gets none (instead of 0 * inf = nan).
+      Tensor ga = g * b * a.pow(b - 1.0 + b.eq(0.0));
+      Tensor gb = g * n.output * (a + a.eq(0.0)).log();
+      return {SumTo(ga, a.shape()), SumTo(gb, b.shape())};
+    }
     default: return {Tensor(), Tensor()};
   }
 }

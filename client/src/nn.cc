@@ -46,11 +46,9 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target) {
 
 Tensor binary_cross_entropy(const Tensor& p, const Tensor& target) {
   // log clamped below at -100, as PyTorch does, so p = 0 or 1 stays finite.
-  Tensor log_p = p.log();
-  Tensor log_q = (1.0 - p).log();
-  Tensor floor = ones(p.shape(), p.dtype()) * -100.0;
-  log_p = log_p + (floor - log_p).relu();
-  log_q = log_q + (floor - log_q).relu();
+  // max(log x, -100) written so that log 0 = -inf gives -100, not nan.
+  Tensor log_p = (p.log() + 100.0).relu() - 100.0;
+  Tensor log_q = ((1.0 - p).log() + 100.0).relu() - 100.0;
   return -(target * log_p + (1.0 - target) * log_q).mean();
 }
 

@@ -137,6 +137,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
   }
 
   void RecordError(const OpRef& ref, const Status& status) {
+    if (ref.client == 0) {  // not about any client's instruction (e.g. a stage's end of batch)
+      std::cerr << "worker " << manifest_.id << ": " << status.ToString() << "\n";
+      return;
+    }
     Instruction named;
     named.client = ref.client;
     named.seq = ref.seq;
