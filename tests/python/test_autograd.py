@@ -197,8 +197,17 @@ def test_gradient_flows_through_unused_branches_only_where_used():
     np.testing.assert_array_equal(a.grad.numpy(), [2, 2])
 
 
-@pytest.mark.xfail(reason="C++ pow backward: d(x**0)/dx is 0 * x**-1 = nan at x = 0 (PyTorch gives 0; reported)")
 def test_pow_zero_exponent_gradient_at_zero():
     x = gt.tensor([0.0, 2.0], requires_grad=True)
     (x ** 0).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [0, 0])
+
+
+def test_pow_tensor_exponent_gradients_at_zero_are_finite():
+    # PyTorch: no gradient for the base where the exponent is 0, none for the
+    # exponent where the base is 0.
+    a = gt.tensor([0.0, 2.0, 0.0], requires_grad=True)
+    b = gt.tensor([0.0, 3.0, 2.0], requires_grad=True)
+    (a ** b).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), [0.0, 12.0, 0.0])
+    np.testing.assert_allclose(b.grad.numpy(), [0.0, 8.0 * np.log(2.0), 0.0])
