@@ -95,6 +95,14 @@ int Inspect(const std::vector<std::string>& args) {
     const gt::PluginDescriptor& d = *l.plugin->descriptor;
     std::cout << "  " << std::left << std::setw(18) << d.name << std::setw(10) << gt::PluginKindName(d.kind)
               << std::setw(8) << d.version << std::setw(20) << HostsOf(d.hosts) << d.description << "\n";
+    if (d.option_count == 0) continue;
+    std::cout << "  " << std::setw(18) << "" << "options:";
+    for (size_t i = 0; i < d.option_count; ++i) {
+      const gt::OptionSpec& o = d.options[i];
+      std::cout << (i ? "," : "") << " " << o.name << "=" << (*o.default_value ? o.default_value : "\"\"") << " ("
+                << gt::OptionTypeName(o.type) << ")";
+    }
+    std::cout << "\n";
   }
   return 0;
 }

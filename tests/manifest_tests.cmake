@@ -45,6 +45,11 @@ add_test(NAME gt_inspect_lists_plugins COMMAND $<TARGET_FILE:gt> inspect)
 set_tests_properties(gt_inspect_lists_plugins PROPERTIES ENVIRONMENT "GT_PLUGIN_PATH="
   PASS_REGULAR_EXPRESSION "\n  instruction_log +modifier[^\n]*\n(.*\n)?  torch +backend")
 
+# The listing shows each plugin's options with their defaults, from the descriptor alone.
+add_test(NAME gt_inspect_lists_options COMMAND $<TARGET_FILE:gt> inspect)
+set_tests_properties(gt_inspect_lists_options PROPERTIES ENVIRONMENT "GT_PLUGIN_PATH="
+  PASS_REGULAR_EXPRESSION "flush_every=256 \\(int\\)[^\n]*\n  torch [^\n]*\n +options: intra_op_threads=0 \\(int\\)")
+
 # ... and a directory of broken plugins neither hides them nor stops it.
 add_test(NAME gt_inspect_survives_bad_plugins COMMAND $<TARGET_FILE:gt> inspect)
 set_tests_properties(gt_inspect_survives_bad_plugins PROPERTIES ENVIRONMENT "GT_PLUGIN_PATH=${GT_TEST_PLUGIN_DIR}"
