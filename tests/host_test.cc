@@ -13,40 +13,9 @@
 namespace gt::testing {
 namespace {
 
-Instruction FromFloats(TensorId id, const std::vector<float>& values, Shape shape) {
-  Instruction inst;
-  inst.op = Op::kFromBytes;
-  inst.seq = id;
-  inst.results = {id};
-  inst.attrs.shape = std::move(shape);
-  inst.payload = CopyToBlob(values.data(), values.size() * sizeof(float));
-  return inst;
-}
 
-Instruction Make(Op op, uint64_t seq, std::vector<TensorId> results, std::vector<TensorId> operands) {
-  Instruction inst;
-  inst.op = op;
-  inst.seq = seq;
-  inst.results = std::move(results);
-  inst.operands = std::move(operands);
-  return inst;
-}
 
-std::vector<float> Floats(const std::string& bytes) {
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
-}
 
-// Fetches `id` through `client` and returns its values (empty on failure).
-std::vector<float> FetchFloats(RawClient& client, TensorId id, uint64_t seq, wire::Envelope* done = nullptr) {
-  client.Send({Make(Op::kFetch, seq, {}, {id})});
-  std::vector<std::pair<wire::Envelope, std::string>> data;
-  std::optional<wire::Envelope> sync = client.Sync(&data);
-  if (done && sync) *done = *sync;
-  if (!sync || data.empty()) return {};
-  return Floats(data[0].second);
-}
 
 std::string FirstError(const wire::Envelope& env) { return env.errors_size() ? env.errors(0).message() : ""; }
 
@@ -98,7 +67,7 @@ TEST_F(HostTest, EveryStageCountsWhatPassesThrough) {
   for (double b : before) EXPECT_EQ(b, 0);
 
   RawClient client(context_, cluster_->endpoint());
-  client.Send({FromFloats(1, {1, 2, 3, 4}, {2, 2}), Make(Op::kAdd, 2, {2}, {1, 1})});
+  client.Send({FromFloats(1, {1, 2, 3, 4}, {2, 2}), MakeInstruction(Op::kAdd, 2, {2}, {1, 1})});
   EXPECT_EQ(FetchFloats(client, 2, 3), (std::vector<float>{2, 4, 6, 8}));
 
   // from_bytes, add, fetch, sync: four instructions through every stage.
@@ -128,13 +97,13 @@ TEST_F(HostTest, TwoClientsNeverSeeEachOthersTensors) {
   EXPECT_EQ(FetchFloats(b, 1, 10), (std::vector<float>{2, 2}));
 
   // b names a's %5: unknown in b's namespace.
-  b.Send({Make(Op::kNeg, 11, {6}, {5})});
+  b.Send({MakeInstruction(Op::kNeg, 11, {6}, {5})});
   std::optional<wire::Envelope> done = b.Sync();
   ASSERT_TRUE(done);
   ASSERT_EQ(done->errors_size(), 1);
   EXPECT_NE(FirstError(*done).find("unknown tensor %5"), std::string::npos) << FirstError(*done);
   // b frees its %1 and tries to fetch a's %5; a is untouched.
-  b.Send({Make(Op::kFree, 12, {}, {1})});
+  b.Send({MakeInstruction(Op::kFree, 12, {}, {1})});
   wire::Envelope b_done;
   EXPECT_TRUE(FetchFloats(b, 5, 13, &b_done).empty());
   EXPECT_NE(FirstError(b_done).find("unknown tensor %5"), std::string::npos);
@@ -148,7 +117,7 @@ TEST_F(HostTest, DisconnectedClientsTensorsAreFreed) {
   ASSERT_TRUE(keeper.Sync());
   {
     RawClient leaver(context_, cluster_->endpoint());
-    leaver.Send({FromFloats(1, {1, 2}, {2}), FromFloats(2, {3, 4}, {2}), Make(Op::kAdd, 3, {3}, {1, 2})});
+    leaver.Send({FromFloats(1, {1, 2}, {2}), FromFloats(2, {3, 4}, {2}), MakeInstruction(Op::kAdd, 3, {3}, {1, 2})});
     ASSERT_TRUE(leaver.Sync());
     EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 4);
     leaver.Bye();
@@ -182,8 +151,8 @@ TEST_F(HostTest, MalformedMessagesGetAnErrorAndTheHostsKeepServing) {
   EXPECT_NE(done->errors(1).message().find("payload frame 3"), std::string::npos) << done->errors(1).message();
 
   // A shape mismatch the client would have caught, sent raw: the backend says why.
-  bad.Send({FromFloats(1, {1, 2, 3}, {3}), FromFloats(2, {1, 2}, {2}), Make(Op::kAdd, 3, {3}, {1, 2}),
-            Make(Op::kRelu, 4, {4}, {3})});
+  bad.Send({FromFloats(1, {1, 2, 3}, {3}), FromFloats(2, {1, 2}, {2}), MakeInstruction(Op::kAdd, 3, {3}, {1, 2}),
+            MakeInstruction(Op::kRelu, 4, {4}, {3})});
   done = bad.Sync();
   ASSERT_TRUE(done);
   ASSERT_EQ(done->errors_size(), 2);
@@ -193,7 +162,7 @@ TEST_F(HostTest, MalformedMessagesGetAnErrorAndTheHostsKeepServing) {
 
   // Everyone else is served as before.
   RawClient good(context_, cluster_->endpoint());
-  good.Send({FromFloats(1, {1, 2}, {2}), Make(Op::kMul, 2, {2}, {1, 1})});
+  good.Send({FromFloats(1, {1, 2}, {2}), MakeInstruction(Op::kMul, 2, {2}, {1, 1})});
   EXPECT_EQ(FetchFloats(good, 2, 3), (std::vector<float>{1, 4}));
   EXPECT_EQ(FetchFloats(bad, 1, 20), (std::vector<float>{1, 2, 3}));
   EXPECT_TRUE(cluster_->AllAlive());
@@ -219,7 +188,7 @@ TEST_F(HostTest, DispatcherNoticesADeadWorker) {
   EXPECT_TRUE(WaitFor([&] { return Scrape(dport(), "gt_host_workers_connected") == 0; }));
   EXPECT_GE(Scrape(dport(), "gt_host_heartbeats_missed_total"), 1);
   // Using a tensor that lived there is an error, not a hang.
-  client.Send({Make(Op::kNeg, 2, {2}, {1})});
+  client.Send({MakeInstruction(Op::kNeg, 2, {2}, {1})});
   std::optional<wire::Envelope> done = client.Sync();
   ASSERT_TRUE(done);
   ASSERT_GE(done->errors_size(), 1);

@@ -131,36 +131,8 @@ class InstalledCluster {
   std::vector<pid_t> pids_;
 };
 
-Instruction FromFloats(TensorId id, const std::vector<float>& values) {
-  Instruction inst;
-  inst.op = Op::kFromBytes;
-  inst.seq = id;
-  inst.results = {id};
-  inst.attrs.shape = {static_cast<int64_t>(values.size())};
-  inst.payload = CopyToBlob(values.data(), values.size() * sizeof(float));
-  return inst;
-}
 
-Instruction Make(Op op, uint64_t seq, std::vector<TensorId> results, std::vector<TensorId> operands) {
-  Instruction inst;
-  inst.op = op;
-  inst.seq = seq;
-  inst.results = std::move(results);
-  inst.operands = std::move(operands);
-  return inst;
-}
 
-// Fetches float tensor `id`; `done` gets the SYNC_DONE (with the errors).
-std::vector<float> Fetch(RawClient& client, TensorId id, uint64_t seq, wire::Envelope* done) {
-  client.Send({Make(Op::kFetch, seq, {}, {id})});
-  std::vector<std::pair<wire::Envelope, std::string>> data;
-  std::optional<wire::Envelope> sync = client.Sync(&data);
-  if (sync) *done = *sync;
-  if (data.empty()) return {};
-  std::vector<float> out(data[0].second.size() / sizeof(float));
-  std::memcpy(out.data(), data[0].second.data(), out.size() * sizeof(float));
-  return out;
-}
 
 class SdkInstallTest : public ::testing::Test {
  protected:
@@ -184,14 +156,14 @@ TEST_F(SdkInstallTest, TemplatePluginDropsItsOpAndCountsEveryOp) {
   ASSERT_TRUE(cluster.WaitForWorker()) << "the installed hosts did not come up";
 
   RawClient client(context_, cluster.endpoint());
-  client.Send({FromFloats(1, {1, -2, 3}), Make(Op::kNeg, 2, {2}, {1}), Make(Op::kRelu, 3, {3}, {1}),
-               Make(Op::kNeg, 4, {4}, {3})});
+  client.Send({FromFloats(1, {1, -2, 3}), MakeInstruction(Op::kNeg, 2, {2}, {1}), MakeInstruction(Op::kRelu, 3, {3}, {1}),
+               MakeInstruction(Op::kNeg, 4, {4}, {3})});
   wire::Envelope done;
-  EXPECT_EQ(Fetch(client, 3, 5, &done), (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(FetchFloats(client, 3, 5, &done), (std::vector<float>{1, 0, 3}));
   EXPECT_EQ(done.errors_size(), 0) << done.DebugString();
 
   // The dropped neg never made %2: using it is an error at the next sync.
-  EXPECT_TRUE(Fetch(client, 2, 6, &done).empty());
+  EXPECT_TRUE(FetchFloats(client, 2, 6, &done).empty());
   ASSERT_EQ(done.errors_size(), 1) << done.DebugString();
   EXPECT_EQ(done.errors(0).seq(), 6u);
   EXPECT_EQ(done.errors(0).code(), static_cast<uint32_t>(Code::kNotFound));
@@ -253,11 +225,11 @@ TEST_F(SdkInstallTest, InjectPluginLowersSigmoidAndTanhInAWorker) {
 
   const std::vector<float> x = {-100, -3, -0.5f, 0, 0.25f, 2, 100};
   RawClient client(context_, cluster.endpoint());
-  client.Send({FromFloats(1, x), Make(Op::kSigmoid, 2, {2}, {1}), Make(Op::kTanh, 3, {3}, {1})});
+  client.Send({FromFloats(1, x), MakeInstruction(Op::kSigmoid, 2, {2}, {1}), MakeInstruction(Op::kTanh, 3, {3}, {1})});
   wire::Envelope done;
-  std::vector<float> sigmoid = Fetch(client, 2, 4, &done);
+  std::vector<float> sigmoid = FetchFloats(client, 2, 4, &done);
   EXPECT_EQ(done.errors_size(), 0) << done.DebugString();
-  std::vector<float> tanh = Fetch(client, 3, 5, &done);
+  std::vector<float> tanh = FetchFloats(client, 3, 5, &done);
   EXPECT_EQ(done.errors_size(), 0) << done.DebugString();
   ASSERT_EQ(sigmoid.size(), x.size());
   ASSERT_EQ(tanh.size(), x.size());

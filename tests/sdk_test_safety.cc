@@ -315,36 +315,8 @@ TEST(SdkSafetyTest, NonStandardExceptionAtEndOfBatchIsAPluginErrorNotACrash) {
   EXPECT_EQ(StageErrors(registry, "p", "plugin_error"), 2.0);
 }
 
-Instruction FromFloats(TensorId id, const std::vector<float>& values) {
-  Instruction inst;
-  inst.op = Op::kFromBytes;
-  inst.seq = id;
-  inst.results = {id};
-  inst.attrs.shape = {static_cast<int64_t>(values.size())};
-  inst.payload = CopyToBlob(values.data(), values.size() * sizeof(float));
-  return inst;
-}
 
-Instruction Make(Op op, uint64_t seq, std::vector<TensorId> results, std::vector<TensorId> operands) {
-  Instruction inst;
-  inst.op = op;
-  inst.seq = seq;
-  inst.results = std::move(results);
-  inst.operands = std::move(operands);
-  return inst;
-}
 
-// Fetches float tensor `id`; `done` gets the SYNC_DONE (with the errors).
-std::vector<float> Fetch(RawClient& client, TensorId id, uint64_t seq, wire::Envelope* done) {
-  client.Send({Make(Op::kFetch, seq, {}, {id})});
-  std::vector<std::pair<wire::Envelope, std::string>> data;
-  std::optional<wire::Envelope> sync = client.Sync(&data);
-  if (sync) *done = *sync;
-  if (data.empty()) return {};
-  std::vector<float> out(data[0].second.size() / sizeof(float));
-  std::memcpy(out.data(), data[0].second.data(), out.size() * sizeof(float));
-  return out;
-}
 
 TEST(SdkSafetyTest, ThrowingPluginInARealDispatcherFailsOnlyThatInstruction) {
   ClusterOptions options;
@@ -358,9 +330,9 @@ TEST(SdkSafetyTest, ThrowingPluginInARealDispatcherFailsOnlyThatInstruction) {
   RawClient b(context, cluster.endpoint());
 
   // a: the neg throws inside the plugin; everything around it runs.
-  a.Send({FromFloats(1, {1, -2, 3}), Make(Op::kNeg, 2, {2}, {1}), Make(Op::kRelu, 3, {3}, {1})});
+  a.Send({FromFloats(1, {1, -2, 3}), MakeInstruction(Op::kNeg, 2, {2}, {1}), MakeInstruction(Op::kRelu, 3, {3}, {1})});
   wire::Envelope done;
-  EXPECT_EQ(Fetch(a, 3, 4, &done), (std::vector<float>{1, 0, 3}));
+  EXPECT_EQ(FetchFloats(a, 3, 4, &done), (std::vector<float>{1, 0, 3}));
   ASSERT_EQ(done.errors_size(), 1) << done.DebugString();
   const wire::OpError& e = done.errors(0);
   EXPECT_EQ(e.seq(), 2u);
@@ -370,14 +342,14 @@ TEST(SdkSafetyTest, ThrowingPluginInARealDispatcherFailsOnlyThatInstruction) {
   EXPECT_EQ(e.host(), "sdk-dispatcher");
 
   // b, meanwhile, is untouched.
-  b.Send({FromFloats(1, {2, 3}), Make(Op::kMul, 2, {2}, {1, 1})});
+  b.Send({FromFloats(1, {2, 3}), MakeInstruction(Op::kMul, 2, {2}, {1, 1})});
   wire::Envelope b_done;
-  EXPECT_EQ(Fetch(b, 2, 3, &b_done), (std::vector<float>{4, 9}));
+  EXPECT_EQ(FetchFloats(b, 2, 3, &b_done), (std::vector<float>{4, 9}));
   EXPECT_EQ(b_done.errors_size(), 0);
 
   // The same again later: one more error, the host still serves.
-  a.Send({Make(Op::kNeg, 5, {5}, {3}), Make(Op::kAdd, 6, {6}, {3, 3})});
-  EXPECT_EQ(Fetch(a, 6, 7, &done), (std::vector<float>{2, 0, 6}));
+  a.Send({MakeInstruction(Op::kNeg, 5, {5}, {3}), MakeInstruction(Op::kAdd, 6, {6}, {3, 3})});
+  EXPECT_EQ(FetchFloats(a, 6, 7, &done), (std::vector<float>{2, 0, 6}));
   ASSERT_EQ(done.errors_size(), 1);
   EXPECT_EQ(done.errors(0).message(), "stage 'boom' threw: throwing: refusing neg #5");
 

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -214,6 +215,36 @@ void RawClient::Bye() {
   wire::Envelope env;
   env.set_kind(wire::Envelope::BYE);
   (void)SendEnvelope(socket_, "", env, {});
+}
+
+Instruction FromFloats(TensorId id, const std::vector<float>& values, Shape shape) {
+  Instruction inst;
+  inst.op = Op::kFromBytes;
+  inst.seq = id;
+  inst.results = {id};
+  inst.attrs.shape = shape.empty() ? Shape{static_cast<int64_t>(values.size())} : std::move(shape);
+  inst.payload = CopyToBlob(values.data(), values.size() * sizeof(float));
+  return inst;
+}
+
+Instruction MakeInstruction(Op op, uint64_t seq, std::vector<TensorId> results, std::vector<TensorId> operands) {
+  Instruction inst;
+  inst.op = op;
+  inst.seq = seq;
+  inst.results = std::move(results);
+  inst.operands = std::move(operands);
+  return inst;
+}
+
+std::vector<float> FetchFloats(RawClient& client, TensorId id, uint64_t seq, wire::Envelope* done) {
+  client.Send({MakeInstruction(Op::kFetch, seq, {}, {id})});
+  std::vector<std::pair<wire::Envelope, std::string>> data;
+  std::optional<wire::Envelope> sync = client.Sync(&data);
+  if (done && sync) *done = *sync;
+  if (!sync || data.empty()) return {};
+  std::vector<float> out(data[0].second.size() / sizeof(float));
+  std::memcpy(out.data(), data[0].second.data(), out.size() * sizeof(float));
+  return out;
 }
 
 }  // namespace gt::testing

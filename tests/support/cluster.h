@@ -81,4 +81,12 @@ class RawClient {
   std::vector<std::string> last_frames_;  // data frames of the last message received
 };
 
+// Instructions for RawClient tests.
+// A from_bytes of `values` (float32); `shape` defaults to {values.size()}.
+Instruction FromFloats(TensorId id, const std::vector<float>& values, Shape shape = {});
+Instruction MakeInstruction(Op op, uint64_t seq, std::vector<TensorId> results, std::vector<TensorId> operands);
+// Fetches float32 tensor `id` through `client` (a sync point); empty on
+// failure. `done`, when given, receives the SYNC_DONE with its errors.
+std::vector<float> FetchFloats(RawClient& client, TensorId id, uint64_t seq, wire::Envelope* done = nullptr);
+
 }  // namespace gt::testing
