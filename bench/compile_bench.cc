@@ -82,6 +82,8 @@ struct Measure {
   double seconds = 0;
   double worker_messages = 0;      // per step
   double worker_instructions = 0;  // per step
+  double backend_seconds = 0;      // per step: time inside the worker's backend
+  double dispatcher_seconds = 0;   // per step: time inside the dispatcher's stages and router
 };
 
 const char* kWorker = "host: worker\nheartbeat_interval_ms: 500\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1}\n";
@@ -114,6 +116,12 @@ Measure RunOnce(const char* self, const std::string& program, bool compile, int 
   const int warmup = program == "mlp" ? 5 : 3;
   m.worker_messages = scrape("gt_host_messages_received_total", {}) / (steps + warmup);
   m.worker_instructions = scrape("gt_stage_instructions_received_total", {{"stage", "backend"}}) / (steps + warmup);
+  m.backend_seconds = scrape("gt_stage_processing_seconds_sum", {{"stage", "backend"}}) / (steps + warmup);
+  m.dispatcher_seconds =
+      gt::testing::MetricValue(gt::testing::HttpGet(cluster.dispatcher_metrics_port(), "/metrics"),
+                               "gt_stage_processing_seconds_sum", {})
+          .value_or(0) /
+      (steps + warmup);
   return m;
 }
 
@@ -145,6 +153,9 @@ int main(int argc, char** argv) {
     std::printf("%-36s %9.3f ms %9.3f ms %7.2fx %7.2f -> %5.2f %7.1f -> %5.1f\n", p.label, a * 1e3, b * 1e3, a / b,
                 last_plain.worker_messages, last_compiled.worker_messages, last_plain.worker_instructions,
                 last_compiled.worker_instructions);
+    std::printf("%-36s backend %.3f -> %.3f ms/step, dispatcher stages+router %.3f -> %.3f ms/step\n", "",
+                last_plain.backend_seconds * 1e3, last_compiled.backend_seconds * 1e3,
+                last_plain.dispatcher_seconds * 1e3, last_compiled.dispatcher_seconds * 1e3);
   }
   return 0;
 }
