@@ -1,2 +1,9 @@
 gt_add_test(host_test host_test.cc)
 add_dependencies(host_test gt-dispatcher gt-worker gt_torch gt_instruction_log)
+
+# Hot paths and compiled units (modifiers/hotpath, modifiers/compile).
+add_executable(hotpath_client hotpath_client.cc)
+target_link_libraries(hotpath_client PRIVATE gt_client)
+set_target_properties(hotpath_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
+gt_add_test(hotpath_test hotpath_test.cc)
+add_dependencies(hotpath_test hotpath_client gt-dispatcher gt-worker gt_torch gt_instruction_log gt_hotpath gt_compile)

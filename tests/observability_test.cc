@@ -138,20 +138,26 @@ bool WaitFor(const std::function<bool()>& condition, int timeout_ms) {
 
 // ---- a cluster with the instruction_log stage on both hosts ---------------------
 
+// Which stages the test cluster's hosts run besides instruction_log.
+enum class Stages { kLogOnly, kWithHotpathAndCompile };
+
 struct Cluster {
   // `discovery_port` 0: no discovery endpoint.
-  Cluster(const TempDir& dir, int workers, int discovery_port) {
+  Cluster(const TempDir& dir, int workers, int discovery_port, Stages stages = Stages::kLogOnly) {
     ClusterOptions options;
     options.workers = workers;
+    // With hotpath and compile too, their metrics are held to the spec.
+    const std::string modifiers = stages == Stages::kLogOnly ? std::string() : "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";
     std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 1500\n"
-                    "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n";
+                    "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n" +
+                    modifiers;
     if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
     WriteFile(dir / "dispatcher.yaml", d);
     // Every worker's log path comes from $GT_INSTRUCTION_LOG; they share it,
     // which the test never reads.
     WriteFile(dir / "worker.yaml",
-              "host: worker\nheartbeat_interval_ms: 200\nstages:\n  - name: log\n    plugin: instruction_log\n"
-              "backend:\n  plugin: torch\n");
+              "host: worker\nheartbeat_interval_ms: 200\nstages:\n  - name: log\n    plugin: instruction_log\n" +
+                  modifiers + "backend:\n  plugin: torch\n");
     options.dispatcher_manifest = dir / "dispatcher.yaml";
     options.worker_manifest = dir / "worker.yaml";
     options.env = {{"GT_INSTRUCTION_LOG", dir / "w.log"}};
@@ -353,7 +359,7 @@ TEST(MetricsSpecTest, EveryExportedMetricIsSpecifiedAndEverySpecifiedOneIsExport
   ASSERT_GT(spec.size(), 20u) << "could not read the metric tables of docs/METRICS.md";
 
   TempDir dir;
-  Cluster cluster(dir, 1, 0);
+  Cluster cluster(dir, 1, 0, Stages::kWithHotpathAndCompile);
   ASSERT_TRUE(cluster.processes->WaitForWorkers(1)) << "worker did not register";
   {
     zmq::context_t context(1);

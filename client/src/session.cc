@@ -164,6 +164,17 @@ void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& o
   AppendLocked(inst);
 }
 
+void Session::Marker(Op op, const std::string& signal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  if (op == Op::kHotStart) FlushLocked();
+  Instruction marker;
+  marker.op = op;
+  marker.seq = next_seq_++;
+  marker.signal = signal;
+  AppendLocked(marker);
+}
+
 void Session::AppendLocked(const Instruction& inst) {
   if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
   EncodeInstruction(inst, batch_.add_instructions(), &payloads_);

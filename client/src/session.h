@@ -54,6 +54,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // Queues an instruction that changes operands[0] in place (no result).
   void Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands);
 
+  // Queues a compile-scope marker (kHotStart / kHotEnd, signature 0) named
+  // `signal`; a kHotStart first sends what is queued, so the scope starts a
+  // new message.
+  void Marker(Op op, const std::string& signal);
+
   // Sync points.
   FetchedData Fetch(const TensorRecord& tensor);
   void Sync();

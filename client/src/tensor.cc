@@ -16,6 +16,7 @@ using client_internal::TensorRecord;
 namespace {
 
 thread_local std::vector<std::string> signal_stack;
+thread_local std::vector<bool> signal_compiles;  // parallel to signal_stack
 
 const TensorRecord& Require(const Tensor& t, const char* what) {
   const TensorRecord* r = TensorFactory::Record(t);
@@ -323,9 +324,11 @@ Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
 
 // ---- signal scopes -------------------------------------------------------------
 
-void signal_enter(const std::string& name) {
+void signal_enter(const std::string& name, const SignalOptions& options) {
   if (name.empty()) throw Error(Code::kInvalidArgument, "signal_enter: a signal needs a name");
+  if (options.compile) Session::Get()->Marker(Op::kHotStart, name);
   signal_stack.push_back(name);
+  signal_compiles.push_back(options.compile);
 }
 
 void signal_exit(const std::string& name) {
@@ -333,6 +336,9 @@ void signal_exit(const std::string& name) {
     throw Error(Code::kFailedPrecondition, "signal_exit('" + name + "'): the innermost open signal is " +
                                                (signal_stack.empty() ? "none" : "'" + signal_stack.back() + "'"));
   signal_stack.pop_back();
+  const bool compile = signal_compiles.back();
+  signal_compiles.pop_back();
+  if (compile) Session::Get()->Marker(Op::kHotEnd, name);
 }
 
 std::string current_signal() { return signal_stack.empty() ? std::string() : signal_stack.back(); }

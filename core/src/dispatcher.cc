@@ -1,5 +1,6 @@
 #include "dispatcher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <iostream>
@@ -36,6 +37,8 @@ struct ClientState {
   std::set<size_t> ever;                            // workers that may hold its tensors
   std::vector<wire::OpError> errors;                // found here, reported at the next sync
   std::deque<PendingSync> syncs;
+  std::unordered_map<uint64_t, Instruction> units;            // kDefineUnit by unit key
+  std::unordered_map<size_t, std::unordered_set<uint64_t>> units_sent;  // worker -> keys it was sent
 };
 
 struct WorkerState {
@@ -134,17 +137,46 @@ class Dispatcher::Impl final : public Terminal {
       return Status::Ok();
     }
     if (inst.op == Op::kSync) return BeginSync(c, inst);
+    if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
     if (Status s = CheckIds(c, inst); !s.ok()) return MarkFailed(c, inst, s);
     Result<size_t> target = TargetWorker(c, inst);
     if (!target.ok()) return MarkFailed(c, inst, target.status());
     if (inst.op == Op::kFree)
       for (TensorId id : inst.operands) c.tensors.erase(id);
+    if (inst.op == Op::kRunUnit) {
+      if (Status s = SendUnitOnce(c, *target, inst); !s.ok()) return MarkFailed(c, inst, s);
+      for (int64_t index : inst.attrs.axes) c.tensors.erase(inst.operands[static_cast<size_t>(index)]);
+    }
     for (TensorId r : inst.results) c.tensors[r] = *target;
     Enqueue(*target, c, inst);
     return Status::Ok();
   }
 
   void EndBatch() override { FlushWorkers(); }
+
+  // Keeps a unit's definition; it goes to a worker just before that worker's
+  // first kRunUnit of it (SendUnitOnce), so each worker gets it once.
+  Status DefineUnit(ClientState& c, Instruction inst) {
+    if (!inst.payload) return InvalidArgument(inst.Describe() + ": no unit template");
+    const uint64_t key = inst.attrs.seed;
+    auto it = c.units.find(key);
+    if (it != c.units.end()) {
+      if (it->second.payload->size() == inst.payload->size() &&
+          std::equal(it->second.payload->data(), it->second.payload->data() + inst.payload->size(), inst.payload->data()))
+        return Status::Ok();
+      // Redefined: workers that had the old one must get the new one.
+      for (auto& [w, keys] : c.units_sent) keys.erase(key);
+    }
+    c.units[key] = std::move(inst);
+    return Status::Ok();
+  }
+
+  Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run) {
+    auto unit = c.units.find(run.attrs.seed);
+    if (unit == c.units.end()) return NotFound(run.Describe() + ": no unit was defined under this key");
+    if (c.units_sent[w].insert(run.attrs.seed).second) Enqueue(w, c, unit->second);
+    return Status::Ok();
+  }
 
   // Remembers that the results of `inst` were never made, so later uses
   // name the op that failed. A result id that names a live tensor keeps it.
@@ -382,6 +414,15 @@ class Dispatcher::Impl final : public Terminal {
         return InvalidArgument(inst.Describe() + ": result " + TensorName(id) + " already names a live tensor");
     if (ProducesTensor(inst.op) && inst.results.size() != 1)
       return InvalidArgument(inst.Describe() + ": expected exactly one result id");
+    if (inst.op == Op::kRunUnit) {
+      // Several results: every one a distinct new id (each is placed on the target worker).
+      std::unordered_set<TensorId> distinct(inst.results.begin(), inst.results.end());
+      if (distinct.size() != inst.results.size())
+        return InvalidArgument(inst.Describe() + ": a result id appears twice");
+      for (int64_t index : inst.attrs.axes)
+        if (index < 0 || static_cast<size_t>(index) >= inst.operands.size())
+          return InvalidArgument(inst.Describe() + ": freed operand index " + std::to_string(index) + " out of range");
+    }
     return Status::Ok();
   }
 

@@ -130,6 +130,10 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kFree, "free", OpKind::kControl},
     {Op::kSync, "sync", OpKind::kControl},
     {Op::kDropClient, "drop_client", OpKind::kControl},
+    {Op::kHotStart, "hot_start", OpKind::kControl},
+    {Op::kHotEnd, "hot_end", OpKind::kControl},
+    {Op::kDefineUnit, "define_unit", OpKind::kControl},
+    {Op::kRunUnit, "run_unit", OpKind::kControl},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)
@@ -198,6 +202,8 @@ std::string Instruction::Describe() const {
   if (attrs.scalar_side != ScalarSide::kNone)
     out << " scalar=" << attrs.scalar << (attrs.scalar_side == ScalarSide::kLeft ? "(left)" : "");
   if (op == Op::kSync) out << " sync_id=" << attrs.sync_id;
+  if (op == Op::kHotStart || op == Op::kHotEnd) out << " signature=" << std::hex << attrs.seed << std::dec;
+  if (op == Op::kDefineUnit || op == Op::kRunUnit) out << " unit=" << std::hex << attrs.seed << std::dec;
   if (!attrs.numbers.empty()) {
     out << " numbers=[";
     for (size_t i = 0; i < attrs.numbers.size(); ++i) out << (i ? ", " : "") << attrs.numbers[i];

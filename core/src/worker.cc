@@ -82,6 +82,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     for (TensorId id : inst.operands) {
       if (auto f = failed.find(id); f != failed.end()) {
         for (TensorId r : inst.results) failed[r] = f->second;
+        if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
         return FailedPrecondition(inst.Describe() + ": operand %" + std::to_string(id) +
                                   " does not exist because op #" + std::to_string(f->second) + " failed");
       }
@@ -114,6 +115,18 @@ class Worker::Impl final : public Terminal, public ReplySink {
   }
 
  private:
+  // A kRunUnit that cannot run still frees the operands it would have freed
+  // (the dispatcher has forgotten them already).
+  void ReleaseConsumed(const Instruction& run, std::unordered_map<TensorId, uint64_t>& failed) {
+    Instruction free;
+    free.op = Op::kFree;
+    free.client = run.client;
+    free.seq = run.seq;
+    for (int64_t index : run.attrs.axes)
+      if (index >= 0 && static_cast<size_t>(index) < run.operands.size()) free.operands.push_back(run.operands[index]);
+    (void)FreeSkippingFailed(free, failed);
+  }
+
   Status FreeSkippingFailed(const Instruction& inst, std::unordered_map<TensorId, uint64_t>& failed) {
     Instruction live = inst;
     live.operands.clear();

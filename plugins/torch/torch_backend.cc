@@ -395,9 +395,111 @@ Status TorchBackend::ExecuteControl(const Instruction& inst, ReplySink& replies)
     case Op::kFree: return Free(inst);
     case Op::kSync: return Status::Ok();
     case Op::kDropClient: DropClient(inst.client); return Status::Ok();
+    case Op::kHotStart:
+    case Op::kHotEnd: return Status::Ok();  // markers are for stages
+    case Op::kDefineUnit: return DefineUnit(inst);
+    case Op::kRunUnit: return RunUnit(inst);
     default: break;
   }
   return Internal("not a control op: " + inst.Describe());
+}
+
+// ---- compiled units ----------------------------------------------------------
+
+struct TorchBackend::CompiledUnit {
+  std::string bytes;  // the template as defined, to tell a redefinition from a repeat
+  UnitTemplate unit;
+  UnitInterface interface;
+};
+
+Status TorchBackend::DefineUnit(const Instruction& inst) {
+  if (!inst.payload) return Invalid(inst, "no unit template");
+  std::string bytes(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
+  if (auto it = units_.find(inst.attrs.seed); it != units_.end() && it->second->bytes == bytes) return Status::Ok();
+  Result<UnitTemplate> unit = DecodeUnit(*inst.payload);
+  if (!unit.ok()) return Invalid(inst, unit.status().message());
+  for (const Instruction& body : unit->body)
+    if (Status s = CheckEnums(body); !s.ok()) return Invalid(inst, s.message());
+  Result<UnitInterface> interface = AnalyzeUnit(*unit);
+  if (!interface.ok()) return Invalid(inst, interface.status().message());
+  auto compiled = std::make_shared<CompiledUnit>();
+  compiled->bytes = std::move(bytes);
+  compiled->unit = std::move(*unit);
+  compiled->interface = std::move(*interface);
+  units_[inst.attrs.seed] = std::move(compiled);
+  return Status::Ok();
+}
+
+Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, Namespace& env) {
+  struct Restore {
+    const Namespace*& slot;
+    ~Restore() { slot = nullptr; }
+  } restore{unit_env_};
+  unit_env_ = &env;
+  for (size_t i = 0; i < unit.unit.body.size(); ++i) {
+    const Instruction& body = unit.unit.body[i];
+    Status status;
+    if (ProducesTensor(body.op)) {
+      Result<at::Tensor> out = Compute(body);
+      if (out.ok()) {
+        env[body.results[0]] = std::move(out).value();
+      } else {
+        status = out.status();
+      }
+    } else if (KindOf(body.op) == OpKind::kMutate) {
+      status = ExecuteMutation(body);
+    } else {
+      for (TensorId id : body.operands) env.erase(id);
+    }
+    if (!status.ok())
+      return Status(status.code(), run.Describe() + ": body instruction " + std::to_string(i) + ": " + status.message());
+  }
+  return Status::Ok();
+}
+
+Status TorchBackend::RunUnit(const Instruction& inst) {
+  auto it = units_.find(inst.attrs.seed);
+  if (it == units_.end()) return NotFound(inst.Describe() + ": no unit was defined under this key");
+  std::shared_ptr<const CompiledUnit> unit = it->second;
+  const UnitInterface& interface = unit->interface;
+  if (inst.operands.size() != interface.inputs)
+    return Invalid(inst, "the unit takes " + std::to_string(interface.inputs) + " input(s), got " +
+                             std::to_string(inst.operands.size()));
+  if (inst.results.size() != interface.outputs.size())
+    return Invalid(inst, "the unit makes " + std::to_string(interface.outputs.size()) + " output(s), got " +
+                             std::to_string(inst.results.size()) + " result id(s)");
+  if (inst.attrs.axes != interface.consumed) return Invalid(inst, "freed operands do not match the unit's");
+  for (TensorId r : inst.results)
+    if (Find(inst.client, r)) return Invalid(inst, "result " + IdName(r) + " already exists");
+  Namespace env;
+  for (size_t j = 0; j < inst.operands.size(); ++j) {
+    const at::Tensor* tensor = Find(inst.client, inst.operands[j]);
+    if (!tensor) return NotFound("unknown tensor " + IdName(inst.operands[j]) + " in " + inst.Describe());
+    env[static_cast<TensorId>(j + 1)] = *tensor;
+  }
+  Status status = RunBody(inst, *unit, env);
+  if (status.ok()) {
+    for (TensorId placeholder : interface.outputs) {
+      const at::Tensor& t = env.at(placeholder);
+      if (!FromScalarType(t.scalar_type()))
+        return Invalid(inst, std::string("result dtype ") + c10::toString(t.scalar_type()) + " is not a gt dtype");
+    }
+  }
+  // Freed inputs go either way: the hosts have forgotten them already.
+  Namespace& tensors = namespaces_[inst.client];
+  for (int64_t index : interface.consumed) {
+    auto found = tensors.find(inst.operands[static_cast<size_t>(index)]);
+    if (found == tensors.end()) continue;
+    Release(found->second);
+    tensors.erase(found);
+  }
+  if (!status.ok()) return status;
+  for (size_t k = 0; k < interface.outputs.size(); ++k) {
+    at::Tensor& t = env.at(interface.outputs[k]);
+    Retain(t);
+    tensors.emplace(inst.results[k], std::move(t));
+  }
+  return Status::Ok();
 }
 
 Status TorchBackend::Fetch(const Instruction& inst, ReplySink& replies) const {
@@ -452,6 +554,10 @@ Result<std::vector<at::Tensor>> TorchBackend::Operands(const Instruction& inst, 
 }
 
 const at::Tensor* TorchBackend::Find(ClientId client, TensorId id) const {
+  if (unit_env_) {
+    auto it = unit_env_->find(id);
+    return it == unit_env_->end() ? nullptr : &it->second;
+  }
   auto ns = namespaces_.find(client);
   if (ns == namespaces_.end()) return nullptr;
   auto it = ns->second.find(id);
@@ -459,6 +565,7 @@ const at::Tensor* TorchBackend::Find(ClientId client, TensorId id) const {
 }
 
 Status TorchBackend::CheckResults(const Instruction& inst) const {
+  if (inst.op == Op::kRunUnit) return Status::Ok();  // RunUnit() checks its results against the unit
   const size_t want = ProducesTensor(inst.op) ? 1 : 0;
   if (inst.results.size() != want)
     return Invalid(inst, "expects " + std::to_string(want) + " result(s), got " +

@@ -17,6 +17,8 @@
 #include <ATen/ATen.h>
 
 #include <atomic>
+#include <memory>
+#include <string>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
@@ -24,6 +26,7 @@
 #include "gt/backend.h"
 #include "gt/instruction.h"
 #include "gt/status.h"
+#include "gt/unit.h"
 
 namespace gt::torch_backend {
 
@@ -78,6 +81,13 @@ class TorchBackend final : public gt::Backend {
   Status ExecuteMutation(const Instruction& inst);
   Status ExecuteControl(const Instruction& inst, ReplySink& replies);
 
+  // Compiled units (gt/unit.h): kept by key over all clients.
+  struct CompiledUnit;
+  Status DefineUnit(const Instruction& inst);
+  Status RunUnit(const Instruction& inst);
+  // Runs `unit`'s body on `env` (placeholder -> tensor; inputs filled in).
+  Status RunBody(const Instruction& run, const CompiledUnit& unit, Namespace& env);
+
   Status Fetch(const Instruction& inst, ReplySink& replies) const;
   Status Free(const Instruction& inst);
   void DropClient(ClientId client);
@@ -98,6 +108,10 @@ class TorchBackend final : public gt::Backend {
   void Release(const at::Tensor& tensor);
 
   std::unordered_map<ClientId, Namespace> namespaces_;
+  std::unordered_map<uint64_t, std::shared_ptr<const CompiledUnit>> units_;
+  // While a unit's body runs, operands are looked up here instead of in the
+  // client's namespace (its keys are the body's placeholders).
+  const Namespace* unit_env_ = nullptr;
   // How many stored tensors use each storage; its bytes count while > 0.
   std::unordered_map<const c10::StorageImpl*, int64_t> storage_refs_;
   // Atomic only so that Stats() may read them from another thread.

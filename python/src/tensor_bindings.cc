@@ -203,7 +203,10 @@ void BindTensor(py::module_& m) {
   // Grad mode, signal scopes, the tape.
   m.def("is_grad_enabled", &is_grad_enabled);
   m.def("set_grad_enabled", &set_grad_enabled);
-  m.def("signal_enter", &signal_enter);
+  m.def(
+      "signal_enter",
+      [](const std::string& name, bool compile) { signal_enter(name, SignalOptions{compile}); },
+      py::arg("name"), py::arg("compile") = false);
   m.def("signal_exit", &signal_exit);
   m.def("current_signal", &current_signal);
   m.def("tape", &TapeAsDicts);

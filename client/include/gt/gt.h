@@ -197,13 +197,27 @@ class NoGradGuard {
 
 // Signal scopes: every instruction issued inside carries the innermost name
 // (sharding and compile stages act on it). Per thread; scopes nest.
-void signal_enter(const std::string& name);
+//
+// `compile`: the scope is a compile boundary. The client sends a hot_start
+// marker when it opens and a hot_end marker when it closes (starting a new
+// message first, so that a scope of up to 256 instructions travels in one),
+// and a `compile` stage in the dispatcher or the workers turns what is
+// between them into a compiled unit on first use, without waiting for the
+// sequence to repeat. Without a `compile` stage the markers change nothing.
+// (Until signal configs reach the dispatcher, this flag is how a `compile:
+// true` signal is expressed.)
+struct SignalOptions {
+  bool compile = false;
+};
+void signal_enter(const std::string& name, const SignalOptions& options = {});
 // REQUIRES: `name` is the innermost open scope.
 void signal_exit(const std::string& name);
 std::string current_signal();  // "" outside any scope
 class SignalScope {
  public:
-  explicit SignalScope(std::string name) : name_(std::move(name)) { signal_enter(name_); }
+  explicit SignalScope(std::string name, const SignalOptions& options = {}) : name_(std::move(name)) {
+    signal_enter(name_, options);
+  }
   ~SignalScope() { signal_exit(name_); }
   SignalScope(const SignalScope&) = delete;
   SignalScope& operator=(const SignalScope&) = delete;

@@ -67,6 +67,14 @@ enum class Op : uint16_t {
   kFree,        // forget operands
   kSync,        // barrier; carries attrs.sync_id
   kDropClient,  // free every tensor of the instruction's client
+  // Hot paths and compiled units (see gt/unit.h). Control ops: they produce no
+  // tensor of their own kind; a backend ignores the markers.
+  kHotStart,    // marker: a sequence starts; attrs.seed = signature id (0: a compile scope
+                // opened by the client), attrs.axes = {length} (empty when not known)
+  kHotEnd,      // marker: the sequence kHotStart opened ends; same attributes
+  kDefineUnit,  // payload = EncodeUnit(template); attrs.seed = unit key
+  kRunUnit,     // attrs.seed = unit key; operands = the unit's inputs; results = its
+                // outputs (UnitInterface order); attrs.axes = indexes of the operands it frees
   kCount
 };
 
@@ -84,7 +92,8 @@ inline std::string_view OpName(Op op) { return GetOpInfo(op).name; }
 inline OpKind KindOf(Op op) { return GetOpInfo(op).kind; }
 // Inverse of OpName.
 std::optional<Op> ParseOp(std::string_view name);
-// True for ops that yield one tensor result.
+// True for ops that yield one tensor result (kRunUnit yields several and is a
+// control op: see gt/unit.h).
 inline bool ProducesTensor(Op op) { return KindOf(op) != OpKind::kControl && KindOf(op) != OpKind::kMutate; }
 
 }  // namespace gt

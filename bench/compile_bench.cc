@@ -1,0 +1,161 @@
+// Hot-path + compile benchmark: the same client program against a cluster
+// whose dispatcher runs the hotpath and compile stages and against a plain
+// one, in the same run (real gt-dispatcher and gt-worker processes; each
+// program runs in a child process, since a client connects once).
+//
+//   mlp step      a 64-128-10 MLP training step on a batch of 32 (forward,
+//                 MSE, backward, SGD), one loss.item() per step
+//   chain         an arithmetic-only elementwise chain (16 ops) on 1M floats,
+//                 one fetch of one element per iteration
+//
+// Reported: time per step (median of rounds), the ratio, and per step the
+// messages and instructions the worker received.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "cluster.h"
+#include "gt/gt.h"
+#include "gt/nn.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// ---- the child: runs a program and prints seconds per step -----------------
+
+double MlpSteps(int warmup, int steps) {
+  gt::nn::Linear fc1(64, 128, true, 1), fc2(128, 10, true, 2);
+  std::vector<gt::Tensor> params = fc1.parameters();
+  for (const gt::Tensor& p : fc2.parameters()) params.push_back(p);
+  gt::nn::SGD sgd(params, 0.01);
+  gt::Tensor x = gt::randn({32, 64}, gt::DType::kFloat32, 3), y = gt::randn({32, 10}, gt::DType::kFloat32, 4);
+  auto step = [&] {
+    gt::Tensor loss = gt::nn::mse_loss(fc2(fc1(x).relu()), y);
+    loss.backward();
+    sgd.step();
+    sgd.zero_grad();
+    volatile double sink = loss.item();
+    (void)sink;
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  auto start = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return std::chrono::duration<double>(Clock::now() - start).count() / steps;
+}
+
+double ChainSteps(int warmup, int steps) {
+  gt::Tensor a = gt::rand({1 << 20}, gt::DType::kFloat32, 5), b = gt::rand({1 << 20}, gt::DType::kFloat32, 6);
+  auto step = [&] {
+    gt::Tensor c = a * 1.5 + b;
+    for (int k = 0; k < 7; ++k) c = (c * 0.5 - a) * b + 0.25;
+    volatile float sink = c.slice(0, 0, 1).to_vector<float>()[0];
+    (void)sink;
+  };
+  for (int i = 0; i < warmup; ++i) step();
+  auto start = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return std::chrono::duration<double>(Clock::now() - start).count() / steps;
+}
+
+int Child(const std::string& endpoint, const std::string& program, int steps) {
+  gt::connect(endpoint);
+  double seconds = program == "mlp" ? MlpSteps(5, steps) : ChainSteps(3, steps);
+  std::printf("%.9f\n", seconds);
+  gt::shutdown();
+  return 0;
+}
+
+// ---- the parent --------------------------------------------------------------
+
+struct Measure {
+  double seconds = 0;
+  double worker_messages = 0;      // per step
+  double worker_instructions = 0;  // per step
+  double backend_seconds = 0;      // per step: time inside the worker's backend
+  double dispatcher_seconds = 0;   // per step: time inside the dispatcher's stages and router
+};
+
+const char* kWorker = "host: worker\nheartbeat_interval_ms: 500\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1}\n";
+
+std::string Dispatcher(bool compile) {
+  std::string m = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 500\nheartbeat_timeout_ms: 5000\n";
+  if (compile) m += "stages:\n  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";
+  return m;
+}
+
+Measure RunOnce(const char* self, const std::string& program, bool compile, int steps) {
+  gt::testing::ClusterOptions options;
+  options.workers = 1;
+  options.dispatcher_manifest = gt::testing::WriteTempFile("dispatcher.yaml", Dispatcher(compile));
+  options.worker_manifest = gt::testing::WriteTempFile("worker.yaml", kWorker);
+  gt::testing::ProcessCluster cluster(options);
+  Measure m;
+  if (!cluster.WaitForWorkers(1)) return m;
+  int port = cluster.worker_metrics_ports()[0];
+  auto scrape = [&](const char* name, std::map<std::string, std::string> labels) {
+    return gt::testing::MetricValue(gt::testing::HttpGet(port, "/metrics"), name, labels).value_or(0);
+  };
+  std::string command = std::string(self) + " child " + cluster.endpoint() + " " + program + " " + std::to_string(steps);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return m;
+  char line[128] = {0};
+  if (std::fgets(line, sizeof line, pipe)) m.seconds = std::atof(line);
+  pclose(pipe);
+  // The warm-up steps count too; spread over all steps of the child.
+  const int warmup = program == "mlp" ? 5 : 3;
+  m.worker_messages = scrape("gt_host_messages_received_total", {}) / (steps + warmup);
+  m.worker_instructions = scrape("gt_stage_instructions_received_total", {{"stage", "backend"}}) / (steps + warmup);
+  m.backend_seconds = scrape("gt_stage_processing_seconds_sum", {{"stage", "backend"}}) / (steps + warmup);
+  m.dispatcher_seconds =
+      gt::testing::MetricValue(gt::testing::HttpGet(cluster.dispatcher_metrics_port(), "/metrics"),
+                               "gt_stage_processing_seconds_sum", {})
+          .value_or(0) /
+      (steps + warmup);
+  return m;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 5 && std::string(argv[1]) == "child") return Child(argv[2], argv[3], std::atoi(argv[4]));
+  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  std::printf("gt compile benchmark: dispatcher with hotpath + compile stages vs without, 1 worker process "
+              "(1 intra-op thread), median of %d rounds\n", rounds);
+  std::printf("%-36s %12s %12s %8s %16s %16s\n", "benchmark", "plain", "compiled", "speedup", "worker msgs/step",
+              "worker instr/step");
+  struct Program {
+    const char* name;
+    const char* label;
+    int steps;
+  };
+  for (Program p : {Program{"mlp", "MLP 64-128-10 training step (b=32)", 200},
+                    Program{"chain", "16-op elementwise chain on 1M floats", 30}}) {
+    std::vector<double> plain, compiled;
+    Measure last_plain, last_compiled;
+    for (int r = 0; r < rounds; ++r) {
+      last_plain = RunOnce(argv[0], p.name, false, p.steps);
+      last_compiled = RunOnce(argv[0], p.name, true, p.steps);
+      plain.push_back(last_plain.seconds);
+      compiled.push_back(last_compiled.seconds);
+    }
+    double a = Median(plain), b = Median(compiled);
+    std::printf("%-36s %9.3f ms %9.3f ms %7.2fx %7.2f -> %5.2f %7.1f -> %5.1f\n", p.label, a * 1e3, b * 1e3, a / b,
+                last_plain.worker_messages, last_compiled.worker_messages, last_plain.worker_instructions,
+                last_compiled.worker_instructions);
+    std::printf("%-36s backend %.3f -> %.3f ms/step, dispatcher stages+router %.3f -> %.3f ms/step\n", "",
+                last_plain.backend_seconds * 1e3, last_compiled.backend_seconds * 1e3,
+                last_plain.dispatcher_seconds * 1e3, last_compiled.dispatcher_seconds * 1e3);
+  }
+  return 0;
+}

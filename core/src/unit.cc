@@ -1,0 +1,79 @@
+// Encoding and analysis of compiled-unit templates (gt/unit.h).
+#include "gt/unit.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_set>
+
+#include "codec.h"
+
+namespace gt {
+namespace {
+
+bool AllowedInUnit(Op op) {
+  if (ProducesTensor(op)) return op != Op::kFromBytes;
+  return KindOf(op) == OpKind::kMutate || op == Op::kFree;
+}
+
+Status BodyError(size_t index, const Instruction& inst, const std::string& why) {
+  return InvalidArgument("unit body instruction " + std::to_string(index) + " (" + inst.Describe() + "): " + why);
+}
+
+}  // namespace
+
+BlobPtr EncodeUnit(const UnitTemplate& unit) {
+  wire::Unit message;
+  message.set_inputs(unit.inputs);
+  std::vector<BlobPtr> payloads;  // a template has none (AnalyzeUnit refuses them)
+  for (const Instruction& inst : unit.body) EncodeInstruction(inst, message.add_body(), &payloads);
+  std::string bytes = message.SerializeAsString();
+  return CopyToBlob(bytes.data(), bytes.size());
+}
+
+Result<UnitTemplate> DecodeUnit(const Blob& bytes) {
+  wire::Unit message;
+  if (!message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return InvalidArgument("unit template of " + std::to_string(bytes.size()) + " bytes does not decode");
+  UnitTemplate unit;
+  unit.inputs = message.inputs();
+  unit.body.reserve(static_cast<size_t>(message.body_size()));
+  for (const wire::Instruction& w : message.body()) {
+    Result<Instruction> inst = DecodeInstruction(w, {});
+    if (!inst.ok()) return InvalidArgument("unit template: " + inst.status().message());
+    unit.body.push_back(std::move(*inst));
+  }
+  return unit;
+}
+
+Result<UnitInterface> AnalyzeUnit(const UnitTemplate& unit) {
+  UnitInterface out;
+  out.inputs = unit.inputs;
+  TensorId next = TensorId{unit.inputs} + 1;
+  std::unordered_set<TensorId> freed;
+  std::vector<TensorId> produced;
+  for (size_t i = 0; i < unit.body.size(); ++i) {
+    const Instruction& inst = unit.body[i];
+    if (!AllowedInUnit(inst.op)) return BodyError(i, inst, "op not allowed in a unit");
+    if (inst.payload) return BodyError(i, inst, "a unit carries no payloads");
+    for (TensorId id : inst.operands) {
+      if (id == 0 || id >= next) return BodyError(i, inst, "operand %" + std::to_string(id) + " is not defined yet");
+      if (freed.count(id)) return BodyError(i, inst, "operand %" + std::to_string(id) + " was freed before");
+    }
+    if (inst.op == Op::kFree)
+      for (TensorId id : inst.operands) freed.insert(id);
+    const size_t want = ProducesTensor(inst.op) ? 1 : 0;
+    if (inst.results.size() != want) return BodyError(i, inst, "expects " + std::to_string(want) + " result(s)");
+    if (want) {
+      if (inst.results[0] != next) return BodyError(i, inst, "result should be %" + std::to_string(next));
+      produced.push_back(next++);
+    }
+  }
+  out.produced = static_cast<uint32_t>(produced.size());
+  for (TensorId id : produced)
+    if (!freed.count(id)) out.outputs.push_back(id);
+  for (TensorId id = 1; id <= unit.inputs; ++id)
+    if (freed.count(id)) out.consumed.push_back(static_cast<int64_t>(id - 1));
+  return out;
+}
+
+}  // namespace gt

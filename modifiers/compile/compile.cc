@@ -1,0 +1,174 @@
+#include "compile.h"
+
+#include <charconv>
+#include <cstdlib>
+
+#include <prometheus/counter.h>
+#include <prometheus/registry.h>
+
+#include "gt/metrics.h"
+#include "gt/unit.h"
+
+namespace gt::compile {
+namespace {
+
+// Distinct units remembered; past this, new sequences run eagerly.
+constexpr size_t kMaxUnits = 4096;
+
+bool IsMarker(const Instruction& inst) { return inst.op == Op::kHotStart || inst.op == Op::kHotEnd; }
+
+}  // namespace
+
+Result<CompileOptions> CompileOptions::FromValues(const OptionValues& values, const char* (*getenv)(const char*)) {
+  CompileOptions o;
+  o.batch_size = values.GetInt(kOptionBatchSize);
+  if (const char* text = getenv(kEnvBatchSize); text != nullptr && *text != '\0') {
+    std::string_view s(text);
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || v < 1)
+      return InvalidArgument(std::string(kEnvBatchSize) + "='" + text + "' is not an integer >= 1");
+    o.batch_size = v;
+  }
+  return o;
+}
+
+Result<CompileMetrics> CompileMetrics::Build(const StageContext& context) {
+  if (context.registry == nullptr) return InvalidArgument("compile: stage '" + context.stage + "' has no metrics registry");
+  prometheus::Registry& r = *context.registry;
+  const prometheus::Labels labels = StageLabels(context);
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+  };
+  try {
+    CompileMetrics m;
+    m.runs = counter("gt_compile_units_run_total", "run_unit instructions a compile stage emitted.");
+    m.cache_misses = counter("gt_compile_cache_misses_total",
+                             "Units a compile stage had not sent to the client's hosts yet (a define_unit went out).");
+    m.cache_hits = counter("gt_compile_cache_hits_total", "Units a compile stage replayed without defining them again.");
+    m.compiled_instructions = counter("gt_compile_instructions_compiled_total",
+                                      "Instructions a compile stage replaced by run_unit instructions.");
+    m.eager_instructions = counter("gt_compile_instructions_eager_total",
+                                   "Instructions a compile stage passed on unchanged.");
+    return m;
+  } catch (const std::exception& e) {
+    return PluginError(std::string("compile: cannot register metrics: ") + e.what());
+  }
+}
+
+Result<std::unique_ptr<Stage>> CompileStage::Create(const StageContext& context) {
+  if (context.options == nullptr) return Internal("compile: created without options");
+  Result<CompileOptions> options =
+      CompileOptions::FromValues(*context.options, [](const char* name) -> const char* { return std::getenv(name); });
+  if (!options.ok()) return options.status();
+  Result<CompileMetrics> metrics = CompileMetrics::Build(context);
+  if (!metrics.ok()) return metrics.status();
+  return std::unique_ptr<Stage>(std::make_unique<CompileStage>(*options, *metrics));
+}
+
+CompileStage::CompileStage(const CompileOptions& options, const CompileMetrics& metrics)
+    : options_(options), metrics_(metrics) {}
+
+void CompileStage::Collect(Pending& pending, Instruction inst) {
+  pending.builder.Add(inst, tracker_);
+  tracker_.Observe(inst);
+  pending.instructions.push_back(std::move(inst));
+  ++buffered_;
+}
+
+Status CompileStage::Process(Instruction inst, Emitter& out) {
+  const ClientId client = inst.client;
+  Pending& pending = pending_[client];
+  if (inst.op == Op::kHotStart) {
+    Finish(client, pending, pending.mode == Mode::kBatch, out);
+    pending.mode = Mode::kMarked;
+    return Status::Ok();  // markers end here: the unit replaces what they delimit
+  }
+  if (inst.op == Op::kHotEnd) {
+    Finish(client, pending, pending.mode == Mode::kMarked, out);
+    return Status::Ok();
+  }
+  const bool sequenceable = sequence::Sequenceable(inst) && tracker_.KnowsOperands(inst);
+  if (!sequenceable) {
+    // A boundary: a marked region that meets it is given up, not cut.
+    Finish(client, pending, pending.mode == Mode::kBatch, out);
+    tracker_.Observe(inst);
+    if (inst.op == Op::kDropClient) {
+      pending_.erase(client);
+      defined_.erase(client);
+    }
+    metrics_.eager_instructions->Increment();
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  if (pending.mode == Mode::kIdle && options_.batch_size > 1) pending.mode = Mode::kBatch;
+  if (pending.mode == Mode::kIdle) {
+    tracker_.Observe(inst);
+    metrics_.eager_instructions->Increment();
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  Collect(pending, std::move(inst));
+  if (pending.mode == Mode::kBatch && static_cast<int64_t>(pending.builder.size()) >= options_.batch_size)
+    Finish(client, pending, true, out);
+  return Status::Ok();
+}
+
+Status CompileStage::EndBatch(Emitter& out) {
+  for (auto& [client, pending] : pending_) Finish(client, pending, pending.mode == Mode::kBatch, out);
+  return Status::Ok();
+}
+
+void CompileStage::EmitEager(Pending& pending, Emitter& out) {
+  metrics_.eager_instructions->Increment(static_cast<double>(pending.instructions.size()));
+  for (Instruction& inst : pending.instructions) out.Emit(std::move(inst));
+}
+
+void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitter& out) {
+  pending.mode = Mode::kIdle;
+  if (pending.instructions.empty()) return;
+  buffered_ -= pending.instructions.size();
+  sequence::Sequence s = pending.builder.Finish();
+  bool compile = as_unit && s.length >= 2;
+  if (compile) {
+    auto known = signatures_.find(s.id);
+    if (known == signatures_.end() && signatures_.size() < kMaxUnits) {
+      known = signatures_.emplace(s.id, s.signature).first;
+    }
+    compile = known != signatures_.end() && known->second == s.signature;  // else a collision or full: stay eager
+  }
+  if (!compile) {
+    EmitEager(pending, out);
+    pending.instructions.clear();
+    return;
+  }
+  const Instruction& first = pending.instructions.front();
+  if (defined_[client].insert(s.id).second) {
+    Instruction define;
+    define.op = Op::kDefineUnit;
+    define.client = client;
+    define.seq = first.seq;
+    define.signal = first.signal;
+    define.attrs.seed = s.id;
+    define.payload = EncodeUnit(s.unit);
+    out.Emit(std::move(define));
+    metrics_.cache_misses->Increment();
+  } else {
+    metrics_.cache_hits->Increment();
+  }
+  Instruction run;
+  run.op = Op::kRunUnit;
+  run.client = client;
+  run.seq = first.seq;
+  run.signal = first.signal;
+  run.attrs.seed = s.id;
+  run.attrs.axes = s.consumed;
+  run.operands = std::move(s.inputs);
+  run.results = std::move(s.outputs);
+  pending.instructions.clear();
+  metrics_.runs->Increment();
+  metrics_.compiled_instructions->Increment(static_cast<double>(s.length));
+  out.Emit(std::move(run));
+}
+
+}  // namespace gt::compile

@@ -1,0 +1,183 @@
+#include "hotpath.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include "gt/metrics.h"
+
+namespace gt::hotpath {
+namespace {
+
+// Signatures remembered at most: hot ones stay, others age out of the window.
+constexpr size_t kMaxSignatures = 4096;
+
+Status Override(const char* name, const char* (*getenv)(const char*), int64_t min, int64_t* value) {
+  const char* text = getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  int64_t v = 0;
+  std::string_view s(text);
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v < min)
+    return InvalidArgument(std::string(name) + "='" + text + "' is not an integer >= " + std::to_string(min));
+  *value = v;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<HotpathOptions> HotpathOptions::FromValues(const OptionValues& values, const char* (*getenv)(const char*)) {
+  HotpathOptions o;
+  o.window = values.GetInt(kOptionWindow);
+  o.threshold = values.GetInt(kOptionThreshold);
+  o.min_length = values.GetInt(kOptionMinLength);
+  o.max_length = values.GetInt(kOptionMaxLength);
+  if (Status s = Override(kEnvWindow, getenv, 1, &o.window); !s.ok()) return s;
+  if (Status s = Override(kEnvThreshold, getenv, 1, &o.threshold); !s.ok()) return s;
+  if (Status s = Override(kEnvMinLength, getenv, 1, &o.min_length); !s.ok()) return s;
+  if (Status s = Override(kEnvMaxLength, getenv, 1, &o.max_length); !s.ok()) return s;
+  if (o.min_length > o.max_length)
+    return InvalidArgument("min_length (" + std::to_string(o.min_length) + ") exceeds max_length (" +
+                           std::to_string(o.max_length) + ")");
+  return o;
+}
+
+Result<HotpathMetrics> HotpathMetrics::Build(const StageContext& context) {
+  if (context.registry == nullptr) return InvalidArgument("hotpath: stage '" + context.stage + "' has no metrics registry");
+  prometheus::Registry& r = *context.registry;
+  const prometheus::Labels labels = StageLabels(context);
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+  };
+  try {
+    HotpathMetrics m;
+    m.candidates = counter("gt_hotpath_candidates_total",
+                           "Candidate sequences (at least min_length instructions) a hotpath stage looked up.");
+    m.hot_sequences = counter("gt_hotpath_hot_sequences_total", "Distinct sequences a hotpath stage found hot.");
+    m.marked = counter("gt_hotpath_marked_sequences_total",
+                       "Occurrences of hot sequences a hotpath stage marked with hot_start/hot_end.");
+    m.marked_instructions = counter("gt_hotpath_marked_instructions_total",
+                                    "Instructions inside the sequences a hotpath stage marked.");
+    m.tracked_tensors = &prometheus::BuildGauge()
+                             .Name("gt_hotpath_tracked_tensors")
+                             .Help("Client tensors whose shape and dtype a hotpath stage tracks.")
+                             .Register(r)
+                             .Add(labels);
+    return m;
+  } catch (const std::exception& e) {
+    return PluginError(std::string("hotpath: cannot register metrics: ") + e.what());
+  }
+}
+
+Result<std::unique_ptr<Stage>> HotpathStage::Create(const StageContext& context) {
+  if (context.options == nullptr) return Internal("hotpath: created without options");
+  Result<HotpathOptions> options =
+      HotpathOptions::FromValues(*context.options, [](const char* name) -> const char* { return std::getenv(name); });
+  if (!options.ok()) return options.status();
+  Result<HotpathMetrics> metrics = HotpathMetrics::Build(context);
+  if (!metrics.ok()) return metrics.status();
+  return std::unique_ptr<Stage>(std::make_unique<HotpathStage>(*options, *metrics));
+}
+
+HotpathStage::HotpathStage(const HotpathOptions& options, const HotpathMetrics& metrics)
+    : options_(options), metrics_(metrics) {}
+
+Status HotpathStage::Process(Instruction inst, Emitter& out) {
+  ++position_;
+  Pending& pending = pending_[inst.client];
+  if (!sequence::Sequenceable(inst) || !tracker_.KnowsOperands(inst)) {
+    Flush(inst.client, pending, out);
+    // A client's compile scope (signature 0) is compiled as a whole; no
+    // detected sequence is marked inside it.
+    if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && inst.attrs.seed == 0)
+      pending.in_scope = inst.op == Op::kHotStart;
+    if (inst.op == Op::kDropClient) {
+      tracker_.Observe(inst);
+      pending_.erase(inst.client);
+    } else {
+      tracker_.Observe(inst);
+    }
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  pending.builder.Add(inst, tracker_);
+  tracker_.Observe(inst);
+  pending.instructions.push_back(std::move(inst));
+  ++buffered_;
+  if (static_cast<int64_t>(pending.builder.size()) >= options_.max_length) Flush(pending.instructions.front().client, pending, out);
+  return Status::Ok();
+}
+
+Status HotpathStage::EndBatch(Emitter& out) {
+  for (auto& [client, pending] : pending_) Flush(client, pending, out);
+  metrics_.tracked_tensors->Set(static_cast<double>(tracker_.size()));
+  return Status::Ok();
+}
+
+void HotpathStage::Flush(ClientId client, Pending& pending, Emitter& out) {
+  if (pending.instructions.empty()) return;
+  std::vector<Instruction> instructions;
+  instructions.swap(pending.instructions);
+  buffered_ -= instructions.size();
+  sequence::Sequence s = pending.builder.Finish();
+  bool hot = false;
+  if (!pending.in_scope && static_cast<int64_t>(s.length) >= options_.min_length) hot = Record(s);
+  if (!hot) {
+    for (Instruction& inst : instructions) out.Emit(std::move(inst));
+    return;
+  }
+  Instruction start;
+  start.op = Op::kHotStart;
+  start.client = client;
+  start.seq = instructions.front().seq;
+  start.signal = instructions.front().signal;
+  start.attrs.seed = s.id;
+  start.attrs.axes = {static_cast<int64_t>(s.length)};
+  Instruction end = start;
+  end.op = Op::kHotEnd;
+  end.seq = instructions.back().seq;
+  out.Emit(std::move(start));
+  for (Instruction& inst : instructions) out.Emit(std::move(inst));
+  out.Emit(std::move(end));
+  metrics_.marked->Increment();
+  metrics_.marked_instructions->Increment(static_cast<double>(s.length));
+}
+
+bool HotpathStage::Record(const sequence::Sequence& s) {
+  metrics_.candidates->Increment();
+  // Age the window first.
+  while (!history_.empty() && history_.front().second + static_cast<uint64_t>(options_.window) < position_) {
+    auto it = seen_.find(*history_.front().first);
+    history_.pop_front();
+    if (it != seen_.end() && --it->second.in_window == 0 && !it->second.hot) seen_.erase(it);
+  }
+  auto it = seen_.find(s.signature);
+  if (it == seen_.end()) {
+    if (seen_.size() >= kMaxSignatures) return false;  // full: look again once the window moved on
+    it = seen_.emplace(s.signature, Seen{}).first;
+    it->second.stats = {s.id, s.length, 0};
+  }
+  Seen& seen = it->second;
+  ++seen.stats.repetitions;
+  ++seen.in_window;
+  history_.emplace_back(&it->first, position_);
+  if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold) {
+    seen.hot = true;
+    metrics_.hot_sequences->Increment();
+  }
+  return seen.hot;
+}
+
+std::vector<HotSequence> HotpathStage::HotSequences() const {
+  std::vector<HotSequence> hot;
+  for (const auto& [signature, seen] : seen_)
+    if (seen.hot) hot.push_back(seen.stats);
+  std::sort(hot.begin(), hot.end(), [](const HotSequence& a, const HotSequence& b) { return a.repetitions > b.repetitions; });
+  return hot;
+}
+
+}  // namespace gt::hotpath

@@ -1,0 +1,127 @@
+// hotpath: a stream modifier that finds repeated instruction sequences and
+// marks each occurrence of a hot one with kHotStart / kHotEnd (see gt/op.h),
+// so that later stages (compile) can act on it. It never changes what runs:
+// the instructions between the markers are passed on unchanged.
+//
+// Candidates are one client's runs of sequenceable instructions (tensor ops
+// other than from_bytes, mutations, frees; see sequence.h) between
+// boundaries: any other instruction of that client (fetch, sync, from_bytes,
+// markers), an operand whose shape the stage does not know, the end of a
+// batch, or `max_length` instructions. A client sync point ends its batch, so
+// a training step that ends in `loss.item()` (forward, backward, optimizer
+// update, frees) is one candidate. A candidate of at least `min_length`
+// instructions whose signature has been seen `threshold` times within the
+// last `window` instructions becomes hot; from then on every occurrence is
+// marked. The stage holds a candidate back until its boundary (Buffered()),
+// and never past the end of a batch.
+//
+// Thread-safety: none needed; a Stage is driven from one thread (gt/stage.h).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "gt/options.h"
+#include "gt/stage.h"
+#include "gt/status.h"
+#include "sequence.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+}  // namespace prometheus
+
+namespace gt::hotpath {
+
+// Option names; types, defaults, units and ranges live only in plugin.cc.
+inline constexpr const char* kOptionWindow = "window";
+inline constexpr const char* kOptionThreshold = "threshold";
+inline constexpr const char* kOptionMinLength = "min_length";
+inline constexpr const char* kOptionMaxLength = "max_length";
+
+// Environment variables that override the manifest's options when set.
+inline constexpr const char* kEnvWindow = "GT_HOTPATH_WINDOW";
+inline constexpr const char* kEnvThreshold = "GT_HOTPATH_THRESHOLD";
+inline constexpr const char* kEnvMinLength = "GT_HOTPATH_MIN_SEQ";
+inline constexpr const char* kEnvMaxLength = "GT_HOTPATH_MAX_EXPAND";
+
+struct HotpathOptions {
+  // Instructions of history in which repetitions are counted. Larger finds
+  // sequences that repeat rarely, at the cost of remembering more signatures.
+  int64_t window = 0;
+  // Occurrences (within the window) that make a sequence hot. 1 marks every
+  // candidate at once; higher avoids compiling one-off sequences.
+  int64_t threshold = 0;
+  // Shortest candidate worth marking; shorter runs pass unmarked.
+  int64_t min_length = 0;
+  // Longest candidate; a longer run is cut into pieces of this length.
+  int64_t max_length = 0;
+
+  // The declared options, each overridden by its environment variable when
+  // that is set (`getenv` is a parameter for tests). InvalidArgument naming
+  // the variable when one is not a valid value.
+  static Result<HotpathOptions> FromValues(const OptionValues& values, const char* (*getenv)(const char*));
+};
+
+// One hot sequence, for stats.
+struct HotSequence {
+  uint64_t signature = 0;
+  size_t length = 0;
+  uint64_t repetitions = 0;  // occurrences seen, the unmarked ones included
+};
+
+// The stage's metrics (declared once, in hotpath.cc; listed in README.md and
+// docs/METRICS.md).
+struct HotpathMetrics {
+  prometheus::Counter* candidates;       // gt_hotpath_candidates_total
+  prometheus::Counter* hot_sequences;    // gt_hotpath_hot_sequences_total
+  prometheus::Counter* marked;           // gt_hotpath_marked_sequences_total
+  prometheus::Counter* marked_instructions;  // gt_hotpath_marked_instructions_total
+  prometheus::Gauge* tracked_tensors;    // gt_hotpath_tracked_tensors
+  static Result<HotpathMetrics> Build(const StageContext& context);
+};
+
+class HotpathStage final : public Stage {
+ public:
+  static Result<std::unique_ptr<Stage>> Create(const StageContext& context);
+  HotpathStage(const HotpathOptions& options, const HotpathMetrics& metrics);
+
+  Status Process(Instruction inst, Emitter& out) override;
+  Status EndBatch(Emitter& out) override;
+  size_t Buffered() const override { return buffered_; }
+
+  // Hot sequences found so far, most repeated first.
+  std::vector<HotSequence> HotSequences() const;
+
+ private:
+  struct Pending {
+    std::vector<Instruction> instructions;
+    sequence::Builder builder;
+    bool in_scope = false;  // inside a client's compile scope: never marked here
+  };
+  struct Seen {
+    uint64_t in_window = 0;  // occurrences among history_
+    bool hot = false;
+    HotSequence stats;
+  };
+
+  void Flush(ClientId client, Pending& pending, Emitter& out);
+  // Records one occurrence; true when the sequence is hot.
+  bool Record(const sequence::Sequence& s);
+
+  HotpathOptions options_;
+  HotpathMetrics metrics_;
+  sequence::MetaTracker tracker_;
+  std::unordered_map<ClientId, Pending> pending_;
+  size_t buffered_ = 0;
+  uint64_t position_ = 0;  // instructions seen
+  std::unordered_map<std::string, Seen> seen_;  // by signature
+  std::deque<std::pair<const std::string*, uint64_t>> history_;  // (signature, position), oldest first
+};
+
+}  // namespace gt::hotpath

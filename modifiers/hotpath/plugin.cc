@@ -1,0 +1,40 @@
+// Registration of the hotpath modifier: option schema, descriptor, factory.
+// The runtime is in hotpath.{h,cc}; README.md documents both.
+#include <iterator>
+
+#include "gt/plugin.h"
+#include "hotpath.h"
+
+namespace gt::hotpath {
+namespace {
+
+// The one place each option's type, default, unit, doc and range are written.
+constexpr OptionSpec kOptions[] = {
+    {kOptionWindow, OptionType::kInt, "4096", "instructions",
+     "history in which repetitions are counted ($GT_HOTPATH_WINDOW overrides)", 1, 1e9},
+    {kOptionThreshold, OptionType::kInt, "2", "occurrences",
+     "occurrences within the window that make a sequence hot ($GT_HOTPATH_THRESHOLD overrides)", 1, 1e6},
+    {kOptionMinLength, OptionType::kInt, "2", "instructions",
+     "shortest sequence worth marking ($GT_HOTPATH_MIN_SEQ overrides)", 1, 1e6},
+    {kOptionMaxLength, OptionType::kInt, "1024", "instructions",
+     "longest sequence; longer runs are cut ($GT_HOTPATH_MAX_EXPAND overrides)", 1, 1e6},
+};
+
+Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) { return HotpathStage::Create(context); }
+
+const PluginDescriptor kDescriptor = {
+    .kind = PluginKind::kModifier,
+    .name = "hotpath",
+    .version = "0.1.0",
+    .description = "Finds repeated instruction sequences and marks each hot occurrence with hot_start/hot_end",
+    .hosts = kAnyHost,
+    .options = kOptions,
+    .option_count = std::size(kOptions),
+    .create_stage = &CreateStage,
+    .create_backend = nullptr,
+};
+
+}  // namespace
+}  // namespace gt::hotpath
+
+GT_PLUGIN(gt::hotpath::kDescriptor)

@@ -1,0 +1,172 @@
+#include "sequence.h"
+
+#include <cstring>
+#include <unordered_set>
+
+namespace gt::sequence {
+namespace {
+
+template <typename T>
+void Put(std::string& out, T value) {
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+void PutInts(std::string& out, const std::vector<int64_t>& values) {
+  Put<uint32_t>(out, static_cast<uint32_t>(values.size()));
+  for (int64_t v : values) Put(out, v);
+}
+
+void PutAttributes(std::string& out, const Attributes& a) {
+  PutInts(out, a.shape);
+  Put<uint8_t>(out, static_cast<uint8_t>(a.dtype));
+  PutInts(out, a.axes);
+  Put<uint8_t>(out, a.keepdims ? 1 : 0);
+  Put(out, a.scalar);
+  Put<uint8_t>(out, static_cast<uint8_t>(a.scalar_side));
+  Put(out, a.seed);
+  Put<uint32_t>(out, static_cast<uint32_t>(a.numbers.size()));
+  for (double d : a.numbers) Put(out, d);
+}
+
+}  // namespace
+
+const TensorMeta* MetaTracker::Find(ClientId client, TensorId id) const {
+  auto c = clients_.find(client);
+  if (c == clients_.end()) return nullptr;
+  auto it = c->second.find(id);
+  return it == c->second.end() ? nullptr : &it->second;
+}
+
+bool MetaTracker::KnowsOperands(const Instruction& inst) const {
+  auto c = clients_.find(inst.client);
+  if (c == clients_.end()) return inst.operands.empty();
+  for (TensorId id : inst.operands)
+    if (!c->second.count(id)) return false;
+  return true;
+}
+
+void MetaTracker::Observe(const Instruction& inst) {
+  if (inst.op == Op::kDropClient) {
+    clients_.erase(inst.client);
+    return;
+  }
+  auto& tensors = clients_[inst.client];
+  if (inst.op == Op::kFree) {
+    for (TensorId id : inst.operands) tensors.erase(id);
+    return;
+  }
+  if (inst.op == Op::kRunUnit)
+    for (int64_t index : inst.attrs.axes)
+      if (index >= 0 && static_cast<size_t>(index) < inst.operands.size()) tensors.erase(inst.operands[index]);
+  if (!ProducesTensor(inst.op) || inst.results.size() != 1) {
+    for (TensorId r : inst.results) tensors.erase(r);
+    return;
+  }
+  std::vector<const TensorMeta*> metas;
+  metas.reserve(inst.operands.size());
+  for (TensorId id : inst.operands) {
+    auto it = tensors.find(id);
+    if (it == tensors.end()) {
+      tensors.erase(inst.results[0]);
+      return;
+    }
+    metas.push_back(&it->second);
+  }
+  Result<TensorMeta> meta = InferResult(inst, metas);
+  if (meta.ok()) {
+    tensors[inst.results[0]] = std::move(*meta);
+  } else {
+    tensors.erase(inst.results[0]);
+  }
+}
+
+size_t MetaTracker::size() const {
+  size_t n = 0;
+  for (const auto& [client, tensors] : clients_) n += tensors.size();
+  return n;
+}
+
+bool Sequenceable(const Instruction& inst) {
+  if (ProducesTensor(inst.op)) return inst.op != Op::kFromBytes && inst.results.size() == 1 && !inst.payload;
+  return KindOf(inst.op) == OpKind::kMutate || inst.op == Op::kFree;
+}
+
+void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
+  Put<uint16_t>(signature_, static_cast<uint16_t>(inst.op));
+  PutAttributes(signature_, inst.attrs);
+  Instruction body;
+  body.op = inst.op;
+  body.attrs = inst.attrs;
+  body.attrs.sync_id = 0;
+  Put<uint32_t>(signature_, static_cast<uint32_t>(inst.operands.size()));
+  for (TensorId id : inst.operands) {
+    auto it = placeholder_.find(id);
+    if (it == placeholder_.end()) {
+      // A new input: placeholders of inputs are renumbered in Finish(), once
+      // their count is known; until then they are tagged with the top bit.
+      TensorId tag = (TensorId{1} << 63) | inputs_.size();
+      inputs_.push_back(id);
+      it = placeholder_.emplace(id, tag).first;
+      Put<uint8_t>(signature_, 'i');
+      Put<uint64_t>(signature_, inputs_.size() - 1);
+      const TensorMeta* meta = tracker.Find(inst.client, id);
+      PutInts(signature_, meta ? meta->shape : Shape{-1});
+      Put<uint8_t>(signature_, meta ? static_cast<uint8_t>(meta->dtype) : 0xff);
+    } else if (it->second >> 63) {
+      Put<uint8_t>(signature_, 'i');
+      Put<uint64_t>(signature_, it->second & ~(TensorId{1} << 63));
+    } else {
+      Put<uint8_t>(signature_, 'p');
+      Put<uint64_t>(signature_, it->second);  // production index: relative to the sequence, never an id
+    }
+    body.operands.push_back(it->second);
+  }
+  if (ProducesTensor(inst.op)) {
+    TensorId index = produced_ids_.size();
+    produced_ids_.push_back(inst.results[0]);
+    placeholder_[inst.results[0]] = index;
+    body.results = {index};
+  }
+  body_.push_back(std::move(body));
+  ++length_;
+}
+
+Sequence Builder::Finish() {
+  Sequence s;
+  s.length = length_;
+  s.inputs = std::move(inputs_);
+  const TensorId inputs = s.inputs.size();
+  Put<uint64_t>(signature_, inputs);
+  auto final_id = [inputs](TensorId p) {
+    return (p >> 63) ? (p & ~(TensorId{1} << 63)) + 1 : inputs + 1 + p;
+  };
+  std::unordered_set<TensorId> freed;
+  for (Instruction& inst : body_) {
+    for (TensorId& id : inst.operands) id = final_id(id);
+    for (TensorId& id : inst.results) id = final_id(id);
+    if (inst.op == Op::kFree) freed.insert(inst.operands.begin(), inst.operands.end());
+  }
+  for (size_t k = 0; k < produced_ids_.size(); ++k)
+    if (!freed.count(inputs + 1 + k)) s.outputs.push_back(produced_ids_[k]);
+  for (TensorId j = 0; j < inputs; ++j)
+    if (freed.count(j + 1)) s.consumed.push_back(static_cast<int64_t>(j));
+  s.unit.inputs = static_cast<uint32_t>(inputs);
+  s.unit.body = std::move(body_);
+  s.signature = std::move(signature_);
+  s.id = HashSignature(s.signature);
+  *this = Builder();
+  return s;
+}
+
+uint64_t HashSignature(const std::string& signature) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : signature) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h ? h : 1;
+}
+
+}  // namespace gt::sequence

@@ -1,0 +1,83 @@
+// What the hotpath and compile stages share: per-client tensor metadata
+// tracked from creation attributes onward, and the id-free description of an
+// instruction sequence (its signature and its unit template).
+//
+// A sequence's signature covers every instruction's op and attributes, the
+// shape and dtype of every operand, and the dataflow between instructions:
+// an operand is either "produced by body instruction k" or "input j" (the
+// sequence's j-th distinct external tensor, in order of first use). Raw
+// tensor ids never enter it, so the same training step issued again with
+// fresh ids has the same signature, and a step on other shapes a different one.
+//
+// Thread-safety: none; each stage owns its own objects.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gt/instruction.h"
+#include "gt/unit.h"
+#include "shape_inference.h"
+
+namespace gt::sequence {
+
+// Tensor metadata of every client tensor a stage has seen made, by client.
+class MetaTracker {
+ public:
+  // The metadata of `id`, or null when this stage never saw it made (or it
+  // failed shape inference, or was freed).
+  const TensorMeta* Find(ClientId client, TensorId id) const;
+  // True when every operand of `inst` is known.
+  bool KnowsOperands(const Instruction& inst) const;
+  // Applies `inst` after it passed: records its result's metadata (when its
+  // operands are known and shape inference accepts it), forgets freed
+  // tensors and, on kDropClient, the whole client. Other results (a
+  // kRunUnit's) become unknown.
+  void Observe(const Instruction& inst);
+  // Tensors tracked over all clients (bounded by what clients keep alive).
+  size_t size() const;
+
+ private:
+  std::unordered_map<ClientId, std::unordered_map<TensorId, TensorMeta>> clients_;
+};
+
+// Whether `inst` may be part of a sequence: tensor ops other than kFromBytes
+// (its payload changes every time), mutations and kFree.
+bool Sequenceable(const Instruction& inst);
+
+// A finished sequence of one client's instructions.
+struct Sequence {
+  std::string signature;             // canonical bytes; equal signatures mean the same unit
+  uint64_t id = 0;                   // 64-bit hash of `signature` (never 0)
+  std::vector<TensorId> inputs;      // external tensors, in order of first use
+  std::vector<TensorId> outputs;     // produced, not freed inside, in production order
+  std::vector<int64_t> consumed;     // indexes into `inputs` freed inside, ascending
+  UnitTemplate unit;                 // the body on placeholders (see gt/unit.h)
+  size_t length = 0;                 // instructions
+};
+
+// Builds a Sequence one instruction at a time.
+class Builder {
+ public:
+  // Appends `inst`. REQUIRES: Sequenceable(inst) and tracker.KnowsOperands(inst),
+  // with `tracker` not yet having observed `inst`.
+  void Add(const Instruction& inst, const MetaTracker& tracker);
+  size_t size() const { return length_; }
+  // The sequence so far; the builder is left empty.
+  Sequence Finish();
+
+ private:
+  std::string signature_;
+  std::unordered_map<TensorId, TensorId> placeholder_;  // client id -> placeholder
+  std::vector<TensorId> inputs_;
+  std::vector<Instruction> body_;
+  std::vector<TensorId> produced_ids_;  // client ids of produced tensors, in order
+  size_t length_ = 0;
+};
+
+// The key a unit is cached under: Sequence::id, computed again from bytes.
+uint64_t HashSignature(const std::string& signature);
+
+}  // namespace gt::sequence

@@ -1,0 +1,117 @@
+// A gt client program for hotpath_test: connects to the dispatcher at argv[1],
+// runs program argv[2] and writes every value it fetched to argv[3] (raw
+// float32, in fetch order). The same program against clusters with and
+// without the hotpath/compile stages must write the same values.
+//
+//   mlp     N steps of a 2-layer MLP (forward, MSE, backward, SGD), one
+//           loss.item() per step, then the parameters
+//   ops     N iterations of a sequence that uses every op kind, fetched each time
+//   shapes  MLP steps on batch 8, then on batch 16 (a shape change mid-run)
+//   scope   the ops sequence once, inside a `compile` signal scope
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gt/gt.h"
+#include "gt/nn.h"
+
+namespace {
+
+std::vector<float> values;
+
+void Record(const gt::Tensor& t) {
+  std::vector<float> v = t.to_vector<float>();
+  values.insert(values.end(), v.begin(), v.end());
+}
+
+void Mlp(int steps, std::vector<int64_t> batches) {
+  gt::nn::Linear fc1(16, 32, true, 11), fc2(32, 4, true, 12);
+  std::vector<gt::Tensor> params = fc1.parameters();
+  for (const gt::Tensor& p : fc2.parameters()) params.push_back(p);
+  gt::nn::SGD sgd(params, 0.05);
+  for (int64_t batch : batches) {
+    gt::Tensor x = gt::randn({batch, 16}, gt::DType::kFloat32, 21);
+    gt::Tensor y = gt::randn({batch, 4}, gt::DType::kFloat32, 22);
+    for (int s = 0; s < steps; ++s) {
+      gt::Tensor loss = gt::nn::mse_loss(fc2.forward(fc1.forward(x).relu()), y);
+      loss.backward();
+      sgd.step();
+      sgd.zero_grad();
+      values.push_back(static_cast<float>(loss.item()));
+    }
+  }
+  for (const gt::Tensor& p : params) Record(p);
+}
+
+// Every op kind: binary (tensor and scalar, both sides), comparisons,
+// matmul, unary, softmax, reductions, movement, cat, creation, mutation.
+gt::Tensor OpsStep(gt::Tensor& state, const gt::Tensor& w) {
+  gt::Tensor a = state.matmul(w);                               // contract
+  gt::Tensor b = (a + 1.5) * state - (2.0 / (a.abs() + 1));     // binary, scalar both sides
+  gt::Tensor c = b.pow(2.0) + b.pow(a.abs().sqrt() * 0 + 1);   // pow with scalar and tensor
+  gt::Tensor mask = c.gt(0.5) + c.lt(a) + c.ge(b) + c.le(1.0) + c.eq(c);  // comparisons
+  gt::Tensor u = c.relu() + b.sigmoid() + a.tanh() + (b.abs() + 1).log() + (-(b.abs())).exp().neg().clone();
+  gt::Tensor sm = u.softmax(1) + u.log_softmax(0);
+  gt::Tensor r = sm.sum({1}, true) + sm.mean({0}, true) + sm.max({1}, true) - sm.min({0}, true);  // reduce
+  gt::Tensor m = r.reshape({4, 8}).transpose(0, 1).permute({1, 0}).unsqueeze(0).squeeze(0);        // movement
+  gt::Tensor sl = gt::cat({m.slice(1, 0, 4), m.slice(1, 4, 8)}, 1).select(0, 1).unsqueeze(0);
+  gt::Tensor made = gt::zeros({4, 8}) + gt::ones({4, 8}) + gt::arange(0, 8).reshape({1, 8}) +
+                    gt::randn({4, 8}, gt::DType::kFloat32, 5) + gt::rand({4, 8}, gt::DType::kFloat32, 6);
+  gt::Tensor next = (m + sl + mask * 0.01 + made * 0.001).tanh();
+  gt::Tensor scratch = gt::zeros({4, 8});
+  scratch.fill_(0.25);
+  scratch += next;
+  state.copy_(scratch * 0.5);                                    // mutation of an input
+  return next;
+}
+
+void Ops(int steps, bool scoped) {
+  gt::Tensor state = gt::randn({4, 8}, gt::DType::kFloat32, 1);
+  gt::Tensor w = gt::randn({8, 8}, gt::DType::kFloat32, 2) * 0.3;
+  for (int s = 0; s < steps; ++s) {
+    gt::Tensor out;
+    if (scoped) {
+      gt::SignalScope scope("step", gt::SignalOptions{.compile = true});
+      out = OpsStep(state, w);
+    } else {
+      out = OpsStep(state, w);
+    }
+    Record(out);
+  }
+  Record(state);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: %s ENDPOINT PROGRAM STEPS OUT\n", argv[0]);
+    return 2;
+  }
+  try {
+    gt::connect(argv[1]);
+    const std::string program = argv[2];
+    const int steps = std::atoi(argv[3]);
+    if (program == "mlp") {
+      Mlp(steps, {8});
+    } else if (program == "shapes") {
+      Mlp(steps, {8, 16});
+    } else if (program == "ops") {
+      Ops(steps, false);
+    } else if (program == "scope") {
+      Ops(steps, true);
+    } else {
+      std::fprintf(stderr, "unknown program %s\n", program.c_str());
+      return 2;
+    }
+    gt::shutdown();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "hotpath_client: %s\n", e.what());
+    return 1;
+  }
+  std::ofstream out(argv[4], std::ios::binary);
+  out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(float)));
+  return out ? 0 : 1;
+}

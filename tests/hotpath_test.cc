@@ -1,0 +1,220 @@
+// Hot-path detection and compiled units through real gt-dispatcher and
+// gt-worker processes. Each client program runs in its own process
+// (hotpath_client), so that the same program can be run against clusters
+// with and without the hotpath/compile stages and the values compared.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+
+namespace gt::testing {
+namespace {
+
+constexpr const char* kWorkerPlain = "host: worker\nheartbeat_interval_ms: 200\nbackend:\n  plugin: torch\n";
+
+std::string DispatcherManifest(const std::string& stages) {
+  return "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 3000\n" +
+         (stages.empty() ? std::string() : "stages:\n" + stages);
+}
+
+std::string WorkerManifest(const std::string& stages) {
+  return "host: worker\nheartbeat_interval_ms: 200\n" + (stages.empty() ? std::string() : "stages:\n" + stages) +
+         "backend:\n  plugin: torch\n";
+}
+
+std::string HotpathStage(int threshold) {
+  return "  - name: hotpath\n    plugin: hotpath\n    options: {threshold: " + std::to_string(threshold) + "}\n";
+}
+const std::string kCompileStage = "  - name: compile\n    plugin: compile\n";
+
+std::string LogStage(const std::string& path) {
+  return "  - name: log\n    plugin: instruction_log\n    options: {path: " + path + "}\n";
+}
+
+struct Outcome {
+  std::vector<float> values;
+  int dispatcher_port = 0;
+  int worker_port = 0;
+  std::string dispatcher_metrics;
+  std::string worker_metrics;
+};
+
+std::vector<float> ReadFloats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<float> out(bytes.size() / sizeof(float));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
+  return out;
+}
+
+// Runs `program` for `steps` against a fresh cluster with the given manifests.
+Outcome RunProgram(const std::string& dispatcher, const std::string& worker, const std::string& program, int steps) {
+  ClusterOptions options;
+  options.workers = 1;
+  options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", dispatcher);
+  options.worker_manifest = WriteTempFile("worker.yaml", worker);
+  ProcessCluster cluster(options);
+  Outcome run;
+  if (!cluster.WaitForWorkers(1)) {
+    ADD_FAILURE() << "worker did not register";
+    return run;
+  }
+  std::string out = WriteTempFile("values.bin", "");
+  std::string command = BinDir() + "/hotpath_client " + cluster.endpoint() + " " + program + " " +
+                        std::to_string(steps) + " " + out;
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  run.values = ReadFloats(out);
+  std::remove(out.c_str());
+  run.dispatcher_metrics = HttpGet(cluster.dispatcher_metrics_port(), "/metrics");
+  run.worker_metrics = HttpGet(cluster.worker_metrics_ports()[0], "/metrics");
+  EXPECT_TRUE(cluster.AllAlive());
+  return run;
+}
+
+double Metric(const std::string& exposition, const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+  return MetricValue(exposition, name, labels).value_or(-1);
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_FALSE(want.empty());
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_FALSE(std::isnan(want[i])) << "value " << i;
+    EXPECT_LE(std::fabs(got[i] - want[i]), 1e-6 * std::max(1.0f, std::fabs(want[i]))) << "value " << i;
+  }
+}
+
+const std::string kDispatcherCompiles = DispatcherManifest(HotpathStage(2) + kCompileStage);
+const std::string kDispatcherPlain = DispatcherManifest("");
+
+TEST(HotpathTest, DetectsTheWholeMlpTrainingStep) {
+  std::string dlog = WriteTempFile("d.log", ""), wlog = WriteTempFile("w.log", "");
+  Outcome run = RunProgram(DispatcherManifest(LogStage(dlog)), WorkerManifest(HotpathStage(2) + LogStage(wlog)), "mlp", 6);
+  ASSERT_FALSE(run.values.empty());
+  // The worker's log shows what the hotpath stage emitted: every step after
+  // the first is marked, with the step's length.
+  std::ifstream in(wlog);
+  std::string line;
+  std::vector<std::string> marked;  // op names inside the last marked region
+  std::vector<int64_t> lengths;
+  bool inside = false;
+  std::regex length_re("axes=\\[([0-9]+)\\]");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (line.find("| hot_start ") != std::string::npos) {
+      inside = true;
+      marked.clear();
+      ASSERT_TRUE(std::regex_search(line, m, length_re)) << line;
+      lengths.push_back(std::stoll(m[1]));
+    } else if (line.find("| hot_end ") != std::string::npos) {
+      inside = false;
+    } else if (inside) {
+      std::istringstream fields(line);
+      std::string f;
+      std::vector<std::string> parts;
+      while (std::getline(fields, f, '|')) parts.push_back(f);
+      ASSERT_GE(parts.size(), 5u) << line;
+      std::istringstream op(parts[4]);
+      std::string name;
+      op >> name;
+      marked.push_back(name);
+    }
+  }
+  ASSERT_GE(lengths.size(), 4u) << "expected steps 2..6 (at least) to be marked";
+  for (int64_t l : lengths) EXPECT_EQ(l, lengths.back());
+  EXPECT_EQ(static_cast<int64_t>(marked.size()), lengths.back());
+  // The expected length: what the client sent in its last step, minus what
+  // cannot be in a sequence (fetch, sync, from_bytes), read from the dispatcher's log.
+  std::ifstream d(dlog);
+  std::vector<std::vector<std::string>> steps(1);
+  while (std::getline(d, line)) {
+    std::istringstream fields(line);
+    std::string f;
+    std::vector<std::string> parts;
+    while (std::getline(fields, f, '|')) parts.push_back(f);
+    if (parts.size() < 5) continue;
+    std::istringstream op(parts[4]);
+    std::string name;
+    op >> name;
+    if (name == "sync") steps.emplace_back();
+    else if (name != "fetch" && name != "from_bytes") steps.back().push_back(name);
+  }
+  // One sync per step, then one per parameter fetched (4).
+  ASSERT_GE(steps.size(), 10u);
+  const std::vector<std::string>& step = steps[5];
+  EXPECT_EQ(lengths.back(), static_cast<int64_t>(step.size()));
+  auto has = [&](const char* op) { return std::find(marked.begin(), marked.end(), op) != marked.end(); };
+  EXPECT_TRUE(has("matmul")) << "forward";
+  EXPECT_TRUE(has("relu"));
+  EXPECT_TRUE(has("transpose")) << "backward";
+  EXPECT_TRUE(has("copy_into")) << "SGD update in place";
+  EXPECT_TRUE(has("free"));
+  EXPECT_GE(Metric(run.worker_metrics, "gt_hotpath_hot_sequences_total"), 1);
+  EXPECT_GE(Metric(run.worker_metrics, "gt_hotpath_marked_sequences_total"), 4);
+}
+
+TEST(HotpathTest, CompiledMlpEqualsEagerAndCrossesTheWireAsOneInstruction) {
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 8);
+  Outcome compiled = RunProgram(kDispatcherCompiles, kWorkerPlain, "mlp", 8);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_units_run_total"), 6);
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_compile_cache_misses_total"), 1);
+  EXPECT_GE(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 6);
+  EXPECT_EQ(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 1);
+  // Each replayed step is one instruction for the worker instead of dozens.
+  const std::map<std::string, std::string> backend = {{"stage", "backend"}};
+  double eager_in = Metric(eager.worker_metrics, "gt_stage_instructions_received_total", backend);
+  double compiled_in = Metric(compiled.worker_metrics, "gt_stage_instructions_received_total", backend);
+  EXPECT_LT(compiled_in * 2, eager_in) << "worker received " << compiled_in << " instructions, eager " << eager_in;
+}
+
+TEST(HotpathTest, CompiledEqualsEagerForEveryOpKind) {
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 5);
+  Outcome compiled = RunProgram(kDispatcherCompiles, kWorkerPlain, "ops", 5);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_units_run_total"), 3);
+  // The same with both stages in the worker.
+  Outcome in_worker = RunProgram(kDispatcherPlain, WorkerManifest(HotpathStage(2) + kCompileStage), "ops", 5);
+  ExpectClose(in_worker.values, eager.values);
+  EXPECT_GE(Metric(in_worker.worker_metrics, "gt_compile_units_run_total"), 3);
+}
+
+TEST(HotpathTest, AShapeChangeMakesANewUnitAndStaysCorrect) {
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "shapes", 5);
+  Outcome compiled = RunProgram(kDispatcherCompiles, kWorkerPlain, "shapes", 5);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_cache_misses_total"), 2) << "one unit per batch size";
+  EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_cache_hits_total"), 2);
+}
+
+TEST(HotpathTest, CompileScopeIsCompiledOnFirstUse) {
+  // A threshold no sequence reaches: only the client's scope makes units.
+  const std::string dispatcher = DispatcherManifest(HotpathStage(1000) + kCompileStage);
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "scope", 1);
+  Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "scope", 1);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_compile_units_run_total"), 1);
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_hotpath_marked_sequences_total"), 0);
+}
+
+TEST(HotpathTest, WithoutTheStagesMarkersChangeNothing) {
+  // The scope's markers reach a worker whose pipeline has no compile stage.
+  Outcome plain = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 3);
+  Outcome scoped = RunProgram(kDispatcherPlain, kWorkerPlain, "scope", 3);
+  ExpectClose(scoped.values, plain.values);
+  Outcome marked_only = RunProgram(DispatcherManifest(HotpathStage(1)), kWorkerPlain, "mlp", 4);
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 4);
+  ExpectClose(marked_only.values, eager.values);
+}
+
+}  // namespace
+}  // namespace gt::testing
