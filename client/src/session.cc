@@ -109,6 +109,48 @@ void Session::EnsureStartedLocked() {
   (void)SendEnvelope(*socket_, "", hello, {});
   heartbeat_ = std::thread([this, endpoint, token] { HeartbeatLoop(endpoint, token); });
   started_ = true;
+  for (const auto& [name, config] : configs_) SendConfigLocked(name, config);
+}
+
+void Session::SetConfig(const std::string& name, std::optional<SignalConfig> config) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (config) configs_[name] = *config;
+  else configs_.erase(name);
+  if (started_ && !closed_) SendConfigLocked(name, config);
+}
+
+std::optional<SignalConfig> Session::GetConfig(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = configs_.find(name);
+  if (it == configs_.end()) return std::nullopt;
+  return it->second;
+}
+
+void Session::ClearConfigs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, SignalConfig> old;
+  old.swap(configs_);
+  if (started_ && !closed_)
+    for (const auto& entry : old) SendConfigLocked(entry.first, std::nullopt);
+}
+
+void Session::SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config) {
+  Instruction inst;
+  inst.op = Op::kConfigure;
+  inst.seq = next_seq_++;
+  inst.signal = name;
+  if (!config) {
+    inst.attrs.scalar = 1;
+  } else {
+    if (config->shard) {
+      inst.attrs.axes = {config->shard->axis};
+      inst.attrs.shape.assign(config->shard->workers.begin(), config->shard->workers.end());
+    }
+    inst.attrs.keepdims = config->replicated;
+    inst.attrs.seed = config->compile ? 1 : 0;
+    if (!config->backward.empty()) inst.payload = CopyToBlob(config->backward.data(), config->backward.size());
+  }
+  AppendLocked(inst);
 }
 
 void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {
@@ -133,6 +175,7 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   }
   Result<TensorMeta> meta = InferResult(inst, metas);
   if (!meta.ok()) throw Error(meta.status().code(), meta.status().message());
+  LoadEnvConfigOnce();
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
   auto record = std::make_shared<TensorRecord>();

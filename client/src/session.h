@@ -7,6 +7,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <optional>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -24,6 +26,10 @@
 namespace gt::client_internal {
 
 class Session;
+
+// Loads the file GT_CONFIG names (if set) the first time it is called; a
+// bad file throws gt::Error then (and is read again at the next op).
+void LoadEnvConfigOnce();
 
 // What a Tensor handle points at. Frees the remote tensor when destroyed.
 struct TensorRecord {
@@ -63,6 +69,13 @@ class Session : public std::enable_shared_from_this<Session> {
   FetchedData Fetch(const TensorRecord& tensor);
   void Sync();
 
+  // Signal configs (gt/config.h): kept here and sent to the dispatcher,
+  // now if the session has started, else when it starts. `config` nullopt
+  // forgets the signal's config.
+  void SetConfig(const std::string& name, std::optional<SignalConfig> config);
+  std::optional<SignalConfig> GetConfig(const std::string& name);
+  void ClearConfigs();
+
   // Queues a free; called from ~TensorRecord. Never throws.
   void Free(TensorId id) noexcept;
 
@@ -73,6 +86,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Session() = default;
   void EnsureStartedLocked();              // REQUIRES: mu_ held
   void AppendLocked(const Instruction& inst);
+  void SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config);
   void FlushLocked();
   void SyncLocked(uint64_t fetch_seq, FetchedData* data);
   void HeartbeatLoop(std::string endpoint, uint64_t token);
@@ -89,6 +103,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<BlobPtr> payloads_;  // GUARDED_BY(mu_)
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
+  std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
 
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<EmbeddedCluster> cluster_;

@@ -21,6 +21,7 @@ void EncodeInstruction(const Instruction& inst, wire::Instruction* out, std::vec
   out->set_sync_id(a.sync_id);
   out->mutable_numbers()->Add(a.numbers.begin(), a.numbers.end());
   if (!inst.signal.empty()) out->set_signal(inst.signal);
+  if (inst.worker >= 0) out->set_worker(static_cast<uint32_t>(inst.worker) + 1);
   if (inst.payload) {
     payloads->push_back(inst.payload);
     out->set_payload_frame(static_cast<uint32_t>(payloads->size()));
@@ -51,6 +52,9 @@ Result<Instruction> DecodeInstruction(const wire::Instruction& in, const std::ve
   a.sync_id = in.sync_id();
   a.numbers.assign(in.numbers().begin(), in.numbers().end());
   inst.signal = in.signal();
+  if (in.worker() > static_cast<uint32_t>(INT32_MAX))
+    return InvalidArgument("worker " + std::to_string(in.worker()) + " out of range in " + inst.Describe());
+  inst.worker = static_cast<int32_t>(in.worker()) - 1;
   if (uint32_t frame = in.payload_frame(); frame != 0) {
     if (frame > payloads.size())
       return InvalidArgument("payload frame " + std::to_string(frame) + " of " + inst.Describe() +

@@ -123,12 +123,20 @@ class Dispatcher::Impl final : public Terminal {
         CheckLiveness();
         next_check = Clock::now() + tick;
       }
+      // Announced here, outside any pipeline pass (a worker can be lost in
+      // the middle of one).
+      if (membership_changed_) {
+        membership_changed_ = false;
+        AnnounceMembership();
+      }
     }
   }
 
   // ---- Terminal: the router ------------------------------------------------
 
   Status Accept(Instruction inst) override {
+    // Meant for the stages (the sharding modifier); no worker needs them.
+    if (inst.op == Op::kConfigure || inst.op == Op::kMembership) return Status::Ok();
     auto it = clients_.find(inst.client);
     if (it == clients_.end()) return Internal("instruction for unknown client " + std::to_string(inst.client));
     ClientState& c = it->second;
@@ -315,6 +323,7 @@ class Dispatcher::Impl final : public Terminal {
     welcome.set_worker_index(static_cast<uint32_t>(index));
     Send(route, welcome, {});
     if (!ever_had_worker_) ReplayBacklog();
+    membership_changed_ = true;
   }
 
   void ReplayBacklog() {
@@ -354,6 +363,7 @@ class Dispatcher::Impl final : public Terminal {
     worker_by_route_.erase(worker.route);
     metrics_.workers_connected.Decrement();
     PublishEndpoints();
+    membership_changed_ = true;
     if (why != kGoodbye) std::cerr << "dispatcher " << manifest_.id << ": worker " << worker.name << " lost (" << why << ")\n";
     for (auto& [id, c] : clients_) {
       for (auto it = c.syncs.begin(); it != c.syncs.end();) {
@@ -381,6 +391,18 @@ class Dispatcher::Impl final : public Terminal {
   }
 
   Result<size_t> TargetWorker(ClientState& c, const Instruction& inst) {
+    if (inst.worker >= 0) {  // placed by a stage
+      const size_t w = static_cast<size_t>(inst.worker);
+      const std::string where = inst.signal.empty() ? "" : "signal '" + inst.signal + "': ";
+      if (w >= workers_.size() || !workers_[w].alive)
+        return Unavailable(where + inst.Describe() + ": worker index " + std::to_string(w) +
+                           " is not a live worker (" + std::to_string(LiveWorkerCount()) + " live)");
+      for (TensorId id : inst.operands)
+        if (c.tensors.at(id) != w)
+          return Internal(inst.Describe() + ": operand " + TensorName(id) + " is on " + workers_[c.tensors.at(id)].name +
+                          ", not on the worker the instruction was placed on");
+      return w;
+    }
     if (!inst.operands.empty()) {
       size_t w = c.tensors.at(inst.operands[0]);
       for (TensorId id : inst.operands)
@@ -400,6 +422,23 @@ class Dispatcher::Impl final : public Terminal {
       return w;
     }
     return Unavailable(inst.Describe() + ": no live worker");
+  }
+
+  size_t LiveWorkerCount() const {
+    size_t n = 0;
+    for (const WorkerState& w : workers_) n += w.alive ? 1 : 0;
+    return n;
+  }
+
+  // Tells the stages which workers are alive (the sharding modifier places
+  // tensors on them).
+  void AnnounceMembership() {
+    Instruction m;
+    m.op = Op::kMembership;
+    for (size_t w = 0; w < workers_.size(); ++w)
+      if (workers_[w].alive) m.attrs.shape.push_back(static_cast<int64_t>(w));
+    pipeline_->Push(std::move(m));
+    pipeline_->EndBatch();
   }
 
   Status CheckIds(const ClientState& c, const Instruction& inst) const {
@@ -555,6 +594,7 @@ class Dispatcher::Impl final : public Terminal {
   std::unordered_map<std::string, size_t> worker_by_route_;
   size_t next_placement_ = 0;
   bool ever_had_worker_ = false;
+  bool membership_changed_ = false;  // announce the live workers to the stages
   std::deque<Instruction> backlog_;
   std::set<size_t> dirty_;
 

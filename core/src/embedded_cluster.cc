@@ -11,9 +11,11 @@ namespace gt {
 namespace {
 
 std::string DispatcherManifest() {
-  std::string yaml = "host: dispatcher\nid: embedded-dispatcher\n";
+  std::string yaml = "host: dispatcher\nid: embedded-dispatcher\nstages:\n";
   const char* log = std::getenv("GT_INSTRUCTION_LOG");
-  if (log && *log) yaml += "stages:\n  - name: instruction_log\n    plugin: instruction_log\n";
+  if (log && *log) yaml += "  - name: instruction_log\n    plugin: instruction_log\n";
+  // Signal configs place tensors and ops across the workers.
+  yaml += "  - name: sharding\n    plugin: sharding\n";
   return yaml;
 }
 

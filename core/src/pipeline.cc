@@ -60,6 +60,7 @@ void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
 
 void Pipeline::RunFrom(size_t index, Instruction inst) {
   if (index == stages_.size()) return Deliver(std::move(inst));
+  if (inst.op == Op::kMembership) return RunControl(index, std::move(inst));
   Slot& slot = *stages_[index];
   OpRef ref{inst.client, inst.seq, inst.op};
   slot.collector.out.clear();
@@ -84,7 +85,36 @@ void Pipeline::RunFrom(size_t index, Instruction inst) {
   slot.collector.out.clear();
 }
 
+// The host's own announcements (kMembership) reach every stage but are not
+// part of any client's stream: they count in no stage metric. What a stage
+// emits besides passing the announcement on (e.g. instructions it held until
+// workers were known) counts as injected.
+void Pipeline::RunControl(size_t index, Instruction inst) {
+  Slot& slot = *stages_[index];
+  slot.collector.out.clear();
+  Status status;
+  try {
+    status = slot.stage->Process(std::move(inst), slot.collector);
+  } catch (const std::exception& e) {
+    status = PluginError("stage '" + slot.name + "' threw: " + e.what());
+  } catch (...) {
+    status = PluginError("stage '" + slot.name + "' threw a non-standard exception");
+  }
+  if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kMembership}, status);
+  size_t injected = 0;
+  for (const Instruction& out : slot.collector.out) injected += out.op == Op::kMembership ? 0 : 1;
+  slot.metrics.injected->Increment(static_cast<double>(injected));
+  slot.metrics.emitted->Increment(static_cast<double>(injected));
+  std::vector<Instruction> out;
+  out.swap(slot.collector.out);
+  for (Instruction& i : out) RunFrom(index + 1, std::move(i));
+}
+
 void Pipeline::Deliver(Instruction inst) {
+  if (inst.op == Op::kMembership) {
+    (void)terminal_->Accept(std::move(inst));
+    return;
+  }
   OpRef ref{inst.client, inst.seq, inst.op};
   terminal_metrics_.received->Increment();
   Clock::time_point start = Clock::now();

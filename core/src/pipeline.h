@@ -60,6 +60,7 @@ class Pipeline {
   struct Slot;
   Pipeline() = default;
   void RunFrom(size_t index, Instruction inst);
+  void RunControl(size_t index, Instruction inst);
   void Deliver(Instruction inst);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);

@@ -349,7 +349,8 @@ Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const 
       if (in.size() != 1) return ArityError(inst, 1, in.size());
       return InferMovement(inst, *in[0]);
     case OpKind::kMutate:
-    case OpKind::kControl: break;
+    case OpKind::kControl:
+    case OpKind::kCollective: break;  // made only by dispatcher stages, which know their shapes
   }
   return Internal(Where(inst) + " produces no tensor");
 }

@@ -134,6 +134,11 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kHotEnd, "hot_end", OpKind::kControl},
     {Op::kDefineUnit, "define_unit", OpKind::kControl},
     {Op::kRunUnit, "run_unit", OpKind::kControl},
+    {Op::kConfigure, "configure", OpKind::kControl},
+    {Op::kMembership, "membership", OpKind::kControl},
+    {Op::kBroadcast, "broadcast", OpKind::kCollective},
+    {Op::kAllReduce, "all_reduce", OpKind::kCollective},
+    {Op::kAllGather, "all_gather", OpKind::kCollective},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)
@@ -210,6 +215,7 @@ std::string Instruction::Describe() const {
     out << ']';
   }
   if (!signal.empty()) out << " signal=" << signal;
+  if (worker >= 0) out << " worker=" << worker;
   return out.str();
 }
 

@@ -138,6 +138,10 @@ void InstructionLogStage::CloseFile() {
 }
 
 Status InstructionLogStage::Process(Instruction inst, Emitter& out) {
+  if (inst.op == Op::kMembership) {  // the host's own announcement, not a client's instruction
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
   FormatLine(inst);
   WriteLine();
   out.Emit(std::move(inst));

@@ -5,6 +5,10 @@
 #include <memory>
 #include <string>
 
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+
+#include "gt/metrics.h"
 #include "gt/plugin.h"
 #include "torch_backend.h"
 
@@ -15,13 +19,43 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {"intra_op_threads", OptionType::kInt, "0", "threads",
      "LibTorch intra-op thread pool size (process-wide); 0 keeps LibTorch's default", 0, 256},
+    {"collective_host", OptionType::kString, "127.0.0.1", "",
+     "address this worker's Gloo endpoint binds for worker-to-worker collectives; peers must reach it", 0, 0},
+    {"collective_timeout_ms", OptionType::kInt, "60000", "ms",
+     "how long a collective waits for the other members of its group", 100, 3600000},
 };
+
+// Collectives by kind, in the order CollectiveCounters indexes them.
+constexpr const char* kCollectiveKinds[] = {"broadcast", "all_reduce", "all_gather"};
+
+CollectiveCounters MakeCounters(const StageContext& context) {
+  CollectiveCounters counters;
+  if (context.registry == nullptr) return counters;
+  auto& calls = prometheus::BuildCounter()
+                    .Name("gt_collectives_total")
+                    .Help("Collectives this worker took part in, by kind")
+                    .Register(*context.registry);
+  auto& bytes = prometheus::BuildCounter()
+                    .Name("gt_collective_bytes_total")
+                    .Help("Tensor bytes this worker contributed to collectives, by kind")
+                    .Register(*context.registry);
+  for (size_t k = 0; k < std::size(kCollectiveKinds); ++k) {
+    prometheus::Labels labels = StageLabels(context);
+    labels["collective"] = kCollectiveKinds[k];
+    counters.calls[k] = &calls.Add(labels);
+    counters.bytes[k] = &bytes.Add(labels);
+  }
+  return counters;
+}
 
 Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
   if (context.options == nullptr) return Internal("torch backend created without options");
-  const TorchBackendOptions options{context.options->GetInt("intra_op_threads")};
+  const TorchBackendOptions options{
+      context.options->GetInt("intra_op_threads"),
+      CollectiveOptions{context.options->GetString("collective_host"),
+                        std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))}};
   try {
-    return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options));
+    return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin
     return PluginError(std::string("torch backend: ") + e.what());
   }

@@ -234,7 +234,8 @@ Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
 
 // ---- TorchBackend ----------------------------------------------------------
 
-TorchBackend::TorchBackend(const TorchBackendOptions& options) {
+TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters)
+    : collectives_(std::make_unique<Collectives>(options.collectives, counters)) {
   if (options.intra_op_threads > 0) at::set_num_threads(static_cast<int>(options.intra_op_threads));
 }
 
@@ -275,6 +276,7 @@ Result<at::Tensor> TorchBackend::Compute(const Instruction& inst) const {
     case OpKind::kUnary: return ExecuteUnary(inst);
     case OpKind::kReduce: return ExecuteReduce(inst);
     case OpKind::kMovement: return ExecuteMovement(inst);
+    case OpKind::kCollective: return ExecuteCollective(inst);
     case OpKind::kMutate:
     case OpKind::kControl: break;
   }
@@ -372,6 +374,17 @@ Result<at::Tensor> TorchBackend::ExecuteCat(const Instruction& inst) const {
   Result<std::vector<at::Tensor>> operands = Operands(inst, inst.operands.size());
   if (!operands.ok()) return operands.status();
   return at::cat(*operands, inst.attrs.axes[0]);
+}
+
+Result<at::Tensor> TorchBackend::ExecuteCollective(const Instruction& inst) const {
+  // Only a broadcast's non-root members come without an operand.
+  const size_t count = inst.op == Op::kBroadcast ? inst.operands.size() : 1;
+  if (count > 1) return Invalid(inst, "expects at most one operand");
+  Result<std::vector<at::Tensor>> operands = Operands(inst, count);
+  if (!operands.ok()) return operands.status();
+  if (!IsValid(inst.attrs.dtype)) return Invalid(inst, "bad dtype");
+  const at::Tensor* operand = operands->empty() ? nullptr : &(*operands)[0];
+  return collectives_->Run(inst, operand, ToScalarType(inst.attrs.dtype));
 }
 
 Status TorchBackend::ExecuteMutation(const Instruction& inst) {

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "collectives.h"
 #include "gt/backend.h"
 #include "gt/instruction.h"
 #include "gt/status.h"
@@ -37,12 +38,15 @@ struct TorchBackendOptions {
   // other workers on the same machine. The default is declared once, in the
   // plugin's option spec (plugin.cc).
   int64_t intra_op_threads;
+  // Worker-to-worker collectives (collectives.h).
+  CollectiveOptions collectives;
 };
 
 class TorchBackend final : public gt::Backend {
  public:
   // Applies `options.intra_op_threads` to LibTorch when it is > 0.
-  explicit TorchBackend(const TorchBackendOptions& options);
+  // `counters` count the collectives (null entries: not counted).
+  explicit TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters = {});
 
   TorchBackend(const TorchBackend&) = delete;
   TorchBackend& operator=(const TorchBackend&) = delete;
@@ -78,6 +82,7 @@ class TorchBackend final : public gt::Backend {
   Result<at::Tensor> ExecuteReduce(const Instruction& inst) const;
   Result<at::Tensor> ExecuteMovement(const Instruction& inst) const;
   Result<at::Tensor> ExecuteCat(const Instruction& inst) const;
+  Result<at::Tensor> ExecuteCollective(const Instruction& inst) const;
   Status ExecuteMutation(const Instruction& inst);
   Status ExecuteControl(const Instruction& inst, ReplySink& replies);
 
@@ -107,6 +112,7 @@ class TorchBackend final : public gt::Backend {
   void Retain(const at::Tensor& tensor);
   void Release(const at::Tensor& tensor);
 
+  std::unique_ptr<Collectives> collectives_;
   std::unordered_map<ClientId, Namespace> namespaces_;
   std::unordered_map<uint64_t, std::shared_ptr<const CompiledUnit>> units_;
   // While a unit's body runs, operands are looked up here instead of in the

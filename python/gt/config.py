@@ -154,7 +154,16 @@ def register_config(name, config):
     if problems:
         raise ConfigError(f"invalid config for signal '{name}'", _format(problems))
     with _lock:
+        _send(name, config)
         _registry[name] = config
+
+
+def _send(name, config):
+    """Hands `config` to the C++ client, which sends it to the dispatcher."""
+    shard = config.shard
+    _C.register_config(name, shard.axis if shard is not None else None,
+                       list(shard.workers or []) if shard is not None else [],
+                       bool(config.replicated), config.backward_signal or "", bool(config.compile))
 
 
 def get_config(name):
@@ -171,6 +180,7 @@ def configs():
 
 def clear_configs():
     with _lock:
+        _C.clear_configs()
         _registry.clear()
 
 
@@ -241,6 +251,8 @@ def load_config(path):
     if problems:
         raise ConfigError(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
     with _lock:
+        for name, config in found.items():
+            _send(name, config)
         _registry.update(found)
     return found
 
@@ -252,5 +264,7 @@ def load_config_string(text, source_name="<string>"):
     if problems:
         raise ConfigError(f"{source_name}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
     with _lock:
+        for name, config in found.items():
+            _send(name, config)
         _registry.update(found)
     return found

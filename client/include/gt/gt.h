@@ -28,6 +28,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "gt/config.h"
 #include "gt/dtype.h"
 #include "gt/instruction.h"
 #include "gt/status.h"

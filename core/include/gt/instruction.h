@@ -59,7 +59,9 @@ struct Instruction {
   std::vector<TensorId> operands;
   Attributes attrs;
   std::string signal;             // innermost signal scope; empty outside any
-  BlobPtr payload;                // kFromBytes only
+  BlobPtr payload;                // kFromBytes: the bytes; kConfigure, collectives: see op.h
+  int32_t worker = -1;            // dispatcher stages: the worker index the router must send
+                                  // this to; -1 lets the router choose (operands' worker)
 
   // One line for logs and error messages: "add #12 %5 <- %3, %4 ...".
   std::string Describe() const;

@@ -75,10 +75,37 @@ enum class Op : uint16_t {
   kDefineUnit,  // payload = EncodeUnit(template); attrs.seed = unit key
   kRunUnit,     // attrs.seed = unit key; operands = the unit's inputs; results = its
                 // outputs (UnitInterface order); attrs.axes = indexes of the operands it frees
+  // Signals and sharding. kConfigure and kMembership are control ops that
+  // only the dispatcher's stages see; the collectives run on a worker
+  // together with the other members of their group (see "Collectives" below).
+  kConfigure,   // client -> dispatcher: the config of signal `signal` (see below)
+  kMembership,  // dispatcher -> its own stages: live worker indexes in attrs.shape
+  kBroadcast,   // collective: the root's operand, copied to every member
+  kAllReduce,   // collective: elementwise sum (scalar 0), max (1) or min (2) over members
+  kAllGather,   // collective: the members' pieces concatenated along a dim
   kCount
 };
 
-enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMovement, kMutate, kControl };
+enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMovement, kMutate, kControl, kCollective };
+
+// kConfigure: signal = the signal's name; attrs.axes = {shard axis} (empty:
+// no shard); attrs.shape = the shard's worker indexes (empty: every live
+// worker); attrs.keepdims = replicated; attrs.seed = 1 for compile: true;
+// payload = the backward signal's name (none: no backward signal);
+// attrs.scalar = 1: forget the signal's config instead.
+//
+// Collectives: one instruction per member, each sent to its member's worker
+// (Instruction::worker) with one result there. attrs.numbers = the group's
+// worker indexes in rank order (the same on every member); attrs.axes[0] =
+// this member's rank; payload = the rendezvous store's "host:port". Members
+// execute a group's collectives in the same order (the dispatcher emits them
+// together), so the bytes go worker to worker and never through the
+// dispatcher.
+//   kBroadcast: axes = {rank, root rank}; operands = {tensor} on the root,
+//               none elsewhere; attrs.shape/dtype = the tensor's.
+//   kAllReduce: axes = {rank}; operands = {local tensor}; attrs.scalar = op.
+//   kAllGather: axes = {rank, dim, size_0, ..., size_n-1}: every member's
+//               piece size along dim (pieces may differ in that dim only).
 
 struct OpInfo {
   Op op;

@@ -19,7 +19,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 1
+#define GT_PLUGIN_ABI_VERSION 2
 #endif
 
 namespace gt {

@@ -1,0 +1,62 @@
+// Signal configs: how tensors and ops inside a named signal scope are placed.
+//
+//   gt::register_config("data_parallel", {.shard = gt::ShardConfig{0, {0, 1, 2, 3}}});
+//   gt::load_config("config.yaml");     // or GT_CONFIG=config.yaml
+//   { gt::SignalScope scope("data_parallel"); gt::Tensor x = gt::randn({128, 64}); }
+//
+// The YAML format (the seeds' signal guide):
+//
+//   forward_layer1:
+//     shard: {axis: 0, workers: [0, 1, 2, 3]}   # split dim `axis` over these worker indexes
+//     backward: backward_layer1                 # the config the gradient computation uses
+//     compile: true                             # a compile boundary
+//   params:
+//     replicated: true                          # a full copy on every (listed) worker
+//
+// Configs belong to the client: they are kept by this process's session and
+// sent to the dispatcher, which keeps them per client, so two clients may
+// give one signal name different configs. What can only be checked where the
+// config is used (a worker index beyond the live workers, an axis beyond a
+// tensor's rank, a backward signal that was never registered) is reported
+// at the next sync point, naming the signal and the field.
+//
+// Thread-safety: every function may be called from any thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gt {
+
+struct ShardConfig {
+  int64_t axis = 0;          // the dimension split across workers; negative counts from the end
+  std::vector<int> workers;  // worker indexes, in shard order; empty: every live worker
+};
+
+struct SignalConfig {
+  std::optional<ShardConfig> shard;  // split tensors made in the scope
+  bool replicated = false;           // a full copy on every live worker; excludes `shard`
+  std::string backward;              // the signal whose config gradients use; "" for none
+  bool compile = false;              // a compile boundary
+};
+
+// Sets the config of signal `name`, replacing any earlier one, and sends it
+// to the dispatcher (now, or when the session starts). Throws gt::Error
+// (invalid_argument) naming the signal and the field for a config that is
+// wrong in itself (negative or repeated worker index, shard with replicated).
+void register_config(const std::string& name, const SignalConfig& config);
+
+// Reads every signal config of a YAML file and registers them all; nothing
+// is registered if any has a problem, and the gt::Error lists every problem
+// as "FILE:LINE: PATH: what". Returns the signal names read, in file order.
+std::vector<std::string> load_config(const std::string& path);
+// load_config for YAML text; `source` names it in errors.
+std::vector<std::string> load_config_string(const std::string& yaml, const std::string& source = "<string>");
+
+// The config registered for `name`, if any.
+std::optional<SignalConfig> get_config(const std::string& name);
+// Forgets every config of this client (here and at the dispatcher).
+void clear_configs();
+
+}  // namespace gt

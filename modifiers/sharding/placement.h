@@ -1,0 +1,43 @@
+// Where a logical tensor of a client lives (the sharding modifier's view).
+//
+//   whole        one tensor on one worker; its id is the client's own
+//   sharded      split along `axis` over `workers` like torch.chunk (sizes
+//                may differ; the last ones may be smaller); one id per shard
+//   replicated   a full copy on each of `workers`; one id per copy
+//
+// A partial-sum placement (every worker holds an addend) exists only inside
+// a strategy: the stage all-reduces it before the op ends.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gt/instruction.h"
+
+namespace gt::sharding {
+
+// Ids the stage makes for shards, copies and temporaries: far above any
+// id a client assigns, so they never meet in the client's namespace.
+inline constexpr TensorId kPhysicalIdBase = TensorId{1} << 62;
+
+struct Placement {
+  enum class Kind : uint8_t { kWhole, kSharded, kReplicated };
+  Kind kind = Kind::kWhole;
+  std::vector<int> workers;    // kWhole: exactly one
+  std::vector<TensorId> ids;   // one per worker, same order
+  int64_t axis = 0;            // kSharded
+  std::vector<int64_t> sizes;  // kSharded: each shard's size along axis
+
+  bool whole() const { return kind == Kind::kWhole; }
+  bool sharded() const { return kind == Kind::kSharded; }
+  bool replicated() const { return kind == Kind::kReplicated; }
+  // "whole on 0", "sharded(axis 0) on [0, 1] sizes [64, 64]", "replicated on [0, 1]".
+  std::string ToString() const;
+};
+
+// torch.chunk sizes of `length` split `parts` ways (fewer pieces when
+// `length` is small; none for 0).
+std::vector<int64_t> ChunkSizes(int64_t length, size_t parts);
+
+}  // namespace gt::sharding

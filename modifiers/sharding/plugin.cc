@@ -1,0 +1,37 @@
+// Registration of the sharding modifier: descriptor, option schema, factory.
+// The runtime is in sharding.{h,cc}; README.md documents it for users.
+#include <iterator>
+
+#include "gt/plugin.h"
+#include "sharding.h"
+
+namespace gt::sharding {
+namespace {
+
+// The one place each option's type, default, unit, doc and range are written.
+constexpr OptionSpec kOptions[] = {
+    {kOptionRendezvousHost, OptionType::kString, "127.0.0.1", "",
+     "address the collective rendezvous store (c10d TCPStore) listens on and workers connect to", 0, 0},
+    {kOptionRendezvousPort, OptionType::kInt, "0", "port", "port of the rendezvous store; 0 picks a free one", 0, 65535},
+    {kOptionExplain, OptionType::kBool, "false", "",
+     "log each op's input placements, output placement and collectives to stderr (also GT_EXPLAIN=1)", 0, 0},
+};
+
+Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) { return ShardingStage::Create(context); }
+
+const PluginDescriptor kDescriptor = {
+    PluginKind::kModifier,
+    "sharding",
+    "0.1.0",
+    "Places tensors by the clients' signal configs and expands ops into per-worker instructions and collectives",
+    HostBit(HostKind::kDispatcher),
+    kOptions,
+    std::size(kOptions),
+    &CreateStage,
+    nullptr,
+};
+
+}  // namespace
+}  // namespace gt::sharding
+
+GT_PLUGIN(gt::sharding::kDescriptor)

@@ -1,0 +1,704 @@
+#include "sharding.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+namespace gt::sharding {
+namespace {
+
+std::string List(const std::vector<int>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+
+std::string Name(TensorId id) { return "%" + std::to_string(id); }
+
+bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+bool SameShards(const Placement& a, const Placement& b) {
+  return a.sharded() && b.sharded() && a.workers == b.workers && a.sizes == b.sizes;
+}
+
+}  // namespace
+
+std::string Placement::ToString() const {
+  switch (kind) {
+    case Kind::kWhole: return "whole on " + std::to_string(workers.empty() ? -1 : workers[0]);
+    case Kind::kReplicated: return "replicated on " + List(workers);
+    case Kind::kSharded: {
+      std::vector<int> sizes_as_int(sizes.begin(), sizes.end());
+      return "sharded(axis " + std::to_string(axis) + ") on " + List(workers) + " sizes " + List(sizes_as_int);
+    }
+  }
+  return "?";
+}
+
+std::vector<int64_t> ChunkSizes(int64_t length, size_t parts) {
+  std::vector<int64_t> out;
+  if (length <= 0 || parts == 0) return out;
+  const int64_t chunk = (length + static_cast<int64_t>(parts) - 1) / static_cast<int64_t>(parts);
+  for (int64_t start = 0; start < length; start += chunk) out.push_back(std::min(chunk, length - start));
+  return out;
+}
+
+// ---- setup -----------------------------------------------------------------
+
+Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context) {
+  const std::string host = context.options->GetString(kOptionRendezvousHost);
+  const int64_t port = context.options->GetInt(kOptionRendezvousPort);
+  bool explain = context.options->GetBool(kOptionExplain);
+  if (const char* env = std::getenv("GT_EXPLAIN"); env && *env && std::string(env) != "0") explain = true;
+  std::shared_ptr<c10d::TCPStore> store;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(port);
+    options.isServer = true;
+    options.waitWorkers = false;
+    store = std::make_shared<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    return Unavailable("sharding: cannot host the rendezvous store on " + host + ":" + std::to_string(port) + ": " +
+                       e.what());
+  }
+  std::string rendezvous = host + ":" + std::to_string(store->getPort());
+  return std::unique_ptr<Stage>(new ShardingStage(std::move(rendezvous), explain, std::move(store)));
+}
+
+ShardingStage::ShardingStage(std::string rendezvous, bool explain, std::shared_ptr<c10d::TCPStore> store)
+    : rendezvous_(std::move(rendezvous)), explain_(explain), store_(std::move(store)) {}
+ShardingStage::~ShardingStage() = default;
+
+// ---- the stream --------------------------------------------------------------
+
+Status ShardingStage::Process(Instruction inst, Emitter& out) {
+  if (inst.op == Op::kMembership) {
+    live_.assign(inst.attrs.shape.begin(), inst.attrs.shape.end());
+    out.Emit(inst);
+    if (live_.empty()) return Status::Ok();
+    std::deque<Instruction> waiting;
+    waiting.swap(waiting_);
+    Status first;
+    for (Instruction& w : waiting) {
+      Status s = Handle(std::move(w), out);
+      if (!s.ok() && first.ok()) first = s;  // later ones are lost from the report; the first is kept
+    }
+    return first;
+  }
+  if (live_.empty()) {
+    waiting_.push_back(std::move(inst));
+    return Status::Ok();
+  }
+  return Handle(std::move(inst), out);
+}
+
+Status ShardingStage::Handle(Instruction inst, Emitter& out) {
+  Client& c = clients_[inst.client];
+  switch (inst.op) {
+    case Op::kConfigure: return Configure(c, inst);
+    case Op::kSync: out.Emit(std::move(inst)); return Status::Ok();
+    case Op::kFree: return Free(c, std::move(inst), out);
+    case Op::kFetch: return Fetch(c, std::move(inst), out);
+    case Op::kDropClient: clients_.erase(inst.client); out.Emit(std::move(inst)); return Status::Ok();
+    default: break;
+  }
+  if (KindOf(inst.op) == OpKind::kCollective || inst.op == Op::kMembership)
+    return InvalidArgument(inst.Describe() + ": reserved for the dispatcher");
+  if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
+  for (TensorId id : inst.results)
+    if (id >= kPhysicalIdBase) return InvalidArgument(inst.Describe() + ": tensor ids from " + Name(kPhysicalIdBase) + " up are reserved");
+  if (KindOf(inst.op) == OpKind::kCreate) return Create(c, std::move(inst), out);
+  return Compute(c, std::move(inst), out);
+}
+
+Status ShardingStage::Configure(Client& c, const Instruction& inst) {
+  if (inst.signal.empty()) return InvalidArgument("configure: no signal name");
+  if (inst.attrs.scalar == 1) {
+    c.configs.erase(inst.signal);
+    return Status::Ok();
+  }
+  Config config;
+  config.sharded = !inst.attrs.axes.empty();
+  if (config.sharded) config.axis = inst.attrs.axes[0];
+  for (int64_t w : inst.attrs.shape) {
+    if (w < 0 || w > 1 << 20)
+      return InvalidArgument("signal '" + inst.signal + "': shard.workers: bad worker index " + std::to_string(w));
+    config.workers.push_back(static_cast<int>(w));
+  }
+  config.replicated = inst.attrs.keepdims;
+  config.compile = inst.attrs.seed != 0;
+  if (inst.payload) config.backward.assign(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
+  c.configs[inst.signal] = std::move(config);
+  return Status::Ok();
+}
+
+std::vector<int> ShardingStage::WorkersOf(const Config& config) const {
+  return config.workers.empty() ? live_ : config.workers;
+}
+
+Status ShardingStage::CheckConfig(const std::string& signal, const Config& config, const Client& c,
+                                  const Shape* shape) const {
+  const std::string where = "signal '" + signal + "': ";
+  for (size_t i = 0; i < config.workers.size(); ++i)
+    if (!Contains(live_, config.workers[i]))
+      return InvalidArgument(where + "shard.workers[" + std::to_string(i) + "]: worker index " +
+                             std::to_string(config.workers[i]) + " is not a live worker (live: " + List(live_) + ")");
+  if (shape && config.sharded) {
+    const int64_t rank = static_cast<int64_t>(shape->size());
+    if (config.axis < -rank || config.axis >= rank || rank == 0)
+      return InvalidArgument(where + "shard.axis: " + std::to_string(config.axis) + " is out of range for a tensor of shape " +
+                             ShapeToString(*shape));
+  }
+  return Status::Ok();
+}
+
+int ShardingStage::DefaultWorker(Client& c) {
+  if (c.default_worker >= 0 && Contains(live_, c.default_worker)) return c.default_worker;
+  c.default_worker = live_[next_default_++ % live_.size()];
+  return c.default_worker;
+}
+
+Status ShardingStage::Failed(const Client& c, const Instruction& inst) const {
+  for (TensorId id : inst.operands)
+    if (auto f = c.failed.find(id); f != c.failed.end())
+      return FailedPrecondition(inst.Describe() + ": operand " + Name(id) + " does not exist because op #" +
+                                std::to_string(f->second) + " failed");
+  return Status::Ok();
+}
+
+// ---- emitting --------------------------------------------------------------
+
+void ShardingStage::Keep(Step& s, const std::vector<TensorId>& ids) {
+  auto kept = [&ids](const std::pair<int, TensorId>& e) { return std::find(ids.begin(), ids.end(), e.second) != ids.end(); };
+  s.temporaries.erase(std::remove_if(s.temporaries.begin(), s.temporaries.end(), kept), s.temporaries.end());
+}
+
+void ShardingStage::EmitOn(Step& s, int worker, Instruction inst) {
+  inst.client = s.inst->client;
+  inst.seq = s.inst->seq;
+  if (inst.signal.empty()) inst.signal = s.inst->signal;
+  inst.worker = worker;
+  s.out->Emit(std::move(inst));
+}
+
+Instruction ShardingStage::Collective(Step& s, Op op, const std::vector<int>& group, int rank) {
+  Instruction inst;
+  inst.op = op;
+  for (int w : group) inst.attrs.numbers.push_back(w);
+  inst.attrs.axes = {rank};
+  inst.payload = CopyToBlob(rendezvous_.data(), rendezvous_.size());
+  (void)s;
+  return inst;
+}
+
+std::map<int, TensorId> ShardingStage::Replicate(Step& s, const Tensor& t, const std::vector<int>& workers) {
+  std::map<int, TensorId> out;
+  const Placement& p = t.placement;
+  if (p.replicated() || p.whole()) {
+    std::vector<int> missing;
+    for (int w : workers) {
+      auto at = std::find(p.workers.begin(), p.workers.end(), w);
+      if (at != p.workers.end()) out[w] = p.ids[static_cast<size_t>(at - p.workers.begin())];
+      else missing.push_back(w);
+    }
+    if (missing.empty()) return out;
+    const int root = p.workers[0];
+    std::vector<int> group = {root};
+    group.insert(group.end(), missing.begin(), missing.end());
+    s.collectives.push_back("broadcast " + List(group));
+    Instruction b = Collective(s, Op::kBroadcast, group, 0);
+    b.attrs.axes = {0, 0};
+    b.attrs.shape = t.meta.shape;
+    b.attrs.dtype = t.meta.dtype;
+    b.operands = {p.ids[0]};
+    TensorId root_copy = NewId(*s.client);
+    b.results = {root_copy};
+    EmitOn(s, root, b);
+    s.temporaries.emplace_back(root, root_copy);
+    for (size_t r = 1; r < group.size(); ++r) {
+      Instruction m = b;
+      m.attrs.axes = {static_cast<int64_t>(r), 0};
+      m.operands.clear();
+      TensorId id = NewId(*s.client);
+      m.results = {id};
+      EmitOn(s, group[r], m);
+      s.temporaries.emplace_back(group[r], id);
+      out[group[r]] = id;
+    }
+    return out;
+  }
+  // Sharded: all-gather among its workers, then copy on to the rest.
+  s.collectives.push_back("all_gather " + List(p.workers));
+  Tensor gathered{t.meta, Placement{Placement::Kind::kReplicated, p.workers, {}, 0, {}}};
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction g = Collective(s, Op::kAllGather, p.workers, static_cast<int>(r));
+    g.attrs.axes = {static_cast<int64_t>(r), p.axis};
+    g.attrs.axes.insert(g.attrs.axes.end(), p.sizes.begin(), p.sizes.end());
+    g.attrs.dtype = t.meta.dtype;
+    g.operands = {p.ids[r]};
+    TensorId id = NewId(*s.client);
+    g.results = {id};
+    EmitOn(s, p.workers[r], g);
+    s.temporaries.emplace_back(p.workers[r], id);
+    gathered.placement.ids.push_back(id);
+  }
+  return Replicate(s, gathered, workers);
+}
+
+TensorId ShardingStage::WholeOn(Step& s, const Tensor& t, int worker) { return Replicate(s, t, {worker})[worker]; }
+
+std::vector<TensorId> ShardingStage::ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like) {
+  if (t.placement.sharded() && t.placement.axis == axis && t.placement.workers == like.workers &&
+      t.placement.sizes == like.sizes)
+    return t.placement.ids;
+  std::map<int, TensorId> copies = Replicate(s, t, like.workers);
+  std::vector<TensorId> out;
+  int64_t start = 0;
+  for (size_t r = 0; r < like.workers.size(); ++r) {
+    Instruction slice;
+    slice.op = Op::kSlice;
+    slice.attrs.axes = {axis, start, start + like.sizes[r], 1};
+    start += like.sizes[r];
+    slice.operands = {copies[like.workers[r]]};
+    TensorId id = NewId(*s.client);
+    slice.results = {id};
+    EmitOn(s, like.workers[r], slice);
+    s.temporaries.emplace_back(like.workers[r], id);
+    out.push_back(id);
+  }
+  s.collectives.push_back("slice to " + like.ToString());
+  return out;
+}
+
+std::vector<TensorId> ShardingStage::AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids,
+                                               const TensorMeta& meta, int op) {
+  s.collectives.push_back(std::string("all_reduce(") + (op == 1 ? "max" : op == 2 ? "min" : "sum") + ") " + List(p.workers));
+  std::vector<TensorId> out;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction a = Collective(s, Op::kAllReduce, p.workers, static_cast<int>(r));
+    a.attrs.scalar = op;
+    a.attrs.dtype = meta.dtype;
+    a.operands = {ids[r]};
+    TensorId id = NewId(*s.client);
+    a.results = {id};
+    EmitOn(s, p.workers[r], a);
+    out.push_back(id);
+  }
+  return out;
+}
+
+void ShardingStage::Explain(const Step& s, const std::vector<const Tensor*>& in, const Placement& result) {
+  if (!explain_) return;
+  std::ostringstream line;
+  line << "gt explain: " << OpName(s.inst->op) << " #" << s.inst->seq;
+  if (!s.inst->signal.empty()) line << " [" << s.inst->signal << "]";
+  line << ":";
+  for (size_t i = 0; i < in.size(); ++i) line << (i ? "," : "") << " " << in[i]->placement.ToString();
+  line << " -> " << result.ToString() << "; collectives: ";
+  if (s.collectives.empty()) line << "none";
+  for (size_t i = 0; i < s.collectives.size(); ++i) line << (i ? ", " : "") << s.collectives[i];
+  std::cerr << line.str() << "\n";
+}
+
+// ---- ops -------------------------------------------------------------------
+
+Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
+  Result<TensorMeta> meta = InferResult(inst, {});
+  if (!meta.ok()) return meta.status();
+  const TensorId result = inst.results.at(0);
+  auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
+  Step s{&c, &inst, &out, {}, {}};
+  Placement p;
+  if (config != c.configs.end()) {
+    const Config& cfg = config->second;
+    if (Status st = CheckConfig(inst.signal, cfg, c, &meta->shape); !st.ok()) {
+      c.failed[result] = inst.seq;
+      return st;
+    }
+    std::vector<int> workers = cfg.replicated || cfg.sharded ? WorkersOf(cfg) : std::vector<int>{};
+    const bool local_ok = inst.op == Op::kZeros || inst.op == Op::kOnes ||
+                          ((inst.op == Op::kRandn || inst.op == Op::kRand) && inst.attrs.seed == 0);
+    if (cfg.sharded) {
+      const int64_t rank = static_cast<int64_t>(meta->shape.size());
+      const int64_t axis = cfg.axis < 0 ? cfg.axis + rank : cfg.axis;
+      std::vector<int64_t> sizes = ChunkSizes(meta->shape[axis], workers.size());
+      if (sizes.size() >= 1) {
+        workers.resize(sizes.size());
+        p.kind = Placement::Kind::kSharded;
+        p.workers = workers;
+        p.axis = axis;
+        p.sizes = sizes;
+        const bool split_payload = inst.op == Op::kFromBytes && axis == 0 && inst.payload;
+        if (local_ok || split_payload) {
+          const size_t row_bytes = meta->shape[0] == 0 ? 0 : (inst.payload ? inst.payload->size() / meta->shape[0] : 0);
+          int64_t start = 0;
+          for (size_t r = 0; r < workers.size(); ++r) {
+            Instruction piece = inst;
+            piece.attrs.shape[axis] = sizes[r];
+            if (split_payload) {
+              if (inst.payload->size() != row_bytes * meta->shape[0])
+                return InvalidArgument(inst.Describe() + ": payload size does not match shape and dtype");
+              piece.payload = CopyToBlob(inst.payload->data() + start * row_bytes, sizes[r] * row_bytes);
+            }
+            start += sizes[r];
+            TensorId id = NewId(c);
+            piece.results = {id};
+            EmitOn(s, workers[r], piece);
+            p.ids.push_back(id);
+          }
+          s.collectives.push_back(split_payload ? "payload split by the dispatcher" : "created in place");
+        } else {
+          // Values that must match a one-worker run: made whole, then scattered.
+          Instruction whole = inst;
+          TensorId id = NewId(c);
+          whole.results = {id};
+          EmitOn(s, workers[0], whole);
+          s.temporaries.emplace_back(workers[0], id);
+          Tensor t{*meta, Placement{Placement::Kind::kWhole, {workers[0]}, {id}, 0, {}}};
+          p.ids = ShardLike(s, t, axis, p);
+          Keep(s, p.ids);  // the slices are the shards
+        }
+      }
+    } else if (cfg.replicated) {
+      p.kind = Placement::Kind::kReplicated;
+      p.workers = workers;
+      if (local_ok && inst.op != Op::kRandn && inst.op != Op::kRand) {
+        for (int w : workers) {
+          Instruction copy = inst;
+          TensorId id = NewId(c);
+          copy.results = {id};
+          EmitOn(s, w, copy);
+          p.ids.push_back(id);
+        }
+      } else {
+        Instruction whole = inst;
+        whole.results = {result};
+        EmitOn(s, workers[0], whole);
+        Tensor t{*meta, Placement{Placement::Kind::kWhole, {workers[0]}, {result}, 0, {}}};
+        std::map<int, TensorId> copies = Replicate(s, t, workers);
+        for (int w : workers) p.ids.push_back(copies[w]);
+        Keep(s, p.ids);  // the broadcast's results are the replicas
+      }
+    }
+  }
+  if (p.ids.empty()) {  // whole: no config, or nothing to split
+    p = Placement{Placement::Kind::kWhole, {DefaultWorker(c)}, {result}, 0, {}};
+    EmitOn(s, p.workers[0], inst);
+  }
+  Explain(s, {}, p);
+  for (auto& [w, id] : s.temporaries) {
+    Instruction f;
+    f.op = Op::kFree;
+    f.operands = {id};
+    EmitOn(s, w, f);
+  }
+  c.tensors[result] = Tensor{*meta, std::move(p)};
+  return Status::Ok();
+}
+
+Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
+  Instruction pass = inst;
+  pass.operands.clear();
+  Step s{&c, &inst, &out, {}, {}};
+  for (TensorId id : inst.operands) {
+    if (c.failed.erase(id)) continue;  // never made: nothing to free
+    auto it = c.tensors.find(id);
+    if (it == c.tensors.end() || it->second.placement.whole()) {
+      if (it != c.tensors.end()) c.tensors.erase(it);
+      pass.operands.push_back(id);
+      continue;
+    }
+    const Placement& p = it->second.placement;
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      Instruction f;
+      f.op = Op::kFree;
+      f.operands = {p.ids[r]};
+      EmitOn(s, p.workers[r], f);
+    }
+    c.tensors.erase(it);
+  }
+  if (!pass.operands.empty()) out.Emit(std::move(pass));
+  return Status::Ok();
+}
+
+Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
+  if (Status f = Failed(c, inst); !f.ok()) return f;
+  if (inst.operands.size() != 1) {
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  auto it = c.tensors.find(inst.operands[0]);
+  if (it == c.tensors.end() || it->second.placement.whole()) {
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  Step s{&c, &inst, &out, {}, {}};
+  const Tensor& t = it->second;
+  const int worker = t.placement.workers[0];
+  TensorId whole = WholeOn(s, t, worker);
+  Instruction fetch = inst;
+  fetch.operands = {whole};
+  EmitOn(s, worker, fetch);
+  Explain(s, {&t}, Placement{Placement::Kind::kWhole, {worker}, {whole}, 0, {}});
+  for (auto& [w, id] : s.temporaries) {
+    Instruction f;
+    f.op = Op::kFree;
+    f.operands = {id};
+    EmitOn(s, w, f);
+  }
+  return Status::Ok();
+}
+
+Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
+  if (Status f = Failed(c, inst); !f.ok()) {
+    for (TensorId r : inst.results) c.failed[r] = c.failed.count(r) ? c.failed[r] : inst.seq;
+    return f;
+  }
+  std::vector<const Tensor*> in;
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    if (it == c.tensors.end()) {  // unknown here: the router names it
+      out.Emit(std::move(inst));
+      return Status::Ok();
+    }
+    in.push_back(&it->second);
+  }
+  const bool produces = ProducesTensor(inst.op);
+  TensorMeta meta;
+  if (produces) {
+    std::vector<const TensorMeta*> metas;
+    for (const Tensor* t : in) metas.push_back(&t->meta);
+    Result<TensorMeta> m = InferResult(inst, metas);
+    if (!m.ok()) {
+      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      return m.status();
+    }
+    meta = *m;
+  }
+  Step s{&c, &inst, &out, {}, {}};
+  bool all_whole = true;
+  for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
+  Result<Placement> placed = Internal("no strategy");
+  if (all_whole || in.empty()) {
+    placed = Whole(s, in, meta);
+  } else if (KindOf(inst.op) == OpKind::kBinary || KindOf(inst.op) == OpKind::kMutate ||
+             (KindOf(inst.op) == OpKind::kUnary && inst.op != Op::kSoftmax && inst.op != Op::kLogSoftmax)) {
+    placed = Elementwise(s, in, meta);
+  } else if (inst.op == Op::kMatmul) {
+    placed = Matmul(s, in, meta);
+  } else if (KindOf(inst.op) == OpKind::kReduce) {
+    placed = Reduce(s, *in[0], meta);
+  } else {
+    placed = Whole(s, in, meta);
+  }
+  if (!placed.ok()) {
+    for (TensorId r : inst.results) c.failed[r] = inst.seq;
+    return placed.status();
+  }
+  Explain(s, in, *placed);
+  for (auto& [w, id] : s.temporaries) {
+    Instruction f;
+    f.op = Op::kFree;
+    f.operands = {id};
+    EmitOn(s, w, f);
+  }
+  if (produces) c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
+  return Status::Ok();
+}
+
+// Every operand assembled whole on one worker (the first operand's, or the
+// first worker of its placement); the op runs there.
+Result<Placement> ShardingStage::Whole(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  Instruction inst = *s.inst;
+  int worker = in.empty() ? DefaultWorker(*s.client) : in[0]->placement.workers[0];
+  // A mutation changes its destination where it lives.
+  if (KindOf(inst.op) == OpKind::kMutate && !in[0]->placement.whole()) return Elementwise(s, in, meta);
+  for (size_t i = 0; i < in.size(); ++i) inst.operands[i] = WholeOn(s, *in[i], worker);
+  if (!ProducesTensor(inst.op)) {
+    EmitOn(s, worker, inst);
+    return Placement{Placement::Kind::kWhole, {worker}, {}, 0, {}};
+  }
+  EmitOn(s, worker, inst);
+  return Placement{Placement::Kind::kWhole, {worker}, {inst.results[0]}, 0, {}};
+}
+
+Result<Placement> ShardingStage::Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Instruction& inst = *s.inst;
+  const bool mutate = KindOf(inst.op) == OpKind::kMutate;
+  const Shape& out_shape = mutate ? in[0]->meta.shape : meta.shape;
+  const int64_t out_rank = static_cast<int64_t>(out_shape.size());
+  // The lead: the destination of a mutation, else the first sharded operand,
+  // else the first replicated one.
+  const Tensor* lead = nullptr;
+  if (mutate) lead = in[0];
+  for (const Tensor* t : in)
+    if (!lead && t->placement.sharded()) lead = t;
+  for (const Tensor* t : in)
+    if (!lead && t->placement.replicated()) lead = t;
+  if (lead->placement.whole()) return Whole(s, in, meta);
+  Placement result = lead->placement;
+  result.ids.clear();
+  if (result.sharded()) result.axis = lead->placement.axis + (out_rank - static_cast<int64_t>(lead->meta.shape.size()));
+  std::vector<std::vector<TensorId>> operand_ids;  // [operand][member]
+  for (const Tensor* t : in) {
+    if (t == lead) {
+      operand_ids.push_back(t->placement.ids);
+      continue;
+    }
+    const int64_t rank = static_cast<int64_t>(t->meta.shape.size());
+    if (result.sharded()) {
+      const int64_t aligned = result.axis - (out_rank - rank);
+      if (aligned >= 0 && t->meta.shape[aligned] > 1) {  // must be cut the same way
+        Placement like = result;
+        operand_ids.push_back(ShardLike(s, *t, aligned, like));
+        continue;
+      }
+    }
+    std::map<int, TensorId> copies = Replicate(s, *t, result.workers);
+    std::vector<TensorId> ids;
+    for (int w : result.workers) ids.push_back(copies[w]);
+    operand_ids.push_back(ids);
+  }
+  for (size_t r = 0; r < result.workers.size(); ++r) {
+    Instruction piece = inst;
+    for (size_t i = 0; i < in.size(); ++i) piece.operands[i] = operand_ids[i][r];
+    if (!mutate) {
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      result.ids.push_back(id);
+    }
+    EmitOn(s, result.workers[r], piece);
+  }
+  if (mutate) result = lead->placement;
+  return result;
+}
+
+Result<Placement> ShardingStage::Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Tensor& a = *in[0];
+  const Tensor& b = *in[1];
+  const int64_t ra = static_cast<int64_t>(a.meta.shape.size());
+  const int64_t rb = static_cast<int64_t>(b.meta.shape.size());
+  if (ra < 2 || rb != 2) return Whole(s, in, meta);
+  const Placement& pa = a.placement;
+  const Placement& pb = b.placement;
+  auto emit = [&](const std::vector<int>& workers, const std::vector<TensorId>& ia, const std::vector<TensorId>& ib) {
+    std::vector<TensorId> ids;
+    for (size_t r = 0; r < workers.size(); ++r) {
+      Instruction piece = *s.inst;
+      piece.operands = {ia[r], ib[r]};
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      EmitOn(s, workers[r], piece);
+      ids.push_back(id);
+    }
+    return ids;
+  };
+  auto copies = [&](const Tensor& t, const std::vector<int>& workers) {
+    std::map<int, TensorId> m = Replicate(s, t, workers);
+    std::vector<TensorId> ids;
+    for (int w : workers) ids.push_back(m[w]);
+    return ids;
+  };
+  // Rows (or any batch/row axis) of A sharded: B whole on every shard's worker.
+  if (pa.sharded() && pa.axis < ra - 1) {
+    Placement out = pa;
+    out.ids = emit(pa.workers, pa.ids, copies(b, pa.workers));  // B sharded: all-gathered first
+    out.axis = pa.axis + (static_cast<int64_t>(meta.shape.size()) - ra);
+    return out;
+  }
+  // Inner dimension of A sharded: B's rows cut the same way, partial products summed.
+  if (pa.sharded() && pa.axis == ra - 1) {
+    std::vector<TensorId> ib = ShardLike(s, b, 0, pa);
+    std::vector<TensorId> partial = emit(pa.workers, pa.ids, ib);
+    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pa.workers[r], partial[r]);
+    Placement out{Placement::Kind::kReplicated, pa.workers, {}, 0, {}};
+    out.ids = AllReduce(s, pa, partial, meta, 0);
+    return out;
+  }
+  // Columns of B sharded: A whole on every shard's worker.
+  if (pb.sharded() && pb.axis == 1) {
+    Placement out = pb;
+    out.axis = static_cast<int64_t>(meta.shape.size()) - 1;
+    out.ids = emit(pb.workers, copies(a, pb.workers), pb.ids);
+    return out;
+  }
+  // B's rows sharded with A whole: cut A's columns to match, then as above.
+  if (pb.sharded() && pb.axis == 0 && !pa.sharded()) {
+    std::vector<TensorId> ia = ShardLike(s, a, ra - 1, pb);
+    std::vector<TensorId> partial = emit(pb.workers, ia, pb.ids);
+    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pb.workers[r], partial[r]);
+    Placement out{Placement::Kind::kReplicated, pb.workers, {}, 0, {}};
+    out.ids = AllReduce(s, pb, partial, meta, 0);
+    return out;
+  }
+  // Replicated with replicated (or whole): computed on every replica.
+  const Placement& lead = pa.replicated() ? pa : pb;
+  if (lead.replicated()) {
+    Placement out{Placement::Kind::kReplicated, lead.workers, {}, 0, {}};
+    out.ids = emit(lead.workers, copies(a, lead.workers), copies(b, lead.workers));
+    return out;
+  }
+  return Whole(s, in, meta);
+}
+
+Result<Placement> ShardingStage::Reduce(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Instruction& inst = *s.inst;
+  const Placement& p = t.placement;
+  const size_t rank = t.meta.shape.size();
+  Result<std::vector<int64_t>> axes = NormalizeAxes(inst.attrs.axes, rank);
+  if (!axes.ok()) return axes.status();
+  auto local = [&](Op op) {
+    std::vector<TensorId> ids;
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      Instruction piece = inst;
+      piece.op = op;
+      piece.operands = {p.ids[r]};
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      EmitOn(s, p.workers[r], piece);
+      ids.push_back(id);
+    }
+    return ids;
+  };
+  if (p.replicated()) return Placement{Placement::Kind::kReplicated, p.workers, local(inst.op), 0, {}};
+  const bool over_shard_axis = std::find(axes->begin(), axes->end(), p.axis) != axes->end();
+  if (!over_shard_axis) {
+    Placement out = p;
+    out.ids = local(inst.op);
+    if (!inst.attrs.keepdims)
+      out.axis -= std::count_if(axes->begin(), axes->end(), [&](int64_t a) { return a < p.axis; });
+    return out;
+  }
+  // Partial results, then an all-reduce; a mean is a sum scaled by 1/count.
+  const Op partial_op = inst.op == Op::kMean ? Op::kSum : inst.op;
+  std::vector<TensorId> partial = local(partial_op);
+  for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(p.workers[r], partial[r]);
+  const int reduce = inst.op == Op::kMax ? 1 : inst.op == Op::kMin ? 2 : 0;
+  Placement out{Placement::Kind::kReplicated, p.workers, {}, 0, {}};
+  std::vector<TensorId> reduced = AllReduce(s, p, partial, meta, reduce);
+  if (inst.op != Op::kMean) {
+    out.ids = reduced;
+    return out;
+  }
+  double count = 1;
+  for (int64_t a : *axes) count *= static_cast<double>(t.meta.shape[a]);
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    s.temporaries.emplace_back(p.workers[r], reduced[r]);
+    Instruction scale;
+    scale.op = Op::kDiv;
+    scale.attrs.scalar = count;
+    scale.attrs.scalar_side = ScalarSide::kRight;
+    scale.operands = {reduced[r]};
+    TensorId id = NewId(*s.client);
+    scale.results = {id};
+    EmitOn(s, p.workers[r], scale);
+    out.ids.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace gt::sharding

@@ -1,0 +1,139 @@
+// The sharding modifier: a dispatcher stage that turns a client's logical
+// instruction stream into per-worker instructions and worker-to-worker
+// collectives, following the client's signal configs (gt/config.h).
+//
+// Every tensor of a client has a placement (placement.h): whole on one
+// worker, sharded on an axis over a worker list (torch.chunk sizes), or
+// replicated over a worker list. Creation inside a scope with a config
+// makes the shards on their workers directly; every other op takes its
+// output placement and the collective it needs from its inputs':
+//
+//   elementwise, matching shards          shard-local
+//   elementwise with a smaller operand    the operand broadcast to the shards' workers
+//   A row-sharded @ B                     B replicated, shard-local (no communication)
+//   A row-sharded @ B sharded             all-gather B, then shard-local
+//   A inner-sharded @ B row-sharded       partial products, all-reduce (sum)
+//   A @ B column-sharded                  A replicated, shard-local
+//   reduction over the sharded axis       local partial, all-reduce (mean weighted by count)
+//   reduction over other axes             shard-local
+//   fetch of a sharded tensor             all-gather, fetch from the first shard's worker
+//   anything else                         operands assembled whole on one worker
+//
+// Collective bytes never pass through the dispatcher: each collective is one
+// instruction per member, executed by the members' backends (Gloo), who meet
+// at the rendezvous store this stage hosts.
+//
+// Thread-safety: as every Stage (one pipeline thread).
+#pragma once
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gt/stage.h"
+#include "placement.h"
+#include "shape_inference.h"
+
+namespace c10d {
+class TCPStore;
+}
+
+namespace gt::sharding {
+
+inline constexpr const char* kOptionRendezvousHost = "rendezvous_host";
+inline constexpr const char* kOptionRendezvousPort = "rendezvous_port";
+inline constexpr const char* kOptionExplain = "explain";
+
+// A signal config as the dispatcher received it (kConfigure).
+struct Config {
+  bool sharded = false;
+  int64_t axis = 0;
+  std::vector<int> workers;  // empty: every live worker
+  bool replicated = false;
+  std::string backward;
+  bool compile = false;
+};
+
+class ShardingStage final : public Stage {
+ public:
+  // Starts the rendezvous store; fails if it cannot listen.
+  static Result<std::unique_ptr<Stage>> Create(const StageContext& context);
+  ~ShardingStage() override;
+
+  Status Process(Instruction inst, Emitter& out) override;
+  size_t Buffered() const override { return waiting_.size(); }
+
+ private:
+  struct Tensor {
+    TensorMeta meta;
+    Placement placement;
+  };
+  struct Client {
+    std::map<std::string, Config> configs;
+    std::unordered_map<TensorId, Tensor> tensors;
+    std::unordered_map<TensorId, uint64_t> failed;  // id -> seq of the op that failed to make it
+    int default_worker = -1;
+    TensorId next_physical = kPhysicalIdBase;
+  };
+  // The op being expanded: where emitted instructions go, temporaries to
+  // free at its end, and what explain prints.
+  struct Step {
+    Client* client;
+    const Instruction* inst;
+    Emitter* out;
+    std::vector<std::pair<int, TensorId>> temporaries;
+    std::vector<std::string> collectives;
+  };
+
+  ShardingStage(std::string rendezvous, bool explain, std::shared_ptr<c10d::TCPStore> store);
+
+  Status Handle(Instruction inst, Emitter& out);
+  Status Configure(Client& c, const Instruction& inst);
+  Status Create(Client& c, Instruction inst, Emitter& out);
+  Status Free(Client& c, Instruction inst, Emitter& out);
+  Status Fetch(Client& c, Instruction inst, Emitter& out);
+  Status Compute(Client& c, Instruction inst, Emitter& out);
+
+  // Strategies; each returns the result's placement (ids filled in).
+  Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+  Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+  Result<Placement> Reduce(Step& s, const Tensor& in, const TensorMeta& meta);
+  Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+
+  // Collectives and moves; the ids they return are temporaries of `s`.
+  // A copy of `t` on each of `workers` (t whole or replicated).
+  std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers);
+  // `t` whole on `worker`.
+  TensorId WholeOn(Step& s, const Tensor& t, int worker);
+  // `t` split like `like` (same workers, axis `axis` of t, same sizes).
+  std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like);
+  std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
+                                  int op);
+
+  // `ids` outlive the step: they are no longer temporaries.
+  static void Keep(Step& s, const std::vector<TensorId>& ids);
+  // Emits one instruction for `worker` made from the op being expanded.
+  void EmitOn(Step& s, int worker, Instruction inst);
+  TensorId NewId(Client& c) { return c.next_physical++; }
+  Instruction Collective(Step& s, Op op, const std::vector<int>& group, int rank);
+  void Explain(const Step& s, const std::vector<const Tensor*>& in, const Placement& result);
+
+  Status CheckConfig(const std::string& signal, const Config& config, const Client& c, const Shape* shape) const;
+  std::vector<int> WorkersOf(const Config& config) const;
+  int DefaultWorker(Client& c);
+  Status Failed(const Client& c, const Instruction& inst) const;
+
+  std::string rendezvous_;  // "host:port" of the store
+  bool explain_;
+  std::shared_ptr<c10d::TCPStore> store_;
+  std::vector<int> live_;  // live worker indexes, from kMembership
+  size_t next_default_ = 0;
+  std::unordered_map<ClientId, Client> clients_;
+  std::deque<Instruction> waiting_;  // client instructions seen before any worker
+};
+
+}  // namespace gt::sharding

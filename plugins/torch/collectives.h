@@ -1,0 +1,73 @@
+// Worker-to-worker collectives of the torch backend: Gloo process groups
+// from LibTorch's c10d, one per (rendezvous store, member list), created the
+// first time a collective names that group.
+//
+// The dispatcher's sharding modifier hosts the rendezvous store (a
+// c10d::TCPStore) and names it in every collective instruction (see
+// gt/op.h, "Collectives"); each member connects to it, the Gloo pairs are
+// set up worker to worker, and tensor bytes then flow only between workers.
+//
+// Blocking: a collective returns when every member has taken part. Members
+// execute a group's collectives in one order because the dispatcher emits
+// them together; a member that never arrives (it died, or its operand failed
+// to be made) makes the others fail after `timeout_ms`.
+//
+// Thread-safety: none; the worker's pipeline thread calls everything.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <array>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gt/instruction.h"
+#include "gt/status.h"
+
+namespace prometheus {
+class Counter;
+}
+
+namespace gt::torch_backend {
+
+struct CollectiveOptions {
+  // The address this worker's Gloo endpoint binds and announces; peers must
+  // be able to reach it. Default in the plugin's option spec.
+  std::string host;
+  // How long a member waits for the others (rendezvous and each collective).
+  std::chrono::milliseconds timeout;
+};
+
+// Per kind of collective (broadcast, all_reduce, all_gather): how many ran and
+// the tensor bytes this worker contributed. Owned by the plugin's registry.
+struct CollectiveCounters {
+  std::array<prometheus::Counter*, 3> calls{};
+  std::array<prometheus::Counter*, 3> bytes{};
+};
+
+class Collectives {
+ public:
+  Collectives(CollectiveOptions options, CollectiveCounters counters);
+  ~Collectives();
+
+  // REQUIRES: KindOf(inst.op) == OpKind::kCollective. `operand` is the local
+  // tensor (none for a non-root member of a broadcast, which makes its
+  // result with `dtype`). Returns the result; errors name the instruction.
+  Result<at::Tensor> Run(const Instruction& inst, const at::Tensor* operand, at::ScalarType dtype);
+
+ private:
+  struct Group;
+  Result<Group*> GroupOf(const Instruction& inst);
+  Result<at::Tensor> Broadcast(const Instruction& inst, Group& group, const at::Tensor* operand, at::ScalarType dtype);
+  Result<at::Tensor> AllReduce(const Instruction& inst, Group& group, const at::Tensor& operand);
+  Result<at::Tensor> AllGather(const Instruction& inst, Group& group, const at::Tensor& operand);
+
+  CollectiveOptions options_;
+  CollectiveCounters counters_;
+  std::map<std::string, std::unique_ptr<Group>> groups_;  // by rendezvous + member list
+};
+
+}  // namespace gt::torch_backend

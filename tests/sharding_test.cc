@@ -1,0 +1,243 @@
+// Signals and sharding through the real stack: a gt-dispatcher running the
+// sharding modifier, four gt-worker processes whose collectives go worker to
+// worker over Gloo, and the C++ client. Every strategy is checked against
+// the same program run without a signal scope (whole, on one worker), where
+// the tensors live is checked through the workers' live-tensor gauges and
+// collective counters, and the dispatcher's byte counter shows that
+// collective bytes never pass through it.
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+#include "gt/gt.h"
+
+namespace {
+
+using gt::DType;
+using gt::testing::HttpGet;
+using gt::testing::MetricValue;
+
+constexpr int kWorkers = 4;
+
+class ShardingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gt::testing::ClusterOptions options;
+    options.workers = kWorkers;
+    options.dispatcher_manifest = gt::testing::WriteTempFile(
+        "sharding-dispatcher.yaml",
+        "host: dispatcher\nid: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n"
+        "    options: {explain: true}\n");
+    options.worker_manifest = gt::testing::WriteTempFile(
+        "sharding-worker.yaml", "host: worker\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1}\n");
+    cluster_ = new gt::testing::ProcessCluster(options);
+    ready_ = cluster_->WaitForWorkers(kWorkers);
+    if (ready_) gt::connect(cluster_->endpoint());
+  }
+  static void TearDownTestSuite() {
+    gt::shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(ready_) << "the cluster did not come up"; }
+  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+
+  // The gauge `name` of every worker, in port order.
+  static std::vector<double> PerWorker(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    std::vector<double> out;
+    for (int port : cluster_->worker_metrics_ports())
+      out.push_back(MetricValue(HttpGet(port, "/metrics"), name, labels).value_or(-1));
+    return out;
+  }
+  static double Dispatcher(const std::string& name) {
+    return MetricValue(HttpGet(cluster_->dispatcher_metrics_port(), "/metrics"), name).value_or(-1);
+  }
+
+  static gt::testing::ProcessCluster* cluster_;
+  static bool ready_;
+};
+
+gt::testing::ProcessCluster* ShardingTest::cluster_ = nullptr;
+bool ShardingTest::ready_ = false;
+
+void ExpectClose(const gt::Tensor& got, const gt::Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  std::vector<float> g = got.to_vector<float>();
+  std::vector<float> w = want.to_vector<float>();
+  ASSERT_EQ(g.size(), w.size()) << what;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::fabs(w[i])) << what << " element " << i;
+}
+
+std::vector<double> Delta(const std::vector<double>& after, const std::vector<double>& before) {
+  std::vector<double> d;
+  for (size_t i = 0; i < after.size(); ++i) d.push_back(after[i] - before[i]);
+  return d;
+}
+
+// Runs `program` in signal scope `signal` (none: "") and returns its results.
+template <typename F>
+std::vector<gt::Tensor> In(const std::string& signal, F program) {
+  std::optional<gt::SignalScope> scope;
+  if (!signal.empty()) scope.emplace(signal);
+  return program();
+}
+
+TEST_F(ShardingTest, DataParallelMatchesOneWorker) {
+  gt::register_config("dp", {.shard = gt::ShardConfig{0, {0, 1, 2, 3}}});
+  gt::register_config("weights", {.replicated = true});
+  auto program = [](const std::string& data, const std::string& weights) {
+    gt::Tensor x = In(data, [] { return std::vector<gt::Tensor>{gt::randn({130, 64}, DType::kFloat32, 11)}; })[0];
+    gt::Tensor w = In(weights, [] { return std::vector<gt::Tensor>{gt::randn({64, 16}, DType::kFloat32, 12)}; })[0];
+    gt::Tensor b = gt::randn({16}, DType::kFloat32, 13);
+    gt::Tensor y = (x.matmul(w) + b).relu() * 0.5;
+    return std::vector<gt::Tensor>{y, y.sum(), y.mean(), y.sum({1}), y.max({0}), y.mean({0}), y.min(), x - x.mean({0})};
+  };
+  std::vector<gt::Tensor> sharded = program("dp", "weights");
+  std::vector<gt::Tensor> whole = program("", "");
+  for (size_t i = 0; i < whole.size(); ++i) ExpectClose(sharded[i], whole[i], "result " + std::to_string(i));
+}
+
+TEST_F(ShardingTest, ShardsLiveOnTheirWorkers) {
+  gt::register_config("dp4", {.shard = gt::ShardConfig{0, {}}});  // every live worker
+  // A worker updates its gauges at the end of each batch, after it answered
+  // the batch's sync: a second sync makes sure the first batch has ended.
+  gt::sync();
+  gt::sync();
+  std::vector<double> before = PerWorker("gt_worker_live_tensors");
+  gt::Tensor x = In("dp4", [] { return std::vector<gt::Tensor>{gt::zeros({10, 3})}; })[0];  // 3, 3, 3, 1 rows
+  gt::sync();
+  gt::sync();
+  EXPECT_EQ(Delta(PerWorker("gt_worker_live_tensors"), before), std::vector<double>(kWorkers, 1.0));
+  std::vector<float> values = (x + 2).to_vector<float>();
+  EXPECT_EQ(values, std::vector<float>(30, 2.0f));
+  x = gt::Tensor();
+  gt::sync();
+  gt::sync();
+  EXPECT_EQ(Delta(PerWorker("gt_worker_live_tensors"), before), std::vector<double>(kWorkers, 0.0))
+      << "before: " << ::testing::PrintToString(before)
+      << " now: " << ::testing::PrintToString(PerWorker("gt_worker_live_tensors"));
+}
+
+TEST_F(ShardingTest, FromDataIsSplitInOrder) {
+  gt::register_config("rows3", {.shard = gt::ShardConfig{0, {2, 0, 1}}});
+  std::vector<float> values(7 * 2);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  gt::Tensor x = In("rows3", [&] { return std::vector<gt::Tensor>{gt::tensor(values, {7, 2})}; })[0];
+  EXPECT_EQ(x.to_vector<float>(), values);
+  EXPECT_EQ((x * 2).sum({0}).to_vector<float>(), (std::vector<float>{84, 98}));
+}
+
+TEST_F(ShardingTest, MatmulStrategiesMatchOneWorker) {
+  gt::register_config("rows", {.shard = gt::ShardConfig{0, {0, 1, 2, 3}}});
+  gt::register_config("cols", {.shard = gt::ShardConfig{1, {1, 3}}});
+  gt::register_config("rows13", {.shard = gt::ShardConfig{0, {1, 3}}});
+  auto make = [](const std::string& signal, gt::Shape shape, uint64_t seed) {
+    return In(signal, [&] { return std::vector<gt::Tensor>{gt::randn(shape, DType::kFloat32, seed)}; })[0];
+  };
+  gt::Tensor a = make("", {48, 40}, 1), b = make("", {40, 24}, 2);
+  gt::Tensor want = a.matmul(b);
+  // Both row-sharded: B all-gathered.
+  ExpectClose(make("rows", {48, 40}, 1).matmul(make("rows", {40, 24}, 2)), want, "both sharded");
+  // Inner dimension sharded: partial products, all-reduce.
+  ExpectClose(make("cols", {48, 40}, 1).matmul(make("rows13", {40, 24}, 2)), want, "inner sharded");
+  // A inner-sharded, B whole: B cut to match.
+  ExpectClose(make("cols", {48, 40}, 1).matmul(b), want, "inner sharded, B whole");
+  // B column-sharded: A replicated.
+  ExpectClose(a.matmul(make("cols", {40, 24}, 2)), want, "column sharded");
+  std::vector<double> gathers = PerWorker("gt_collectives_total", {{"collective", "all_gather"}});
+  std::vector<double> reduces = PerWorker("gt_collectives_total", {{"collective", "all_reduce"}});
+  double g = 0, r = 0;
+  for (double v : gathers) g += v;
+  for (double v : reduces) r += v;
+  EXPECT_GT(g, 0) << "no all-gather ran on the workers";
+  EXPECT_GT(r, 0) << "no all-reduce ran on the workers";
+}
+
+TEST_F(ShardingTest, ReshardingBetweenWorkerSets) {
+  gt::register_config("left", {.shard = gt::ShardConfig{0, {0, 1}}});
+  gt::register_config("right", {.shard = gt::ShardConfig{1, {2, 3}}});
+  gt::Tensor x = In("left", [] { return std::vector<gt::Tensor>{gt::randn({6, 8}, DType::kFloat32, 5)}; })[0];
+  gt::Tensor y = In("right", [] { return std::vector<gt::Tensor>{gt::randn({6, 8}, DType::kFloat32, 6)}; })[0];
+  gt::Tensor x1 = gt::randn({6, 8}, DType::kFloat32, 5), y1 = gt::randn({6, 8}, DType::kFloat32, 6);
+  ExpectClose(x + y, x1 + y1, "left + right");
+  ExpectClose((x * y).transpose(0, 1), (x1 * y1).transpose(0, 1), "whole fallback");
+}
+
+TEST_F(ShardingTest, CollectiveBytesBypassTheDispatcher) {
+  gt::register_config("inner", {.shard = gt::ShardConfig{1, {0, 1}}});
+  gt::register_config("outer", {.shard = gt::ShardConfig{0, {0, 1}}});
+  gt::sync();
+  const double received_before = Dispatcher("gt_host_bytes_received_total");
+  std::vector<double> reduced_before = PerWorker("gt_collective_bytes_total", {{"collective", "all_reduce"}});
+  gt::Tensor a = In("inner", [] { return std::vector<gt::Tensor>{gt::ones({1024, 2048})}; })[0];
+  gt::Tensor b = In("outer", [] { return std::vector<gt::Tensor>{gt::ones({2048, 1024})}; })[0];
+  gt::Tensor c = a.matmul(b);  // partial [1024, 1024] products (4 MiB each), all-reduced
+  gt::sync();
+  const double tensor_bytes = 1024.0 * 1024 * 4;
+  std::vector<double> reduced = Delta(PerWorker("gt_collective_bytes_total", {{"collective", "all_reduce"}}), reduced_before);
+  double total = 0;
+  for (double v : reduced) total += v;
+  EXPECT_GE(total, 2 * tensor_bytes) << "the all-reduce did not run on two workers";
+  EXPECT_LT(Dispatcher("gt_host_bytes_received_total") - received_before, tensor_bytes)
+      << "collective bytes passed through the dispatcher";
+  EXPECT_DOUBLE_EQ(c.sum().item(), 2048.0 * 1024 * 1024);
+}
+
+TEST_F(ShardingTest, ConfigErrorsNameTheSignalAndField) {
+  gt::register_config("beyond", {.shard = gt::ShardConfig{0, {0, 9}}});
+  gt::register_config("axis3", {.shard = gt::ShardConfig{3, {0, 1}}});
+  auto error_of = [](const std::string& signal) -> std::string {
+    try {
+      gt::Tensor t = In(signal, [] { return std::vector<gt::Tensor>{gt::zeros({4, 4})}; })[0];
+      gt::sync();
+    } catch (const gt::Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string beyond = error_of("beyond");
+  EXPECT_NE(beyond.find("signal 'beyond'"), std::string::npos) << beyond;
+  EXPECT_NE(beyond.find("shard.workers[1]"), std::string::npos) << beyond;
+  std::string axis = error_of("axis3");
+  EXPECT_NE(axis.find("signal 'axis3'"), std::string::npos) << axis;
+  EXPECT_NE(axis.find("shard.axis"), std::string::npos) << axis;
+  // Wrong in itself: refused at once.
+  try {
+    gt::register_config("twice", {.shard = gt::ShardConfig{0, {1, 1}}});
+    ADD_FAILURE() << "a repeated worker was accepted";
+  } catch (const gt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("twice"), std::string::npos) << e.what();
+  }
+  // The session still works.
+  EXPECT_EQ(gt::ones({2}).sum().item(), 2.0);
+}
+
+TEST_F(ShardingTest, LoadConfigReportsEveryProblemWithItsLine) {
+  const std::string good = gt::testing::WriteTempFile(
+      "signals.yaml", "layer1:\n  shard:\n    axis: 0\n    workers: [0, 1]\n  backward: layer1_bwd\n"
+                      "layer1_bwd:\n  shard: {axis: 0, workers: [2, 3]}\n  compile: true\n");
+  EXPECT_EQ(gt::load_config(good), (std::vector<std::string>{"layer1", "layer1_bwd"}));
+  ASSERT_TRUE(gt::get_config("layer1").has_value());
+  EXPECT_EQ(gt::get_config("layer1")->backward, "layer1_bwd");
+  gt::Tensor x = In("layer1", [] { return std::vector<gt::Tensor>{gt::ones({4, 2})}; })[0];
+  EXPECT_EQ(x.sum().item(), 8.0);
+  const std::string bad = gt::testing::WriteTempFile(
+      "bad-signals.yaml", "a:\n  shard: {axis: x, workers: [0]}\nb:\n  colour: red\nc:\n  backward: nowhere\n");
+  try {
+    gt::load_config(bad);
+    ADD_FAILURE() << "bad config accepted";
+  } catch (const gt::Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("3 problems"), std::string::npos) << what;
+    EXPECT_NE(what.find(":6: c.backward: unknown signal 'nowhere'"), std::string::npos) << what;
+    EXPECT_NE(what.find(":2: a.shard.axis"), std::string::npos) << what;
+    EXPECT_NE(what.find(":4: b.colour"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
