@@ -101,6 +101,8 @@ class Dispatcher::Impl final : public Terminal {
     return endpoints_;
   }
 
+  size_t live_workers() const { return live_workers_.load(); }
+
   void Run(const std::atomic<bool>& stop) {
     auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
     Clock::time_point next_check = Clock::now() + tick;
@@ -386,6 +388,7 @@ class Dispatcher::Impl final : public Terminal {
     std::vector<WorkerEndpoint> live;
     for (const WorkerState& w : workers_)
       if (w.alive && !w.metrics_endpoint.empty()) live.push_back({w.name, w.metrics_endpoint, w.peer_ip});
+    live_workers_ = LiveWorkerCount();
     std::lock_guard<std::mutex> lock(endpoints_mutex_);
     endpoints_.swap(live);
   }
@@ -600,6 +603,7 @@ class Dispatcher::Impl final : public Terminal {
 
   // The one piece of state other threads read (the discovery server).
   mutable std::mutex endpoints_mutex_;
+  std::atomic<size_t> live_workers_{0};  // alive workers, readable from any thread
   std::vector<WorkerEndpoint> endpoints_;  // GUARDED_BY(endpoints_mutex_)
 };
 
@@ -618,5 +622,6 @@ Status Dispatcher::Bind(const std::string& endpoint) { return impl_->Bind(endpoi
 std::string Dispatcher::endpoint() const { return impl_->endpoint(); }
 void Dispatcher::Run(const std::atomic<bool>& stop) { impl_->Run(stop); }
 std::vector<WorkerEndpoint> Dispatcher::LiveWorkerEndpoints() const { return impl_->LiveWorkerEndpoints(); }
+size_t Dispatcher::live_workers() const { return impl_->live_workers(); }
 
 }  // namespace gt

@@ -55,6 +55,9 @@ class Dispatcher {
   // order: a snapshot published by Run()'s thread whenever a worker registers
   // or is lost. Thread-safe; the copy is the caller's.
   std::vector<WorkerEndpoint> LiveWorkerEndpoints() const;
+  // Workers registered and alive (with or without a metrics endpoint). Safe
+  // from any thread.
+  size_t live_workers() const;
 
  private:
   class Impl;

@@ -1,6 +1,8 @@
 #include "embedded_cluster.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "dispatcher.h"
 #include "manifest.h"
@@ -52,6 +54,15 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& 
   for (auto& w : c->workers_) {
     Worker* worker = w.get();
     c->threads_.emplace_back([c, worker] { (void)worker->Run(c->endpoint_, c->stop_workers_); });
+  }
+  // The first op should see every worker: placements made while only some
+  // have registered would differ from the ones the user configured.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (c->dispatcher_->live_workers() < static_cast<size_t>(options.workers)) {
+    if (std::chrono::steady_clock::now() > deadline)
+      return Unavailable("embedded cluster: only " + std::to_string(c->dispatcher_->live_workers()) +
+                         " of " + std::to_string(options.workers) + " workers registered within 30 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   return cluster;
 }
