@@ -1,6 +1,8 @@
 #include "embedded_cluster.h"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "dispatcher.h"
 #include "manifest.h"
@@ -53,6 +55,13 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& 
     Worker* worker = w.get();
     c->threads_.emplace_back([c, worker] { (void)worker->Run(c->endpoint_, c->stop_workers_); });
   }
+  // Every worker registered before the first op: signal configs name worker
+  // indexes, and an op placed while some are still joining would find them
+  // missing. Bounded: a worker that never joins leaves the cluster smaller.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (c->dispatcher_->LiveWorkerEndpoints().size() < c->workers_.size() &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return cluster;
 }
 
