@@ -59,7 +59,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& 
   // indexes, and an op placed while some are still joining would find them
   // missing. Bounded: a worker that never joins leaves the cluster smaller.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (c->dispatcher_->LiveWorkerEndpoints().size() < c->workers_.size() &&
+  while (c->dispatcher_->LiveWorkerCount() < c->workers_.size() &&
          std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   return cluster;

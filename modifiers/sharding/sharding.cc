@@ -741,6 +741,24 @@ Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const Tensor
     out.ids = local();
     return out;
   }
+  // A reshape that keeps every dimension up to the sharded one reshapes
+  // each shard alike (e.g. a gradient reshaped to its own shape).
+  if (p.sharded() && s.inst->op == Op::kReshape && static_cast<int64_t>(meta.shape.size()) > p.axis &&
+      std::equal(t.meta.shape.begin(), t.meta.shape.begin() + p.axis + 1, meta.shape.begin())) {
+    Placement out = p;
+    out.ids.clear();
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      Instruction piece = *s.inst;
+      piece.attrs.shape = meta.shape;
+      piece.attrs.shape[p.axis] = p.sizes[r];
+      piece.operands = {p.ids[r]};
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      EmitOn(s, p.workers[r], piece);
+      out.ids.push_back(id);
+    }
+    return out;
+  }
   return Whole(s, {&t}, meta);
 }
 

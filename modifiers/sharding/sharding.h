@@ -17,6 +17,8 @@
 //   reduction over the sharded axis       local partial, all-reduce (mean weighted by count)
 //   reduction over other axes             shard-local
 //   transpose of a sharded tensor         shard-local, the sharded axis follows the swap
+//   reshape keeping the dims up to the    shard-local
+//     sharded one
 //   movement of a replicated tensor       on every replica
 //   op in a scope whose config names      operands living elsewhere moved onto them first
 //     workers                             (sharded: cut on the config's axis; whole: to its

@@ -294,3 +294,38 @@ def test_auto_shard(python):
     explain = r.stderr
     assert re.search(r"from_bytes #\d+: -> sharded\(axis 0\) on \[0, 1, 2, 3\] sizes \[2, 2, 2, 2\]", explain), explain
     assert re.search(r"ones #\d+: -> replicated on \[0, 1, 2, 3\]", explain), explain
+
+
+DP_STEP_PROGRAM = """
+import sys
+import numpy as np
+import gt
+from gt import ShardConfig, SignalConfig
+from gt.nn import Linear, SGD
+gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1, 2, 3])))
+gt.register_config("params", SignalConfig(replicated=True))
+with gt.signal.context("params"):
+    l1, l2 = Linear(20, 32, seed=1), Linear(32, 3, seed=2)
+opt = SGD(l1.parameters() + l2.parameters(), lr=0.05)
+data = np.random.default_rng(0).standard_normal((64, 20)).astype(np.float32)
+gt.sync()
+sys.stderr.write("=== step\\n")
+sys.stderr.flush()
+with gt.signal.context("data_parallel"):
+    loss = ((l2(l1(gt.tensor(data)).relu()) - gt.tensor(data[:, :3])) ** 2).mean()
+loss.backward()
+opt.step()
+print(loss.item())
+"""
+
+
+def test_data_parallel_step_all_reduces_gradients_and_never_gathers(python):
+    # Replicated parameters, a batch split four ways: the forward is
+    # shard-local, each weight and bias gradient is one all-reduce, the SGD
+    # update runs on every replica, and no activation is ever gathered.
+    r = python(DP_STEP_PROGRAM, env={"GT_EXPLAIN": "1", "GT_WORKERS": "4"})
+    assert r.returncode == 0, r.stderr
+    step = r.stderr.split("=== step", 1)[1]
+    assert "all_gather" not in step, step
+    assert len(re.findall(r"all_reduce\(sum\) \[0, 1, 2, 3\]", step)) == 5, step  # the loss, 2 weights, 2 biases
+    assert len(re.findall(r"copy_into #\d+: replicated on \[0, 1, 2, 3\]", step)) == 4, step
