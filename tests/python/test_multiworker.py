@@ -329,3 +329,43 @@ def test_data_parallel_step_all_reduces_gradients_and_never_gathers(python):
     assert "all_gather" not in step, step
     assert len(re.findall(r"all_reduce\(sum\) \[0, 1, 2, 3\]", step)) == 5, step  # the loss, 2 weights, 2 biases
     assert len(re.findall(r"copy_into #\d+: replicated on \[0, 1, 2, 3\]", step)) == 4, step
+
+
+def test_complete_example_of_the_signal_guide_matches_one_worker(rng):
+    # Seed 000's complete example: forward_pass (backward: backward_pass) and
+    # parameter_updates from training_config.yaml, trained a few steps.
+    import pathlib
+    gt.load_config(pathlib.Path(__file__).parent / "configs" / "training_config.yaml")
+    X = rng.standard_normal((64, 784)).astype(np.float32)
+    Y = rng.standard_normal((64, 10)).astype(np.float32)
+
+    class Model(Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = Linear(784, 10, seed=4)
+
+        def forward(self, x):
+            return self.layer(x)
+
+    def train(signals):
+        model = Model()
+        optimizer = SGD(model.parameters(), lr=0.01)
+        X_train, y_train = gt.tensor(X), gt.tensor(Y)
+        losses = []
+        for _ in range(5):
+            with gt.signal.context("forward_pass") if signals else _nothing():
+                if signals:
+                    X_train, y_train = gt.signal.tensor(X_train, "forward_pass"), gt.signal.tensor(y_train, "forward_pass")
+                pred = model(X_train)
+                loss = ((pred - y_train) ** 2).mean()
+            loss.backward()
+            with gt.signal.context("parameter_updates") if signals else _nothing():
+                optimizer.step()
+                optimizer.zero_grad()
+            losses.append(loss.item())
+        return np.array(losses), model.layer.weight.numpy()
+
+    losses, weight = train(True)
+    losses1, weight1 = train(False)
+    np.testing.assert_allclose(losses, losses1, rtol=0, atol=1e-4)
+    close(weight, weight1)
