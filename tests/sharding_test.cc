@@ -5,9 +5,12 @@
 // the tensors live is checked through the workers' live-tensor gauges and
 // collective counters, and the dispatcher's byte counter shows that
 // collective bytes never pass through it.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -238,6 +241,91 @@ TEST_F(ShardingTest, LoadConfigReportsEveryProblemWithItsLine) {
     EXPECT_NE(what.find(":2: a.shard.axis"), std::string::npos) << what;
     EXPECT_NE(what.find(":4: b.colour"), std::string::npos) << what;
   }
+}
+
+// The seeds' pipeline: forward on workers [0, 1], the gradient computation
+// under the backward signal on [2, 3]. The gradients equal the one-worker
+// run's; the forward's all-reduce (the mean) runs on two workers and the
+// backward's (the weight and bias gradients sum over the batch) on the two
+// others. (The metrics ports are in port order, not worker-index order, so
+// the check is on the two sets being disjoint.)
+TEST_F(ShardingTest, BackwardSignalRunsGradientsOnItsWorkers) {
+  gt::register_config("stage1_bwd", {.shard = gt::ShardConfig{0, {2, 3}}});
+  gt::register_config("stage1", {.shard = gt::ShardConfig{0, {0, 1}}, .backward = "stage1_bwd"});
+  const std::map<std::string, std::string> all_reduce = {{"collective", "all_reduce"}};
+  // Workers publish their metrics after the batch that answered a sync: poll
+  // until `n` workers show new all-reduces since `before` (or 5 s pass).
+  auto reduces_since = [&](const std::vector<double>& before, int n) {
+    std::vector<double> d;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    do {
+      gt::sync();
+      d = Delta(PerWorker("gt_collectives_total", all_reduce), before);
+    } while (std::count_if(d.begin(), d.end(), [](double v) { return v > 0; }) < n &&
+             std::chrono::steady_clock::now() < deadline);
+    return d;
+  };
+  auto run = [&](const std::string& signal, std::vector<double>* forward, std::vector<double>* backward) {
+    gt::Tensor w = gt::randn({16, 8}, DType::kFloat32, 21).requires_grad_();
+    gt::Tensor b = gt::randn({8}, DType::kFloat32, 22).requires_grad_();
+    gt::Tensor loss;
+    gt::sync();
+    std::vector<double> start = PerWorker("gt_collectives_total", all_reduce);
+    {
+      std::optional<gt::SignalScope> scope;
+      if (!signal.empty()) scope.emplace(signal);
+      gt::Tensor x = gt::randn({12, 16}, DType::kFloat32, 23);
+      loss = ((x.matmul(w) + b).tanh() * 0.5).mean();
+    }
+    if (forward) *forward = reduces_since(start, 2);
+    std::vector<double> before = PerWorker("gt_collectives_total", all_reduce);
+    loss.backward();
+    if (backward) *backward = reduces_since(before, 2);
+    return std::make_tuple(w.grad(), b.grad(), loss);
+  };
+  std::vector<double> forward, backward;
+  auto [gw, gb, loss] = run("stage1", &forward, &backward);
+  auto [gw1, gb1, loss1] = run("", nullptr, nullptr);
+  ExpectClose(loss, loss1, "loss");
+  ExpectClose(gw, gw1, "weight grad");
+  ExpectClose(gb, gb1, "bias grad");
+  int forward_workers = 0, backward_workers = 0;
+  for (size_t i = 0; i < forward.size(); ++i) {
+    forward_workers += forward[i] > 0;
+    backward_workers += backward[i] > 0;
+    EXPECT_FALSE(forward[i] > 0 && backward[i] > 0)
+        << "a forward worker ran a backward all-reduce: forward " << ::testing::PrintToString(forward) << " backward "
+        << ::testing::PrintToString(backward);
+  }
+  EXPECT_EQ(forward_workers, 2) << ::testing::PrintToString(forward);
+  EXPECT_EQ(backward_workers, 2) << ::testing::PrintToString(backward);
+  bool found = false;
+  for (const gt::TapeEntry& e : gt::tape()) {
+    if (e.output != loss.id()) continue;
+    found = true;
+    EXPECT_EQ(e.signal, "stage1");
+    EXPECT_EQ(e.backward_signal, "stage1_bwd");
+  }
+  EXPECT_TRUE(found) << "the loss is not on the tape";
+}
+
+TEST_F(ShardingTest, UnknownBackwardSignalIsNamedAtScopeUse) {
+  gt::register_config("fwd_typo", {.shard = gt::ShardConfig{0, {0, 1}}, .backward = "bwd_tpyo"});
+  try {
+    gt::SignalScope scope("fwd_typo");
+    ADD_FAILURE() << "the scope opened";
+  } catch (const gt::Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("signal 'fwd_typo': backward: unknown signal 'bwd_tpyo'"), std::string::npos) << what;
+  }
+  try {
+    gt::SignalScope scope("plain", {.backward = "nowhere"});
+    ADD_FAILURE() << "the scope opened";
+  } catch (const gt::Error& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("signal 'plain': backward: unknown signal 'nowhere'"), std::string::npos) << what;
+  }
+  EXPECT_EQ(gt::current_signal(), "");
 }
 
 }  // namespace

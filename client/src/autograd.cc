@@ -5,6 +5,7 @@
 #include <deque>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -39,7 +40,7 @@ bool Differentiable(Op op) {
 }
 
 uint64_t AppendToTape(Op op, const std::vector<Tensor>& inputs, const Tensor& out) {
-  TapeEntry entry{0, std::string(OpName(op)), out.id(), {}, current_signal()};
+  TapeEntry entry{0, std::string(OpName(op)), out.id(), {}, current_signal(), current_backward_signal()};
   for (const Tensor& t : inputs) entry.inputs.push_back(t.id());
   std::lock_guard<std::mutex> lock(tape_mu);
   entry.index = next_tape_index++;
@@ -102,6 +103,20 @@ int64_t ReducedCount(const Attributes& attrs, const Shape& shape) {
   int64_t n = 1;
   for (int64_t axis : Normalized(attrs.axes, shape.size())) n *= shape[axis];
   return n;
+}
+
+// `g` with `before` and `after` zero slices around it along `dim`.
+Tensor Padded(const Tensor& g, int64_t dim, int64_t before, int64_t after) {
+  std::vector<Tensor> pieces;
+  auto zeros_of = [&](int64_t size) {
+    Shape shape = g.shape();
+    shape[dim] = size;
+    return zeros(shape, g.dtype());
+  };
+  if (before > 0) pieces.push_back(zeros_of(before));
+  pieces.push_back(g);
+  if (after > 0) pieces.push_back(zeros_of(after));
+  return pieces.size() == 1 ? g : cat(pieces, dim);
 }
 
 Tensor Sign(const Tensor& x) { return x.gt(0.0) - x.lt(0.0); }
@@ -215,11 +230,28 @@ std::vector<Tensor> MovementGrads(const Node& n, const Tensor& g) {
       return {g.permute(inverse)};
     }
     case Op::kSlice: {
+      // Step 1: zeros around g, joined with cat (no write through a view, so
+      // it holds where the sharding stage places z in pieces).
+      const int64_t rank = static_cast<int64_t>(x.shape().size());
+      const int64_t dim = axes[0] < 0 ? axes[0] + rank : axes[0];
+      if (axes[3] == 1 && dim >= 0 && dim < rank) {
+        const int64_t n = x.shape()[dim];
+        int64_t start = axes[1] < 0 ? axes[1] + n : axes[1];
+        start = std::clamp<int64_t>(start, 0, n);
+        return {Padded(g, dim, start, n - start - g.shape()[dim])};
+      }
       Tensor z = zeros(x.shape(), g.dtype());
       z.slice(axes[0], axes[1], axes[2], axes[3]).copy_(g);  // the slice is a view of z on the worker
       return {z};
     }
     case Op::kSelect: {
+      const int64_t rank = static_cast<int64_t>(x.shape().size());
+      const int64_t dim = axes[0] < 0 ? axes[0] + rank : axes[0];
+      if (dim >= 0 && dim < rank) {
+        const int64_t n = x.shape()[dim];
+        const int64_t index = axes[1] < 0 ? axes[1] + n : axes[1];
+        return {Padded(g.unsqueeze(dim), dim, index, n - index - 1)};
+      }
       Tensor z = zeros(x.shape(), g.dtype());
       z.select(axes[0], axes[1]).copy_(g);
       return {z};
@@ -291,6 +323,8 @@ void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>
   node->inputs = inputs;
   node->output = out.detach();
   node->index = AppendToTape(op, inputs, out);
+  node->signal = current_signal();
+  node->backward_signal = current_backward_signal();
   TensorImpl* impl = TensorFactory::Impl(out);
   impl->requires_grad = true;
   impl->grad_fn = std::move(node);
@@ -315,7 +349,15 @@ void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) 
   }
   std::unordered_map<Node*, Tensor> grads;
   grads[root_impl->grad_fn.get()] = seed;
-  for (const std::shared_ptr<Node>& node : TopologicalOrder(root_impl->grad_fn)) {
+  const std::vector<std::shared_ptr<Node>> order = TopologicalOrder(root_impl->grad_fn);
+  // A backward signal whose config was cleared since the scope opened: said
+  // before any gradient is computed.
+  for (const std::shared_ptr<Node>& node : order)
+    if (!node->backward_signal.empty() && !Session::Get()->GetConfig(node->backward_signal))
+      throw Error(Code::kFailedPrecondition, "backward: signal '" + node->signal + "': backward: unknown signal '" +
+                                                 node->backward_signal + "' (its config was cleared after " +
+                                                 std::string(OpName(node->op)) + " was recorded)");
+  for (const std::shared_ptr<Node>& node : order) {
     if (node->released)
       throw Error(Code::kFailedPrecondition, "backward: the record of " + std::string(OpName(node->op)) +
                                                  " was already used by a backward() without retain_graph=true");
@@ -323,6 +365,9 @@ void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) 
     if (it == grads.end()) continue;
     Tensor g = std::move(it->second);
     grads.erase(it);
+    // Pipeline parallelism: the gradient ops run where the backward signal's config places them.
+    std::optional<SignalScope> scope;
+    if (!node->backward_signal.empty()) scope.emplace(node->backward_signal);
     std::vector<Tensor> input_grads = InputGrads(*node, g);
     for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
       const Tensor& input = node->inputs[i];

@@ -17,6 +17,7 @@ namespace {
 
 thread_local std::vector<std::string> signal_stack;
 thread_local std::vector<bool> signal_compiles;  // parallel to signal_stack
+thread_local std::vector<std::string> signal_backwards;  // parallel to signal_stack: resolved backward signals
 
 const TensorRecord& Require(const Tensor& t, const char* what) {
   const TensorRecord* r = TensorFactory::Record(t);
@@ -326,9 +327,19 @@ Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
 
 void signal_enter(const std::string& name, const SignalOptions& options) {
   if (name.empty()) throw Error(Code::kInvalidArgument, "signal_enter: a signal needs a name");
+  std::string backward = options.backward;
+  const char* source = "the scope's backward option";
+  if (backward.empty()) {
+    if (std::optional<SignalConfig> config = Session::Get()->GetConfig(name)) backward = config->backward;
+    source = "its config";
+  }
+  if (!backward.empty() && !Session::Get()->GetConfig(backward))
+    throw Error(Code::kInvalidArgument, "signal '" + name + "': backward: unknown signal '" + backward + "' (from " +
+                                            source + "; no config is registered under that name)");
   if (options.compile) Session::Get()->Marker(Op::kHotStart, name);
   signal_stack.push_back(name);
   signal_compiles.push_back(options.compile);
+  signal_backwards.push_back(std::move(backward));
 }
 
 void signal_exit(const std::string& name) {
@@ -338,10 +349,12 @@ void signal_exit(const std::string& name) {
   signal_stack.pop_back();
   const bool compile = signal_compiles.back();
   signal_compiles.pop_back();
+  signal_backwards.pop_back();
   if (compile) Session::Get()->Marker(Op::kHotEnd, name);
 }
 
 std::string current_signal() { return signal_stack.empty() ? std::string() : signal_stack.back(); }
+std::string current_backward_signal() { return signal_backwards.empty() ? std::string() : signal_backwards.back(); }
 
 void connect(const std::string& address) { Session::Get()->SetAddress(address); }
 void workers(int n) { Session::Get()->SetWorkers(n); }

@@ -19,6 +19,8 @@ struct Node {
   std::vector<Tensor> inputs;  // tensor inputs, in operand order
   Tensor output;               // the output's data, detached
   uint64_t index = 0;          // tape position
+  std::string signal;          // the scope it was recorded in
+  std::string backward_signal; // the scope its gradients are computed in; "" for backward()'s caller's
   bool released = false;       // a backward() without retain_graph used it up
 };
 

@@ -100,8 +100,7 @@ class Dispatcher::Impl final : public Terminal {
     std::lock_guard<std::mutex> lock(endpoints_mutex_);
     return endpoints_;
   }
-
-  size_t live_workers() const { return live_workers_.load(); }
+  size_t PublishedLiveWorkerCount() const { return live_workers_.load(std::memory_order_acquire); }
 
   void Run(const std::atomic<bool>& stop) {
     auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
@@ -386,9 +385,12 @@ class Dispatcher::Impl final : public Terminal {
   // Replaces the snapshot LiveWorkerEndpoints() returns.
   void PublishEndpoints() {
     std::vector<WorkerEndpoint> live;
-    for (const WorkerState& w : workers_)
+    size_t alive = 0;
+    for (const WorkerState& w : workers_) {
+      alive += w.alive ? 1 : 0;
       if (w.alive && !w.metrics_endpoint.empty()) live.push_back({w.name, w.metrics_endpoint, w.peer_ip});
-    live_workers_ = LiveWorkerCount();
+    }
+    live_workers_.store(alive, std::memory_order_release);
     std::lock_guard<std::mutex> lock(endpoints_mutex_);
     endpoints_.swap(live);
   }
@@ -603,8 +605,8 @@ class Dispatcher::Impl final : public Terminal {
 
   // The one piece of state other threads read (the discovery server).
   mutable std::mutex endpoints_mutex_;
-  std::atomic<size_t> live_workers_{0};  // alive workers, readable from any thread
   std::vector<WorkerEndpoint> endpoints_;  // GUARDED_BY(endpoints_mutex_)
+  std::atomic<size_t> live_workers_{0};    // written by Run()'s thread with endpoints_
 };
 
 Dispatcher::Dispatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -622,6 +624,6 @@ Status Dispatcher::Bind(const std::string& endpoint) { return impl_->Bind(endpoi
 std::string Dispatcher::endpoint() const { return impl_->endpoint(); }
 void Dispatcher::Run(const std::atomic<bool>& stop) { impl_->Run(stop); }
 std::vector<WorkerEndpoint> Dispatcher::LiveWorkerEndpoints() const { return impl_->LiveWorkerEndpoints(); }
-size_t Dispatcher::live_workers() const { return impl_->live_workers(); }
+size_t Dispatcher::LiveWorkerCount() const { return impl_->PublishedLiveWorkerCount(); }
 
 }  // namespace gt

@@ -55,9 +55,9 @@ class Dispatcher {
   // order: a snapshot published by Run()'s thread whenever a worker registers
   // or is lost. Thread-safe; the copy is the caller's.
   std::vector<WorkerEndpoint> LiveWorkerEndpoints() const;
-  // Workers registered and alive (with or without a metrics endpoint). Safe
-  // from any thread.
-  size_t live_workers() const;
+  // How many workers are alive now (with or without a metrics endpoint);
+  // published with LiveWorkerEndpoints(). Thread-safe.
+  size_t LiveWorkerCount() const;
 
  private:
   class Impl;

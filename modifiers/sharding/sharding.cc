@@ -54,6 +54,8 @@ Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context
   const int64_t port = context.options->GetInt(kOptionRendezvousPort);
   bool explain = context.options->GetBool(kOptionExplain);
   if (const char* env = std::getenv("GT_EXPLAIN"); env && *env && std::string(env) != "0") explain = true;
+  bool auto_shard = context.options->GetBool(kOptionAutoShard);
+  if (const char* env = std::getenv("GT_AUTO_SHARD"); env && *env && std::string(env) != "0") auto_shard = true;
   std::shared_ptr<c10d::TCPStore> store;
   try {
     c10d::TCPStoreOptions options;
@@ -66,11 +68,12 @@ Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context
                        e.what());
   }
   std::string rendezvous = host + ":" + std::to_string(store->getPort());
-  return std::unique_ptr<Stage>(new ShardingStage(std::move(rendezvous), explain, std::move(store)));
+  return std::unique_ptr<Stage>(new ShardingStage(std::move(rendezvous), explain, auto_shard, std::move(store)));
 }
 
-ShardingStage::ShardingStage(std::string rendezvous, bool explain, std::shared_ptr<c10d::TCPStore> store)
-    : rendezvous_(std::move(rendezvous)), explain_(explain), store_(std::move(store)) {}
+ShardingStage::ShardingStage(std::string rendezvous, bool explain, bool auto_shard,
+                             std::shared_ptr<c10d::TCPStore> store)
+    : rendezvous_(std::move(rendezvous)), explain_(explain), auto_shard_(auto_shard), store_(std::move(store)) {}
 ShardingStage::~ShardingStage() = default;
 
 // ---- the stream --------------------------------------------------------------
@@ -147,9 +150,9 @@ Status ShardingStage::CheckConfig(const std::string& signal, const Config& confi
     if (!Contains(live_, config.workers[i]))
       return InvalidArgument(where + "shard.workers[" + std::to_string(i) + "]: worker index " +
                              std::to_string(config.workers[i]) + " is not a live worker (live: " + List(live_) + ")");
-  if (shape && config.sharded) {
+  if (shape && config.sharded && !shape->empty()) {  // a scalar is placed whole
     const int64_t rank = static_cast<int64_t>(shape->size());
-    if (config.axis < -rank || config.axis >= rank || rank == 0)
+    if (config.axis < -rank || config.axis >= rank)
       return InvalidArgument(where + "shard.axis: " + std::to_string(config.axis) + " is out of range for a tensor of shape " +
                              ShapeToString(*shape));
   }
@@ -313,8 +316,18 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
   auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
   Step s{&c, &inst, &out, {}, {}};
   Placement p;
-  if (config != c.configs.end()) {
-    const Config& cfg = config->second;
+  // Auto-sharding: no config applies, so axis 0 over every live worker when it divides, else replicated.
+  Config automatic;
+  if (config == c.configs.end() && auto_shard_ && live_.size() > 1) {
+    const Shape& shape = meta->shape;
+    automatic.sharded = !shape.empty() && shape[0] % static_cast<int64_t>(live_.size()) == 0 && shape[0] > 0;
+    automatic.replicated = !automatic.sharded;
+  }
+  const Config* chosen = config != c.configs.end() ? &config->second
+                         : automatic.sharded || automatic.replicated ? &automatic
+                                                                     : nullptr;
+  if (chosen) {
+    const Config& cfg = *chosen;
     if (Status st = CheckConfig(inst.signal, cfg, c, &meta->shape); !st.ok()) {
       c.failed[result] = inst.seq;
       return st;
@@ -322,7 +335,12 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
     std::vector<int> workers = cfg.replicated || cfg.sharded ? WorkersOf(cfg) : std::vector<int>{};
     const bool local_ok = inst.op == Op::kZeros || inst.op == Op::kOnes ||
                           ((inst.op == Op::kRandn || inst.op == Op::kRand) && inst.attrs.seed == 0);
-    if (cfg.sharded) {
+    if (cfg.sharded && meta->shape.empty()) {
+      // A scalar cannot be split: whole on the scope's first worker.
+      Instruction whole = inst;
+      EmitOn(s, workers[0], whole);
+      p = Placement{Placement::Kind::kWhole, {workers[0]}, {result}, 0, {}};
+    } else if (cfg.sharded) {
       const int64_t rank = static_cast<int64_t>(meta->shape.size());
       const int64_t axis = cfg.axis < 0 ? cfg.axis + rank : cfg.axis;
       std::vector<int64_t> sizes = ChunkSizes(meta->shape[axis], workers.size());
@@ -480,6 +498,24 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     meta = *m;
   }
   Step s{&c, &inst, &out, {}, {}};
+  // Inside a scope whose config names workers the op runs on them: operands
+  // living elsewhere are moved in first (pipeline stages, backward signals).
+  std::vector<Tensor> moved;
+  moved.reserve(in.size());
+  auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
+  if (config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
+    if (Status st = CheckConfig(inst.signal, config->second, c, nullptr); !st.ok()) {
+      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      return st;
+    }
+    const bool mutate = KindOf(inst.op) == OpKind::kMutate;
+    for (size_t i = mutate ? 1 : 0; i < in.size(); ++i) {
+      std::optional<Tensor> m = MoveInto(s, *in[i], config->second);
+      if (!m) continue;
+      moved.push_back(std::move(*m));
+      in[i] = &moved.back();
+    }
+  }
   bool all_whole = true;
   for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
   Result<Placement> placed = Internal("no strategy");
@@ -492,6 +528,8 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     placed = Matmul(s, in, meta);
   } else if (KindOf(inst.op) == OpKind::kReduce) {
     placed = Reduce(s, *in[0], meta);
+  } else if (KindOf(inst.op) == OpKind::kMovement && in.size() == 1) {
+    placed = Movement(s, *in[0], meta);
   } else {
     placed = Whole(s, in, meta);
   }
@@ -508,6 +546,34 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   if (produces) c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
   return Status::Ok();
+}
+
+std::optional<ShardingStage::Tensor> ShardingStage::MoveInto(Step& s, const Tensor& t, const Config& config) {
+  const std::vector<int> workers = WorkersOf(config);
+  bool inside = true;
+  for (int w : t.placement.workers) inside = inside && Contains(workers, w);
+  if (inside) return std::nullopt;
+  Tensor out{t.meta, {}};
+  if (t.placement.whole()) {
+    out.placement = Placement{Placement::Kind::kWhole, {workers[0]}, {WholeOn(s, t, workers[0])}, 0, {}};
+    return out;
+  }
+  const int64_t rank = static_cast<int64_t>(t.meta.shape.size());
+  const int64_t axis = config.axis < 0 ? config.axis + rank : config.axis;
+  if (t.placement.sharded() && config.sharded && axis >= 0 && axis < rank) {
+    std::vector<int64_t> sizes = ChunkSizes(t.meta.shape[axis], workers.size());
+    if (!sizes.empty()) {
+      Placement like{Placement::Kind::kSharded, workers, {}, axis, sizes};
+      like.workers.resize(sizes.size());
+      like.ids = ShardLike(s, t, axis, like);
+      out.placement = std::move(like);
+      return out;
+    }
+  }
+  std::map<int, TensorId> copies = Replicate(s, t, workers);
+  out.placement = Placement{Placement::Kind::kReplicated, workers, {}, 0, {}};
+  for (int w : workers) out.placement.ids.push_back(copies[w]);
+  return out;
 }
 
 // Every operand assembled whole on one worker (the first operand's, or the
@@ -643,6 +709,57 @@ Result<Placement> ShardingStage::Matmul(Step& s, const std::vector<const Tensor*
     return out;
   }
   return Whole(s, in, meta);
+}
+
+// A replicated tensor moves on every replica; a sharded one is transposed
+// shard-local (its sharded axis follows the swap); the rest is made whole.
+Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  auto local = [&] {
+    std::vector<TensorId> ids;
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      Instruction piece = *s.inst;
+      piece.operands = {p.ids[r]};
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      EmitOn(s, p.workers[r], piece);
+      ids.push_back(id);
+    }
+    return ids;
+  };
+  if (p.replicated()) return Placement{Placement::Kind::kReplicated, p.workers, local(), 0, {}};
+  const int64_t rank = static_cast<int64_t>(t.meta.shape.size());
+  if (p.sharded() && s.inst->op == Op::kTranspose && rank >= 2) {
+    const auto& axes = s.inst->attrs.axes;
+    int64_t d0 = rank - 2, d1 = rank - 1;
+    if (axes.size() == 2) {
+      d0 = axes[0] < 0 ? axes[0] + rank : axes[0];
+      d1 = axes[1] < 0 ? axes[1] + rank : axes[1];
+    }
+    Placement out = p;
+    out.axis = p.axis == d0 ? d1 : p.axis == d1 ? d0 : p.axis;
+    out.ids = local();
+    return out;
+  }
+  // A reshape that keeps every dimension up to the sharded one reshapes
+  // each shard alike (e.g. a gradient reshaped to its own shape).
+  if (p.sharded() && s.inst->op == Op::kReshape && static_cast<int64_t>(meta.shape.size()) > p.axis &&
+      std::equal(t.meta.shape.begin(), t.meta.shape.begin() + p.axis + 1, meta.shape.begin())) {
+    Placement out = p;
+    out.ids.clear();
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      Instruction piece = *s.inst;
+      piece.attrs.shape = meta.shape;
+      piece.attrs.shape[p.axis] = p.sizes[r];
+      piece.operands = {p.ids[r]};
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      EmitOn(s, p.workers[r], piece);
+      out.ids.push_back(id);
+    }
+    return out;
+  }
+  return Whole(s, {&t}, meta);
 }
 
 Result<Placement> ShardingStage::Reduce(Step& s, const Tensor& t, const TensorMeta& meta) {

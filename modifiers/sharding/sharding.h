@@ -16,6 +16,13 @@
 //   A @ B column-sharded                  A replicated, shard-local
 //   reduction over the sharded axis       local partial, all-reduce (mean weighted by count)
 //   reduction over other axes             shard-local
+//   transpose of a sharded tensor         shard-local, the sharded axis follows the swap
+//   reshape keeping the dims up to the    shard-local
+//     sharded one
+//   movement of a replicated tensor       on every replica
+//   op in a scope whose config names      operands living elsewhere moved onto them first
+//     workers                             (sharded: cut on the config's axis; whole: to its
+//                                         first worker; replicated: copied)
 //   fetch of a sharded tensor             all-gather, fetch from the first shard's worker
 //   anything else                         operands assembled whole on one worker
 //
@@ -47,6 +54,7 @@ namespace gt::sharding {
 inline constexpr const char* kOptionRendezvousHost = "rendezvous_host";
 inline constexpr const char* kOptionRendezvousPort = "rendezvous_port";
 inline constexpr const char* kOptionExplain = "explain";
+inline constexpr const char* kOptionAutoShard = "auto_shard";
 
 // A signal config as the dispatcher received it (kConfigure).
 struct Config {
@@ -89,7 +97,7 @@ class ShardingStage final : public Stage {
     std::vector<std::string> collectives;
   };
 
-  ShardingStage(std::string rendezvous, bool explain, std::shared_ptr<c10d::TCPStore> store);
+  ShardingStage(std::string rendezvous, bool explain, bool auto_shard, std::shared_ptr<c10d::TCPStore> store);
 
   Status Handle(Instruction inst, Emitter& out);
   Status Configure(Client& c, const Instruction& inst);
@@ -102,6 +110,7 @@ class ShardingStage final : public Stage {
   Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
   Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
   Result<Placement> Reduce(Step& s, const Tensor& in, const TensorMeta& meta);
+  Result<Placement> Movement(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 
   // Collectives and moves; the ids they return are temporaries of `s`.
@@ -113,6 +122,11 @@ class ShardingStage final : public Stage {
   std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like);
   std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
                                   int op);
+
+  // `t` moved onto the workers of `config` (whole: onto its first worker;
+  // sharded: cut on the config's axis, else replicated); nullopt when every
+  // worker of `t` is one of them already. The new ids are temporaries of `s`.
+  std::optional<Tensor> MoveInto(Step& s, const Tensor& t, const Config& config);
 
   // `ids` outlive the step: they are no longer temporaries.
   static void Keep(Step& s, const std::vector<TensorId>& ids);
@@ -129,6 +143,7 @@ class ShardingStage final : public Stage {
 
   std::string rendezvous_;  // "host:port" of the store
   bool explain_;
+  bool auto_shard_;  // creation without a config: axis 0 over every live worker when it divides, else replicated
   std::shared_ptr<c10d::TCPStore> store_;
   std::vector<int> live_;  // live worker indexes, from kMembership
   size_t next_default_ = 0;

@@ -42,7 +42,7 @@ def enter(name, backward=None):
     _check(name, "signal.enter")
     if backward is not None:
         _check(backward, "signal.enter: backward")
-    _C.signal_enter(name)
+    _C.signal_enter(name, backward=backward or "")
     _stack().append((name, backward))
 
 

@@ -74,6 +74,7 @@ py::list TapeAsDicts() {
     d["output"] = e.output;
     d["inputs"] = py::cast(e.inputs);
     d["signal"] = e.signal;
+    d["backward_signal"] = e.backward_signal;
     out.append(std::move(d));
   }
   return out;
@@ -219,8 +220,11 @@ void BindTensor(py::module_& m) {
   m.def("clear_configs", &clear_configs, "Forgets every signal config of this client");
   m.def(
       "signal_enter",
-      [](const std::string& name, bool compile) { signal_enter(name, SignalOptions{compile}); },
-      py::arg("name"), py::arg("compile") = false);
+      [](const std::string& name, bool compile, const std::string& backward) {
+        signal_enter(name, SignalOptions{compile, backward});
+      },
+      py::arg("name"), py::arg("compile") = false, py::arg("backward") = "");
+  m.def("current_backward_signal", &current_backward_signal);
   m.def("signal_exit", &signal_exit);
   m.def("current_signal", &current_signal);
   m.def("tape", &TapeAsDicts);

@@ -256,7 +256,7 @@ def test_debug_utilities(capsys):
     add, total = tape
     assert add["inputs"] == [a._c.id(), b._c.id()] and add["output"] == total["inputs"][0]
     assert total["output"] == loss._c.id() and add["signal"] == "" and total["index"] == add["index"] + 1
-    assert set(add) == {"index", "op", "output", "inputs", "signal"}
+    assert set(add) == {"index", "op", "output", "inputs", "signal", "backward_signal"}
     gt.debug.print_tape()
     out = capsys.readouterr().out
     assert out.splitlines()[0] == "autograd tape: 2 recorded ops"

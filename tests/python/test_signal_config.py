@@ -186,6 +186,9 @@ def test_register_config_names_the_signal():
 
 def test_context_scopes_tag_recorded_ops():
     gt.load_config(CONFIGS / "readme_config.yaml")
+    # The README names backward_layer1 without defining it; opening a scope
+    # whose backward signal has no config is an error, so define it here.
+    gt.register_config("backward_layer1", gt.SignalConfig(shard=gt.ShardConfig(axis=0, workers=[0, 1, 2, 3])))
     w = gt.randn(64, 8, requires_grad=True)
     assert gt.signal.current() is None
     with gt.signal.context("forward_layer1"):
@@ -193,6 +196,7 @@ def test_context_scopes_tag_recorded_ops():
         assert gt.signal.current_backward() == "backward_layer1"  # from the config
         x = gt.randn(100, 64)
         y = x @ w
+        gt.register_config("inner_bwd", gt.SignalConfig())  # a backward signal must have a config
         with gt.signal.context("inner", backward="inner_bwd"):
             z = y.relu()
             assert gt.signal.current_backward() == "inner_bwd"
@@ -205,13 +209,15 @@ def test_context_scopes_tag_recorded_ops():
 
 
 def test_context_with_backward_runs_the_pipeline_block():
-    # The README's pipeline block (placement waits for the sharding work).
+    # The README's pipeline block: forward on workers [0, 1], the gradients on [2, 3].
+    gt.load_config(CONFIGS / "readme_config.yaml")
     model = gt.nn.Linear(4, 1)
     inp = gt.randn(8, 4)
     with gt.signal.context("pipeline_stage_1", backward="pipeline_stage_1_bwd"):
         loss = model(inp).sum()
         loss.backward()
     assert model.weight.grad.shape == (1, 4)
+    np.testing.assert_allclose(model.weight.grad.numpy(), inp.numpy().sum(0, keepdims=True), rtol=1e-5, atol=1e-5)
 
 
 def test_enter_exit():

@@ -207,13 +207,25 @@ class NoGradGuard {
 // sequence to repeat. Without a `compile` stage the markers change nothing.
 // (Until signal configs reach the dispatcher, this flag is how a `compile:
 // true` signal is expressed.)
+//
+// `backward`: the signal whose config the gradient computation of ops
+// recorded in this scope runs under (backward() opens that scope around
+// them); "" takes the `backward` field of this signal's config, if any.
+// Pipeline parallelism: forward on one set of workers, backward on another.
 struct SignalOptions {
   bool compile = false;
+  std::string backward;
 };
+// Throws gt::Error (invalid_argument) naming the signal and the field when
+// the scope's backward signal (given here or by its config) has no config
+// registered: `signal 'fwd': backward: unknown signal 'bwd' ...`.
 void signal_enter(const std::string& name, const SignalOptions& options = {});
 // REQUIRES: `name` is the innermost open scope.
 void signal_exit(const std::string& name);
 std::string current_signal();  // "" outside any scope
+// The backward signal of the innermost scope: its SignalOptions::backward,
+// else its config's `backward`; "" for none or outside any scope.
+std::string current_backward_signal();
 class SignalScope {
  public:
   explicit SignalScope(std::string name, const SignalOptions& options = {}) : name_(std::move(name)) {
@@ -234,6 +246,7 @@ struct TapeEntry {
   TensorId output;
   std::vector<TensorId> inputs;  // tensor inputs (scalars are in the op)
   std::string signal;
+  std::string backward_signal;   // the scope its gradient computation runs in; "" for the caller's
 };
 // The most recent recorded ops (at most 10000), oldest first.
 std::vector<TapeEntry> tape();
