@@ -12,7 +12,9 @@ signal's config (see gt.config).
 Every instruction issued inside a scope carries the innermost signal name.
 Scopes are per thread and nest. A scope's `backward` signal (given here or
 by its config) is the one the gradient computation of ops recorded inside
-it is meant to use.
+it runs under: backward() computes their gradients in that signal's scope,
+on its workers (pipeline parallelism). Opening a scope whose backward signal
+has no registered config raises gt.Error naming the signal and the field.
 """
 
 import threading

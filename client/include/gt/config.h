@@ -17,8 +17,14 @@
 // sent to the dispatcher, which keeps them per client, so two clients may
 // give one signal name different configs. What can only be checked where the
 // config is used (a worker index beyond the live workers, an axis beyond a
-// tensor's rank, a backward signal that was never registered) is reported
-// at the next sync point, naming the signal and the field.
+// tensor's rank) is reported at the next sync point, naming the signal and
+// the field; a backward signal with no config is refused when a scope using
+// it opens (gt::signal_enter).
+//
+// Backward signals: backward() computes the gradients of an op recorded in a
+// scope with a backward signal inside that signal's scope, so they run on
+// its workers (pipeline parallelism). Without one they follow the placement
+// of their inputs, in the scope backward() is called from.
 //
 // Thread-safety: every function may be called from any thread.
 #pragma once
