@@ -11,6 +11,8 @@
 //   gt-bench-unit [steps] [malloc_keep_mib]
 // malloc_keep_mib is the backend option (process-wide, so one value per run):
 // 0 shows glibc's default behaviour.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -103,6 +105,12 @@ void Check(const gt::Status& s) {
   }
 }
 
+long MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -134,7 +142,9 @@ double Backend(const std::vector<Instruction>& body, int steps, int64_t keep, in
   Instruction run = Control(Op::kRunUnit, {1, 2}, {out});
   run.attrs.seed = 42;
   std::vector<double> times;
+  long faults = 0;
   for (int i = 0; i < steps + 5; ++i) {
+    if (i == 5) faults = MinorFaults();
     const auto start = Clock::now();
     if (as_unit) {
       Check(backend.Execute(run, sink));
@@ -145,6 +155,7 @@ double Backend(const std::vector<Instruction>& body, int steps, int64_t keep, in
     }
     if (i >= 5) times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
+  std::printf("    (%.0f page faults per step)\n", static_cast<double>(MinorFaults() - faults) / steps);
   if (as_unit && trials > 0) {
     const gt::torch_backend::UnitStats s = backend.Units();
     for (size_t k = 0; k < static_cast<size_t>(gt::torch_backend::UnitStrategy::kCount); ++k)

@@ -526,9 +526,9 @@ Status TorchBackend::DefineUnit(const Instruction& inst) {
   return Status::Ok();
 }
 
-Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, Namespace& env) {
+Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, UnitEnv& env) {
   struct Restore {
-    const Namespace*& slot;
+    const UnitEnv*& slot;
     ~Restore() { slot = nullptr; }
   } restore{unit_env_};
   unit_env_ = &env;
@@ -545,7 +545,7 @@ Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, N
     } else if (KindOf(body.op) == OpKind::kMutate) {
       status = ExecuteMutation(body);
     } else {
-      for (TensorId id : body.operands) env.erase(id);
+      for (TensorId id : body.operands) env[id].reset();
     }
     if (!status.ok())
       return Status(status.code(), run.Describe() + ": body instruction " + std::to_string(i) + ": " + status.message());
@@ -555,8 +555,8 @@ Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, N
 
 Result<std::vector<at::Tensor>> TorchBackend::Interpret(const Instruction& run, const CompiledUnit& unit,
                                                         const std::vector<at::Tensor>& inputs) {
-  Namespace env;
-  for (size_t j = 0; j < inputs.size(); ++j) env[static_cast<TensorId>(j + 1)] = inputs[j];
+  UnitEnv env(1 + static_cast<size_t>(unit.interface.inputs) + unit.interface.produced);
+  for (size_t j = 0; j < inputs.size(); ++j) env[j + 1] = inputs[j];
   Status status = RunBody(run, unit, env);
   if (!status.ok()) return status;
   std::vector<at::Tensor> outputs;
@@ -737,8 +737,8 @@ Result<std::vector<at::Tensor>> TorchBackend::Operands(const Instruction& inst, 
 
 const at::Tensor* TorchBackend::Find(ClientId client, TensorId id) const {
   if (unit_env_) {
-    auto it = unit_env_->find(id);
-    return it == unit_env_->end() ? nullptr : &it->second;
+    if (id >= unit_env_->size() || !(*unit_env_)[id].defined()) return nullptr;
+    return &(*unit_env_)[id];
   }
   auto ns = namespaces_.find(client);
   if (ns == namespaces_.end()) return nullptr;

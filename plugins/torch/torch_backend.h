@@ -134,8 +134,11 @@ class TorchBackend final : public gt::Backend {
   struct CompiledUnit;
   Status DefineUnit(const Instruction& inst);
   Status RunUnit(const Instruction& inst);
-  // Runs `unit`'s body on `env` (placeholder -> tensor; inputs filled in).
-  Status RunBody(const Instruction& run, const CompiledUnit& unit, Namespace& env);
+  // A unit's tensors by placeholder (index 0 unused; an undefined tensor is
+  // absent): placeholders are dense, so no map nodes are allocated per run.
+  using UnitEnv = std::vector<at::Tensor>;
+  // Runs `unit`'s body on `env` (inputs filled in, sized for every placeholder).
+  Status RunBody(const Instruction& run, const CompiledUnit& unit, UnitEnv& env);
   // The unit's outputs for `inputs`, by interpretation.
   Result<std::vector<at::Tensor>> Interpret(const Instruction& run, const CompiledUnit& unit,
                                             const std::vector<at::Tensor>& inputs);
@@ -170,7 +173,7 @@ class TorchBackend final : public gt::Backend {
   UnitCounters unit_counters_;
   // While a unit's body runs, operands are looked up here instead of in the
   // client's namespace (its keys are the body's placeholders).
-  const Namespace* unit_env_ = nullptr;
+  const UnitEnv* unit_env_ = nullptr;
   // How many stored tensors use each storage; its bytes count while > 0.
   std::unordered_map<const c10::StorageImpl*, int64_t> storage_refs_;
   // Atomic only so that Stats() may read them from another thread.

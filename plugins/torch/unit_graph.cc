@@ -176,24 +176,32 @@ void ConfigureTorchScript() {
 }
 
 bool IsElementwiseArithmetic(const UnitTemplate& unit) {
+  size_t arithmetic = 0;
   for (const Instruction& inst : unit.body) {
     switch (inst.op) {
       case Op::kDiv:
         // `s / x` needs a wrapped-number tensor constant, which the fuser
         // takes for a real double tensor (a float64 result).
         if (inst.attrs.scalar_side == ScalarSide::kLeft) return false;
+        ++arithmetic;
         break;
       case Op::kAdd:
       case Op::kSub:
       case Op::kMul:
       case Op::kNeg:
       case Op::kAbs:
-      case Op::kRelu:
+      case Op::kRelu: ++arithmetic; break;
+      case Op::kReshape:
+      case Op::kTranspose:
+      case Op::kPermute:
+      case Op::kUnsqueeze:
+      case Op::kSlice:
+      case Op::kSelect:
       case Op::kFree: break;
       default: return false;
     }
   }
-  return true;
+  return arithmetic > 0;
 }
 
 struct UnitGraph::Impl {

@@ -42,9 +42,10 @@ const char* StrategyName(UnitStrategy strategy);
 // is built.
 void ConfigureTorchScript();
 
-// True when every op of `unit` is elementwise arithmetic (add, sub, mul, div
-// other than `scalar / tensor`, neg, abs, relu) or a free: the units worth
-// handing to the fuser.
+// True when `unit` has elementwise arithmetic (add, sub, mul, div other than
+// `scalar / tensor`, neg, abs, relu) and otherwise only views (reshape,
+// transpose, permute, unsqueeze, slice, select) and frees: the units worth
+// handing to the fuser, which fuses the arithmetic and leaves the views.
 bool IsElementwiseArithmetic(const UnitTemplate& unit);
 
 class UnitGraph {
