@@ -27,6 +27,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Untimed steps first. Long enough for the worker backend's unit trials (one
+// warm-up plus unit_trial_runs = 3 timed runs of each of up to three
+// strategies, and the fuser's compile on its first run) to end before timing.
+constexpr int kMlpWarmup = 20;
+constexpr int kChainWarmup = 15;
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -70,7 +76,7 @@ double ChainSteps(int warmup, int steps) {
 
 int Child(const std::string& endpoint, const std::string& program, int steps) {
   gt::connect(endpoint);
-  double seconds = program == "mlp" ? MlpSteps(5, steps) : ChainSteps(3, steps);
+  double seconds = program == "mlp" ? MlpSteps(kMlpWarmup, steps) : ChainSteps(kChainWarmup, steps);
   std::printf("%.9f\n", seconds);
   gt::shutdown();
   return 0;
@@ -84,6 +90,7 @@ struct Measure {
   double worker_instructions = 0;  // per step
   double backend_seconds = 0;      // per step: time inside the worker's backend
   double dispatcher_seconds = 0;   // per step: time inside the dispatcher's stages and router
+  std::string strategies;          // the worker backend's units by chosen strategy
 };
 
 const char* kWorker = "host: worker\nheartbeat_interval_ms: 500\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1}\n";
@@ -113,10 +120,16 @@ Measure RunOnce(const char* self, const std::string& program, bool compile, int 
   if (std::fgets(line, sizeof line, pipe)) m.seconds = std::atof(line);
   pclose(pipe);
   // The warm-up steps count too; spread over all steps of the child.
-  const int warmup = program == "mlp" ? 5 : 3;
+  const int warmup = program == "mlp" ? kMlpWarmup : kChainWarmup;
   m.worker_messages = scrape("gt_host_messages_received_total", {}) / (steps + warmup);
   m.worker_instructions = scrape("gt_stage_instructions_received_total", {{"stage", "backend"}}) / (steps + warmup);
   m.backend_seconds = scrape("gt_stage_processing_seconds_sum", {{"stage", "backend"}}) / (steps + warmup);
+  const std::string worker_metrics = gt::testing::HttpGet(port, "/metrics");
+  for (const char* strategy : {"interpreted", "graph", "fused"}) {
+    const double units =
+        gt::testing::MetricValue(worker_metrics, "gt_backend_units_chosen_total", {{"strategy", strategy}}).value_or(0);
+    if (units > 0) m.strategies += std::string(m.strategies.empty() ? "" : ", ") + strategy + " " + std::to_string(static_cast<int>(units));
+  }
   m.dispatcher_seconds =
       gt::testing::MetricValue(gt::testing::HttpGet(cluster.dispatcher_metrics_port(), "/metrics"),
                                "gt_stage_processing_seconds_sum", {})
@@ -156,6 +169,8 @@ int main(int argc, char** argv) {
     std::printf("%-36s backend %.3f -> %.3f ms/step, dispatcher stages+router %.3f -> %.3f ms/step\n", "",
                 last_plain.backend_seconds * 1e3, last_compiled.backend_seconds * 1e3,
                 last_plain.dispatcher_seconds * 1e3, last_compiled.dispatcher_seconds * 1e3);
+    std::printf("%-36s worker units by chosen strategy: %s\n", "",
+                last_compiled.strategies.empty() ? "none" : last_compiled.strategies.c_str());
   }
   return 0;
 }

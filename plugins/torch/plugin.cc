@@ -7,6 +7,7 @@
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
+#include <prometheus/registry.h>
 
 #include "gt/metrics.h"
 #include "gt/plugin.h"
@@ -23,6 +24,11 @@ constexpr OptionSpec kOptions[] = {
      "address this worker's Gloo endpoint binds for worker-to-worker collectives; peers must reach it", 0, 0},
     {"collective_timeout_ms", OptionType::kInt, "60000", "ms",
      "how long a collective waits for the other members of its group", 100, 3600000},
+    {"malloc_keep_mib", OptionType::kInt, "256", "MiB",
+     "freed host memory glibc keeps for reuse (process-wide); 0 keeps glibc's defaults", 0, 65536},
+    {"unit_trial_runs", OptionType::kInt, "3", "runs",
+     "timed runs of each unit strategy (interpreted, graph, fused) before the fastest is kept; 0 always interprets",
+     0, 100},
 };
 
 // Collectives by kind, in the order CollectiveCounters indexes them.
@@ -48,14 +54,48 @@ CollectiveCounters MakeCounters(const StageContext& context) {
   return counters;
 }
 
+// The compiled-unit metrics (UnitCounters), declared here and nowhere else.
+UnitCounters MakeUnitCounters(const StageContext& context) {
+  UnitCounters counters;
+  if (context.registry == nullptr) return counters;
+  prometheus::Registry& r = *context.registry;
+  const prometheus::Labels labels = StageLabels(context);
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+  };
+  counters.cache_misses = counter("gt_backend_unit_cache_misses_total",
+                                  "Units this backend defined (a define_unit it did not hold yet).");
+  counters.cache_hits = counter("gt_backend_unit_cache_hits_total",
+                                "define_unit instructions for a unit this backend already held.");
+  counters.runs = counter("gt_backend_unit_runs_total", "run_unit instructions this backend executed.");
+  counters.compile_seconds = counter("gt_backend_unit_compile_seconds_total",
+                                     "Seconds spent building unit graphs and in their first (compiling) runs.");
+  auto& chosen = prometheus::BuildCounter()
+                     .Name("gt_backend_units_chosen_total")
+                     .Help("Units that settled on a strategy, by strategy.")
+                     .Register(r);
+  auto& instructions = prometheus::BuildCounter()
+                           .Name("gt_backend_unit_instructions_total")
+                           .Help("Unit body instructions executed, by the strategy that ran them.")
+                           .Register(r);
+  for (size_t k = 0; k < static_cast<size_t>(UnitStrategy::kCount); ++k) {
+    prometheus::Labels by = labels;
+    by["strategy"] = StrategyName(static_cast<UnitStrategy>(k));
+    counters.chosen[k] = &chosen.Add(by);
+    counters.instructions[k] = &instructions.Add(by);
+  }
+  return counters;
+}
+
 Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
   if (context.options == nullptr) return Internal("torch backend created without options");
   const TorchBackendOptions options{
       context.options->GetInt("intra_op_threads"),
       CollectiveOptions{context.options->GetString("collective_host"),
-                        std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))}};
+                        std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
+      context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs")};
   try {
-    return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context)));
+    return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context), MakeUnitCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin
     return PluginError(std::string("torch backend: ") + e.what());
   }

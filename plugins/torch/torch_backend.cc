@@ -1,6 +1,11 @@
 #include "torch_backend.h"
 
 #include <ATen/Parallel.h>  // at::set_num_threads; not pulled in by ATen.h
+#include <malloc.h>
+#include <prometheus/counter.h>
+
+#include <algorithm>
+#include <chrono>
 
 #include <array>
 #include <atomic>
@@ -234,9 +239,17 @@ Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
 
 // ---- TorchBackend ----------------------------------------------------------
 
-TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters)
-    : collectives_(std::make_unique<Collectives>(options.collectives, counters)) {
+TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters, UnitCounters units)
+    : collectives_(std::make_unique<Collectives>(options.collectives, counters)),
+      unit_trial_runs_(options.unit_trial_runs),
+      unit_counters_(units) {
   if (options.intra_op_threads > 0) at::set_num_threads(static_cast<int>(options.intra_op_threads));
+  if (options.malloc_keep_mib > 0) {
+    constexpr int kLargestHeapBlock = 32 << 20;  // the most glibc accepts for M_MMAP_THRESHOLD on 64-bit
+    const int64_t keep = std::min<int64_t>(options.malloc_keep_mib << 20, std::numeric_limits<int>::max());
+    mallopt(M_MMAP_THRESHOLD, kLargestHeapBlock);
+    mallopt(M_TRIM_THRESHOLD, static_cast<int>(keep));
+  }
 }
 
 bool TorchBackend::Supports(Op op) const { return static_cast<size_t>(op) < static_cast<size_t>(Op::kCount); }
@@ -419,16 +432,62 @@ Status TorchBackend::ExecuteControl(const Instruction& inst, ReplySink& replies)
 
 // ---- compiled units ----------------------------------------------------------
 
+namespace {
+
+constexpr size_t kStrategies = static_cast<size_t>(UnitStrategy::kCount);
+using Clock = std::chrono::steady_clock;
+
+void Bump(prometheus::Counter* counter, double by = 1) {
+  if (counter != nullptr) counter->Increment(by);
+}
+
+double SecondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Results of another strategy match the interpreter's within 1e-6 relative.
+bool SameResults(const std::vector<at::Tensor>& got, const std::vector<at::Tensor>& want) {
+  if (got.size() != want.size()) return false;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const at::Tensor& a = got[i];
+    const at::Tensor& b = want[i];
+    if (a.scalar_type() != b.scalar_type() || !a.sizes().equals(b.sizes())) return false;
+    const bool close = a.is_floating_point() ? at::allclose(a, b, 1e-6, 1e-30, /*equal_nan=*/true) : at::equal(a, b);
+    if (!close) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 struct TorchBackend::CompiledUnit {
   std::string bytes;  // the template as defined, to tell a redefinition from a repeat
   UnitTemplate unit;
   UnitInterface interface;
+  size_t instructions = 0;  // body instructions (frees included)
+
+  // Strategy choice. Until `decided`, runs are trials: each strategy still
+  // `available` runs once untimed, then `trial_runs` times timed, in the
+  // order of UnitStrategy; then the fastest is kept (the interpreter on ties).
+  bool decided = false;
+  UnitStrategy chosen = UnitStrategy::kInterpreted;
+  std::array<bool, kStrategies> available = {};
+  std::array<int64_t, kStrategies> runs = {};
+  std::array<double, kStrategies> best = {};
+  std::unique_ptr<UnitGraph> graph;  // kGraph
+  std::unique_ptr<UnitGraph> fused;  // kFused
+
+  UnitGraph* GraphFor(UnitStrategy s) const {
+    return s == UnitStrategy::kGraph ? graph.get() : s == UnitStrategy::kFused ? fused.get() : nullptr;
+  }
 };
 
 Status TorchBackend::DefineUnit(const Instruction& inst) {
   if (!inst.payload) return Invalid(inst, "no unit template");
   std::string bytes(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
-  if (auto it = units_.find(inst.attrs.seed); it != units_.end() && it->second->bytes == bytes) return Status::Ok();
+  if (auto it = units_.find(inst.attrs.seed); it != units_.end() && it->second->bytes == bytes) {
+    ++unit_stats_.redefinitions;
+    Bump(unit_counters_.cache_hits);
+    return Status::Ok();
+  }
   Result<UnitTemplate> unit = DecodeUnit(*inst.payload);
   if (!unit.ok()) return Invalid(inst, unit.status().message());
   for (const Instruction& body : unit->body)
@@ -439,13 +498,37 @@ Status TorchBackend::DefineUnit(const Instruction& inst) {
   compiled->bytes = std::move(bytes);
   compiled->unit = std::move(*unit);
   compiled->interface = std::move(*interface);
+  compiled->instructions = compiled->unit.body.size();
+  compiled->available[static_cast<size_t>(UnitStrategy::kInterpreted)] = true;
+  compiled->decided = unit_trial_runs_ <= 0;
+  if (!compiled->decided) {
+    const auto start = Clock::now();
+    if (auto graph = UnitGraph::Build(compiled->unit, compiled->interface, UnitStrategy::kGraph); graph.ok()) {
+      compiled->graph = std::move(graph).value();
+      compiled->available[static_cast<size_t>(UnitStrategy::kGraph)] = true;
+    }
+    if (IsElementwiseArithmetic(compiled->unit)) {
+      if (auto fused = UnitGraph::Build(compiled->unit, compiled->interface, UnitStrategy::kFused); fused.ok()) {
+        compiled->fused = std::move(fused).value();
+        compiled->available[static_cast<size_t>(UnitStrategy::kFused)] = true;
+      }
+    }
+    unit_stats_.compile_seconds += SecondsSince(start);
+    Bump(unit_counters_.compile_seconds, SecondsSince(start));
+  }
+  if (compiled->decided) {
+    ++unit_stats_.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)];
+    Bump(unit_counters_.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)]);
+  }
+  ++unit_stats_.defined;
+  Bump(unit_counters_.cache_misses);
   units_[inst.attrs.seed] = std::move(compiled);
   return Status::Ok();
 }
 
-Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, Namespace& env) {
+Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, UnitEnv& env) {
   struct Restore {
-    const Namespace*& slot;
+    const UnitEnv*& slot;
     ~Restore() { slot = nullptr; }
   } restore{unit_env_};
   unit_env_ = &env;
@@ -462,7 +545,7 @@ Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, N
     } else if (KindOf(body.op) == OpKind::kMutate) {
       status = ExecuteMutation(body);
     } else {
-      for (TensorId id : body.operands) env.erase(id);
+      for (TensorId id : body.operands) env[id].reset();
     }
     if (!status.ok())
       return Status(status.code(), run.Describe() + ": body instruction " + std::to_string(i) + ": " + status.message());
@@ -470,10 +553,89 @@ Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, N
   return Status::Ok();
 }
 
+Result<std::vector<at::Tensor>> TorchBackend::Interpret(const Instruction& run, const CompiledUnit& unit,
+                                                        const std::vector<at::Tensor>& inputs) {
+  UnitEnv env(1 + static_cast<size_t>(unit.interface.inputs) + unit.interface.produced);
+  for (size_t j = 0; j < inputs.size(); ++j) env[j + 1] = inputs[j];
+  Status status = RunBody(run, unit, env);
+  if (!status.ok()) return status;
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(unit.interface.outputs.size());
+  for (TensorId placeholder : unit.interface.outputs) outputs.push_back(std::move(env.at(placeholder)));
+  return outputs;
+}
+
+Result<std::vector<at::Tensor>> TorchBackend::RunStrategy(const Instruction& run, CompiledUnit& unit,
+                                                          const std::vector<at::Tensor>& inputs) {
+  const auto count = [&](UnitStrategy s) {
+    unit_stats_.instructions_by[static_cast<size_t>(s)] += unit.instructions;
+    Bump(unit_counters_.instructions[static_cast<size_t>(s)], static_cast<double>(unit.instructions));
+  };
+  if (unit.decided) {
+    count(unit.chosen);
+    if (UnitGraph* graph = unit.GraphFor(unit.chosen)) return graph->Run(inputs);
+    return Interpret(run, unit, inputs);
+  }
+  // A trial: the first strategy still short of its runs.
+  size_t s = 0;
+  while (s < kStrategies && !(unit.available[s] && unit.runs[s] <= unit_trial_runs_)) ++s;
+  if (s == kStrategies) {  // every trial done: keep the fastest
+    size_t pick = static_cast<size_t>(UnitStrategy::kInterpreted);
+    for (size_t k = 0; k < kStrategies; ++k)
+      if (unit.available[k] && unit.best[k] < unit.best[pick]) pick = k;
+    unit.decided = true;
+    unit.chosen = static_cast<UnitStrategy>(pick);
+    if (unit.chosen != UnitStrategy::kGraph) unit.graph.reset();
+    if (unit.chosen != UnitStrategy::kFused) unit.fused.reset();
+    ++unit_stats_.chosen[pick];
+    Bump(unit_counters_.chosen[pick]);
+    return RunStrategy(run, unit, inputs);
+  }
+  const UnitStrategy strategy = static_cast<UnitStrategy>(s);
+  const bool warmup = unit.runs[s]++ == 0;
+  const auto start = Clock::now();
+  UnitGraph* graph = unit.GraphFor(strategy);
+  if (graph == nullptr) {
+    Result<std::vector<at::Tensor>> out = Interpret(run, unit, inputs);
+    const double seconds = SecondsSince(start);
+    if (!warmup) unit.best[s] = unit.runs[s] == 2 ? seconds : std::min(unit.best[s], seconds);
+    count(strategy);
+    return out;
+  }
+  std::vector<at::Tensor> outputs;
+  try {
+    outputs = graph->Run(inputs);
+  } catch (const std::exception&) {
+    outputs.clear();
+  }
+  const double seconds = SecondsSince(start);
+  if (warmup) {
+    unit_stats_.compile_seconds += seconds;
+    Bump(unit_counters_.compile_seconds, seconds);
+    // The first run is also checked against the interpreter; a strategy that
+    // fails or differs is dropped, and the interpreter's results are used.
+    Result<std::vector<at::Tensor>> reference = Interpret(run, unit, inputs);
+    if (!reference.ok() || outputs.empty() || !SameResults(outputs, *reference)) {
+      unit.available[s] = false;
+      count(UnitStrategy::kInterpreted);
+      return reference;
+    }
+  } else {
+    if (outputs.empty()) {  // failed after working once (a new shape?): drop it
+      unit.available[s] = false;
+      count(UnitStrategy::kInterpreted);
+      return Interpret(run, unit, inputs);
+    }
+    unit.best[s] = unit.runs[s] == 2 ? seconds : std::min(unit.best[s], seconds);
+  }
+  count(strategy);
+  return outputs;
+}
+
 Status TorchBackend::RunUnit(const Instruction& inst) {
   auto it = units_.find(inst.attrs.seed);
   if (it == units_.end()) return NotFound(inst.Describe() + ": no unit was defined under this key");
-  std::shared_ptr<const CompiledUnit> unit = it->second;
+  std::shared_ptr<CompiledUnit> unit = it->second;
   const UnitInterface& interface = unit->interface;
   if (inst.operands.size() != interface.inputs)
     return Invalid(inst, "the unit takes " + std::to_string(interface.inputs) + " input(s), got " +
@@ -484,18 +646,25 @@ Status TorchBackend::RunUnit(const Instruction& inst) {
   if (inst.attrs.axes != interface.consumed) return Invalid(inst, "freed operands do not match the unit's");
   for (TensorId r : inst.results)
     if (Find(inst.client, r)) return Invalid(inst, "result " + IdName(r) + " already exists");
-  Namespace env;
-  for (size_t j = 0; j < inst.operands.size(); ++j) {
-    const at::Tensor* tensor = Find(inst.client, inst.operands[j]);
-    if (!tensor) return NotFound("unknown tensor " + IdName(inst.operands[j]) + " in " + inst.Describe());
-    env[static_cast<TensorId>(j + 1)] = *tensor;
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(inst.operands.size());
+  for (TensorId id : inst.operands) {
+    const at::Tensor* tensor = Find(inst.client, id);
+    if (!tensor) return NotFound("unknown tensor " + IdName(id) + " in " + inst.Describe());
+    inputs.push_back(*tensor);
   }
-  Status status = RunBody(inst, *unit, env);
+  ++unit_stats_.runs;
+  Bump(unit_counters_.runs);
+  unit_stats_.instructions += unit->instructions;
+  Result<std::vector<at::Tensor>> outputs = RunStrategy(inst, *unit, inputs);
+  inputs.clear();
+  Status status = outputs.status();
   if (status.ok()) {
-    for (TensorId placeholder : interface.outputs) {
-      const at::Tensor& t = env.at(placeholder);
-      if (!FromScalarType(t.scalar_type()))
-        return Invalid(inst, std::string("result dtype ") + c10::toString(t.scalar_type()) + " is not a gt dtype");
+    for (const at::Tensor& t : *outputs) {
+      if (!FromScalarType(t.scalar_type())) {
+        status = Invalid(inst, std::string("result dtype ") + c10::toString(t.scalar_type()) + " is not a gt dtype");
+        break;
+      }
     }
   }
   // Freed inputs go either way: the hosts have forgotten them already.
@@ -508,7 +677,7 @@ Status TorchBackend::RunUnit(const Instruction& inst) {
   }
   if (!status.ok()) return status;
   for (size_t k = 0; k < interface.outputs.size(); ++k) {
-    at::Tensor& t = env.at(interface.outputs[k]);
+    at::Tensor& t = (*outputs)[k];
     Retain(t);
     tensors.emplace(inst.results[k], std::move(t));
   }
@@ -568,8 +737,8 @@ Result<std::vector<at::Tensor>> TorchBackend::Operands(const Instruction& inst, 
 
 const at::Tensor* TorchBackend::Find(ClientId client, TensorId id) const {
   if (unit_env_) {
-    auto it = unit_env_->find(id);
-    return it == unit_env_->end() ? nullptr : &it->second;
+    if (id >= unit_env_->size() || !(*unit_env_)[id].defined()) return nullptr;
+    return &(*unit_env_)[id];
   }
   auto ns = namespaces_.find(client);
   if (ns == namespaces_.end()) return nullptr;

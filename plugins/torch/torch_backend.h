@@ -16,6 +16,7 @@
 
 #include <ATen/ATen.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -28,6 +29,7 @@
 #include "gt/instruction.h"
 #include "gt/status.h"
 #include "gt/unit.h"
+#include "unit_graph.h"
 
 namespace gt::torch_backend {
 
@@ -40,13 +42,52 @@ struct TorchBackendOptions {
   int64_t intra_op_threads;
   // Worker-to-worker collectives (collectives.h).
   CollectiveOptions collectives;
+  // Freed host memory (MiB) glibc keeps for reuse instead of handing it back
+  // to the OS (M_TRIM_THRESHOLD); > 0 also serves blocks up to 32 MiB from
+  // that reusable heap (M_MMAP_THRESHOLD) instead of fresh mmaps. Without it
+  // every multi-MiB temporary is a new mapping whose pages fault in on first
+  // write, which costs more than the elementwise op that writes them.
+  // Process-wide; 0 keeps glibc's defaults. Default: plugin.cc.
+  int64_t malloc_keep_mib;
+  // Timed runs of each strategy (interpreted, graph, fused; unit_graph.h)
+  // before a unit keeps the fastest, after one untimed warm-up run each.
+  // More runs choose more reliably and spend longer on slower strategies;
+  // 0 always interprets. Default: plugin.cc.
+  int64_t unit_trial_runs;
+};
+
+// What the backend did with compiled units, for stats (all counts since start).
+struct UnitStats {
+  uint64_t defined = 0;            // distinct units defined (kDefineUnit that was not a repeat)
+  uint64_t redefinitions = 0;      // kDefineUnit of a unit already held (a cache hit)
+  uint64_t runs = 0;               // kRunUnit executed
+  uint64_t instructions = 0;       // body instructions those runs stood for
+  double compile_seconds = 0;      // building graphs and their first (compiling) runs
+  // By UnitStrategy: units that settled on it, and instructions run with it.
+  uint64_t chosen[static_cast<size_t>(UnitStrategy::kCount)] = {};
+  uint64_t instructions_by[static_cast<size_t>(UnitStrategy::kCount)] = {};
+};
+
+// Prometheus handles for compiled units; declared once, in plugin.cc
+// (MakeUnitCounters), and listed in README.md and docs/METRICS.md. Null
+// entries are not counted. They mirror UnitStats.
+struct UnitCounters {
+  prometheus::Counter* cache_misses = nullptr;     // gt_backend_unit_cache_misses_total
+  prometheus::Counter* cache_hits = nullptr;       // gt_backend_unit_cache_hits_total
+  prometheus::Counter* runs = nullptr;             // gt_backend_unit_runs_total
+  prometheus::Counter* compile_seconds = nullptr;  // gt_backend_unit_compile_seconds_total
+  // By UnitStrategy: gt_backend_units_chosen_total, gt_backend_unit_instructions_total.
+  std::array<prometheus::Counter*, static_cast<size_t>(UnitStrategy::kCount)> chosen{};
+  std::array<prometheus::Counter*, static_cast<size_t>(UnitStrategy::kCount)> instructions{};
 };
 
 class TorchBackend final : public gt::Backend {
  public:
   // Applies `options.intra_op_threads` to LibTorch when it is > 0.
   // `counters` count the collectives (null entries: not counted).
-  explicit TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters = {});
+  // `units` count what happens to compiled units (null entries: not counted).
+  explicit TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters = {},
+                        UnitCounters units = {});
 
   TorchBackend(const TorchBackend&) = delete;
   TorchBackend& operator=(const TorchBackend&) = delete;
@@ -67,6 +108,9 @@ class TorchBackend final : public gt::Backend {
   // Tensors stored over all namespaces, and the bytes of the distinct
   // storages they use (a view adds no bytes to its source's).
   BackendStats Stats() const override;
+
+  // What happened to compiled units so far. Call from the pipeline thread.
+  UnitStats Units() const { return unit_stats_; }
 
  private:
   using Namespace = std::unordered_map<TensorId, at::Tensor>;
@@ -90,8 +134,17 @@ class TorchBackend final : public gt::Backend {
   struct CompiledUnit;
   Status DefineUnit(const Instruction& inst);
   Status RunUnit(const Instruction& inst);
-  // Runs `unit`'s body on `env` (placeholder -> tensor; inputs filled in).
-  Status RunBody(const Instruction& run, const CompiledUnit& unit, Namespace& env);
+  // A unit's tensors by placeholder (index 0 unused; an undefined tensor is
+  // absent): placeholders are dense, so no map nodes are allocated per run.
+  using UnitEnv = std::vector<at::Tensor>;
+  // Runs `unit`'s body on `env` (inputs filled in, sized for every placeholder).
+  Status RunBody(const Instruction& run, const CompiledUnit& unit, UnitEnv& env);
+  // The unit's outputs for `inputs`, by interpretation.
+  Result<std::vector<at::Tensor>> Interpret(const Instruction& run, const CompiledUnit& unit,
+                                            const std::vector<at::Tensor>& inputs);
+  // The unit's outputs by the strategy it settled on, or by the next trial.
+  Result<std::vector<at::Tensor>> RunStrategy(const Instruction& run, CompiledUnit& unit,
+                                              const std::vector<at::Tensor>& inputs);
 
   Status Fetch(const Instruction& inst, ReplySink& replies) const;
   Status Free(const Instruction& inst);
@@ -114,10 +167,13 @@ class TorchBackend final : public gt::Backend {
 
   std::unique_ptr<Collectives> collectives_;
   std::unordered_map<ClientId, Namespace> namespaces_;
-  std::unordered_map<uint64_t, std::shared_ptr<const CompiledUnit>> units_;
+  std::unordered_map<uint64_t, std::shared_ptr<CompiledUnit>> units_;
+  int64_t unit_trial_runs_ = 0;
+  UnitStats unit_stats_;
+  UnitCounters unit_counters_;
   // While a unit's body runs, operands are looked up here instead of in the
   // client's namespace (its keys are the body's placeholders).
-  const Namespace* unit_env_ = nullptr;
+  const UnitEnv* unit_env_ = nullptr;
   // How many stored tensors use each storage; its bytes count while > 0.
   std::unordered_map<const c10::StorageImpl*, int64_t> storage_refs_;
   // Atomic only so that Stats() may read them from another thread.

@@ -1,0 +1,181 @@
+// Compiled units in the torch backend, driven directly (no hosts): every
+// strategy (interpreted, TorchScript graph, legacy fuser) must give what
+// eager ATen gives, within 1e-6 relative, on every run including the trials;
+// the backend settles on one strategy per unit and counts what it did.
+#include <cmath>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "torch_backend.h"
+#include "unit_graph.h"
+
+namespace gt::torch_backend {
+namespace {
+
+class KeepSink final : public ReplySink {
+ public:
+  void SendData(const Instruction&, DType, const Shape&, BlobPtr bytes) override { last = bytes; }
+  BlobPtr last;
+};
+
+Instruction Make(Op op, std::vector<TensorId> operands, std::vector<TensorId> results) {
+  Instruction inst;
+  inst.op = op;
+  inst.client = 1;
+  inst.operands = std::move(operands);
+  inst.results = std::move(results);
+  return inst;
+}
+
+Instruction WithScalar(Instruction inst, double scalar, ScalarSide side) {
+  inst.attrs.scalar = scalar;
+  inst.attrs.scalar_side = side;
+  return inst;
+}
+
+// a = %1, b = %2 (shape {n}); returns the body; every temporary is freed.
+std::vector<Instruction> ArithmeticBody() {
+  return {
+      WithScalar(Make(Op::kMul, {1}, {3}), 1.5, ScalarSide::kRight),   // a*1.5
+      Make(Op::kAdd, {3, 2}, {4}),                                      // + b
+      Make(Op::kFree, {3}, {}),
+      WithScalar(Make(Op::kSub, {4}, {5}), 8, ScalarSide::kLeft),       // 8 - c (no cancellation)
+      Make(Op::kMul, {5, 2}, {6}),
+      Make(Op::kFree, {4, 5}, {}),
+      WithScalar(Make(Op::kDiv, {6}, {7}), 0.75, ScalarSide::kRight),  // x / 0.75
+      Make(Op::kNeg, {7}, {8}),
+      Make(Op::kFree, {6, 7}, {}),
+  };
+}
+
+at::Tensor ArithmeticEager(const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor c = a * 1.5 + b;
+  at::Tensor x = (8 - c) * b;
+  return -(x / 0.75);
+}
+
+std::vector<Instruction> MixedBody() {
+  Instruction sum = Make(Op::kSum, {6}, {7});
+  sum.attrs.axes = {1};
+  Instruction transpose = Make(Op::kTranspose, {2}, {3});
+  transpose.attrs.axes = {0, 1};
+  return {
+      transpose,                                                       // b^T
+      Make(Op::kMatmul, {1, 3}, {4}),                                  // a @ b^T
+      Make(Op::kTanh, {4}, {5}),
+      WithScalar(Make(Op::kPow, {5}, {6}), 2, ScalarSide::kRight),
+      sum,
+      Make(Op::kFree, {3, 4, 5, 6}, {}),
+  };
+}
+
+class UnitStrategyTest : public ::testing::Test {
+ protected:
+  // Defines `body` under key 7 on a backend with `trials` trial runs, runs it
+  // `runs` times on (a, b) and checks each run's outputs against `want`.
+  void RunChecked(int64_t trials, const std::vector<Instruction>& body, const at::Tensor& a, const at::Tensor& b,
+                  const std::vector<at::Tensor>& want, int runs) {
+    backend_ = std::make_unique<TorchBackend>(TorchBackendOptions{1, {}, 256, trials});
+    Store(1, a);
+    Store(2, b);
+    UnitTemplate unit{2, body};
+    Result<UnitInterface> interface = AnalyzeUnit(unit);
+    ASSERT_TRUE(interface.ok()) << interface.status().message();
+    ASSERT_EQ(interface->outputs.size(), want.size());
+    Instruction define = Make(Op::kDefineUnit, {}, {});
+    define.attrs.seed = 7;
+    define.payload = EncodeUnit(unit);
+    ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+    for (int r = 0; r < runs; ++r) {
+      std::vector<TensorId> results;
+      for (size_t k = 0; k < want.size(); ++k) results.push_back(100 + k);
+      Instruction run = Make(Op::kRunUnit, {1, 2}, results);
+      run.attrs.seed = 7;
+      Status s = backend_->Execute(run, sink_);
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (size_t k = 0; k < want.size(); ++k) {
+        at::Tensor got = Fetch(results[k]).reshape(want[k].sizes());
+        EXPECT_TRUE(at::allclose(got, want[k], 1e-6, 1e-30)) << "run " << r << " output " << k;
+      }
+      ASSERT_TRUE(backend_->Execute(Make(Op::kFree, results, {}), sink_).ok());
+    }
+  }
+
+  void Store(TensorId id, const at::Tensor& t) {
+    Instruction inst = Make(Op::kFromBytes, {}, {id});
+    inst.attrs.shape = Shape(t.sizes().begin(), t.sizes().end());
+    inst.attrs.dtype = DType::kFloat32;
+    inst.payload = CopyToBlob(t.data_ptr(), t.nbytes());
+    ASSERT_TRUE(backend_->Execute(inst, sink_).ok());
+  }
+
+  at::Tensor Fetch(TensorId id) {
+    EXPECT_TRUE(backend_->Execute(Make(Op::kFetch, {id}, {}), sink_).ok());
+    std::vector<float> values(sink_.last->size() / sizeof(float));
+    std::memcpy(values.data(), sink_.last->data(), sink_.last->size());
+    return at::tensor(values);
+  }
+
+  std::unique_ptr<TorchBackend> backend_;
+  KeepSink sink_;
+};
+
+TEST_F(UnitStrategyTest, ArithmeticChainMatchesEagerOnEveryStrategy) {
+  at::Tensor a = at::rand({4096}) + 0.5, b = at::rand({4096}) + 0.5;
+  RunChecked(2, ArithmeticBody(), a, b, {ArithmeticEager(a, b)}, 12);
+  const UnitStats stats = backend_->Units();
+  EXPECT_EQ(stats.defined, 1u);
+  EXPECT_EQ(stats.runs, 12u);
+  uint64_t chosen = 0;
+  for (uint64_t c : stats.chosen) chosen += c;
+  EXPECT_EQ(chosen, 1u);
+  // Every strategy was tried (three each: one warm-up, two timed).
+  EXPECT_GT(stats.instructions_by[static_cast<size_t>(UnitStrategy::kGraph)], 0u);
+  EXPECT_GT(stats.instructions_by[static_cast<size_t>(UnitStrategy::kFused)], 0u);
+}
+
+TEST_F(UnitStrategyTest, MixedUnitMatchesEager) {
+  at::Tensor a = at::rand({8, 16}), b = at::rand({4, 16});
+  at::Tensor want = at::sum(at::pow(at::tanh(at::matmul(a, b.transpose(0, 1))), 2), {1});
+  RunChecked(2, MixedBody(), a, b, {want}, 10);
+  const UnitStats stats = backend_->Units();
+  // Not elementwise arithmetic: never fused; a graph exists for it.
+  EXPECT_EQ(stats.instructions_by[static_cast<size_t>(UnitStrategy::kFused)], 0u);
+  EXPECT_GT(stats.instructions_by[static_cast<size_t>(UnitStrategy::kGraph)], 0u);
+}
+
+TEST_F(UnitStrategyTest, ScalarOverTensorKeepsItsDtypeAndIsNotFused) {
+  // 0.75 / a is a wrapped-number constant in the graph; float32 must stay float32.
+  std::vector<Instruction> body = {WithScalar(Make(Op::kDiv, {1}, {3}), 0.75, ScalarSide::kLeft),
+                                   Make(Op::kMul, {3, 2}, {4}), Make(Op::kFree, {3}, {})};
+  at::Tensor a = at::rand({256}) + 0.5, b = at::rand({256});
+  RunChecked(2, body, a, b, {(0.75 / a) * b}, 8);
+  const UnitStats stats = backend_->Units();
+  EXPECT_EQ(stats.instructions_by[static_cast<size_t>(UnitStrategy::kFused)], 0u);
+  EXPECT_GT(stats.instructions_by[static_cast<size_t>(UnitStrategy::kGraph)], 0u);
+}
+
+TEST_F(UnitStrategyTest, ZeroTrialsAlwaysInterprets) {
+  at::Tensor a = at::rand({64}) + 0.5, b = at::rand({64}) + 0.5;
+  RunChecked(0, ArithmeticBody(), a, b, {ArithmeticEager(a, b)}, 3);
+  const UnitStats stats = backend_->Units();
+  EXPECT_EQ(stats.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)], 1u);
+  EXPECT_EQ(stats.instructions_by[static_cast<size_t>(UnitStrategy::kInterpreted)], 3 * ArithmeticBody().size());
+}
+
+TEST_F(UnitStrategyTest, UnitsWithoutGraphFormStayInterpreted) {
+  // A comparison has no graph form (its mask dtype depends on the operands).
+  std::vector<Instruction> body = {Make(Op::kGt, {1, 2}, {3}), Make(Op::kMul, {3, 1}, {4}), Make(Op::kFree, {3}, {})};
+  at::Tensor a = at::rand({32}), b = at::rand({32});
+  RunChecked(2, body, a, b, {at::gt(a, b).to(at::kFloat) * a}, 6);
+  const UnitStats stats = backend_->Units();
+  EXPECT_EQ(stats.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)], 1u);
+  EXPECT_EQ(UnitGraph::Build(UnitTemplate{2, body}, *AnalyzeUnit(UnitTemplate{2, body}), UnitStrategy::kGraph)
+                .status()
+                .code(),
+            Code::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace gt::torch_backend
