@@ -1,0 +1,810 @@
+// Autograd through the real stack: the C++ client's tape, with every forward
+// and backward op running on a gt-worker process behind a gt-dispatcher.
+//
+// Gradient checks: for every differentiable op, L = sum(f(inputs) * W) with
+// a fixed random W (so that every output element matters, softmax included),
+// gt's backward() against central finite differences of the same L, each
+// perturbed L evaluated by gt itself in float64. Then the semantics around
+// the tape: accumulation, clearing, grad mode, explicit gradients,
+// retain_graph, in-place refusals, and in-place parameter updates that keep
+// the worker's tensor count flat.
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "aten_bridge.h"
+#include "cluster.h"
+#include "gt/gt.h"
+#include "gt/nn.h"
+#include "gt/op.h"
+
+namespace {
+
+using gt::DType;
+using gt::testing::Fetch;
+using gt::testing::Send;
+
+constexpr double kEps = 1e-6;        // central-difference step
+constexpr double kTolerance = 1e-6;  // relative and absolute, float64
+
+// ---- deterministic float64 inputs ------------------------------------------------
+
+at::Generator Gen(uint64_t seed) { return at::detail::createCPUGenerator(seed); }
+
+at::Tensor Normal(at::IntArrayRef shape, uint64_t seed) {
+  return at::randn(shape, Gen(seed), at::TensorOptions().dtype(at::kDouble));
+}
+
+// In [0.5, 2): safe for log, sqrt, divisors and fractional powers.
+at::Tensor Positive(at::IntArrayRef shape, uint64_t seed) {
+  return at::rand(shape, Gen(seed), at::TensorOptions().dtype(at::kDouble)) * 1.5 + 0.5;
+}
+
+// Pairwise distinct by at least 0.25 and at least 0.05 away from zero, so
+// that max/min/relu/abs are differentiable well beyond kEps around them.
+at::Tensor Distinct(at::IntArrayRef shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  at::Tensor perm = at::randperm(n, Gen(seed), at::TensorOptions().dtype(at::kDouble));
+  return ((perm - static_cast<double>(n / 2)) * 0.25 + 0.05).reshape(shape);
+}
+
+at::Tensor Scalar(double v) { return at::scalar_tensor(v, at::kDouble); }
+
+// ---- the cluster -------------------------------------------------------------------
+
+class AutogradTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gt::testing::ClusterOptions options;
+    options.workers = 1;
+    cluster_ = new gt::testing::ProcessCluster(options);
+    ready_ = cluster_->WaitForWorkers(1);
+    if (ready_) gt::connect(cluster_->endpoint());  // before any op of this process
+  }
+
+  static void TearDownTestSuite() {
+    gt::shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_TRUE(ready_) << "gt-dispatcher and gt-worker from " << gt::testing::BinDir() << " did not come up";
+    ASSERT_TRUE(gt::is_grad_enabled()) << "a previous test left grad mode off";
+  }
+
+  void TearDown() override {
+    EXPECT_NO_THROW(gt::sync()) << "a remote op failed";
+    EXPECT_TRUE(cluster_->AllAlive()) << "a host process died";
+  }
+
+  // The worker's gt_worker_live_tensors after every queued op (incl. frees)
+  // ran. The gauge is set when the worker ends a batch, so read it until two
+  // reads agree.
+  static double LiveTensors() {
+    gt::sync();
+    std::optional<double> last;
+    for (int i = 0; i < 100; ++i) {
+      std::string body = gt::testing::HttpGet(cluster_->worker_metrics_ports()[0], "/metrics");
+      std::optional<double> v = gt::testing::MetricValue(body, "gt_worker_live_tensors");
+      if (v && last && *v == *last) return *v;
+      last = v;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "gt_worker_live_tensors did not settle (last: " << last.value_or(-1) << ")";
+    return last.value_or(-1);
+  }
+
+  static gt::testing::ProcessCluster* cluster_;
+  static bool ready_;
+};
+
+gt::testing::ProcessCluster* AutogradTest::cluster_ = nullptr;
+bool AutogradTest::ready_ = false;
+
+// ---- gradient checks -------------------------------------------------------------
+
+using Fn = std::function<gt::Tensor(const std::vector<gt::Tensor>&)>;
+
+struct GradCase {
+  std::string name;
+  std::vector<at::Tensor> inputs;   // float64
+  Fn f;
+  std::vector<bool> requires_grad;  // per input; empty: every input
+};
+
+bool Requires(const GradCase& c, size_t i) { return c.requires_grad.empty() || c.requires_grad[i]; }
+
+// d L / d inputs[i] by central differences, L = sum(f(inputs) * w), each L
+// evaluated remotely; one fetch for all of them.
+at::Tensor NumericGradient(const GradCase& c, size_t i, const gt::Tensor& w) {
+  gt::NoGradGuard no_grad;
+  std::vector<gt::Tensor> fixed;
+  for (const at::Tensor& in : c.inputs) fixed.push_back(Send(in));
+  at::Tensor base = c.inputs[i].contiguous();
+  const int64_t n = base.numel();
+  if (n == 0) return at::zeros_like(base);
+  std::vector<gt::Tensor> losses;
+  for (int64_t j = 0; j < n; ++j) {
+    for (double sign : {1.0, -1.0}) {
+      at::Tensor perturbed = base.clone();
+      perturbed.data_ptr<double>()[j] += sign * kEps;
+      std::vector<gt::Tensor> args = fixed;
+      args[i] = Send(perturbed);
+      losses.push_back((c.f(args) * w).sum().reshape({1}));
+    }
+  }
+  at::Tensor l = Fetch(gt::cat(losses));
+  at::Tensor plus = l.slice(0, 0, 2 * n, 2), minus = l.slice(0, 1, 2 * n, 2);
+  return ((plus - minus) / (2 * kEps)).reshape(base.sizes());
+}
+
+void ExpectGradientsMatch(const GradCase& c) {
+  std::vector<gt::Tensor> leaves;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    gt::Tensor t = Send(c.inputs[i]);
+    if (Requires(c, i)) t.requires_grad_();
+    leaves.push_back(t);
+  }
+  gt::Tensor out = c.f(leaves);
+  ASSERT_TRUE(out.requires_grad()) << "the result was not recorded";
+  EXPECT_FALSE(out.is_leaf());
+  ASSERT_EQ(out.dtype(), DType::kFloat64);
+  gt::Tensor w;
+  {
+    gt::NoGradGuard no_grad;
+    w = Send(Normal(out.shape(), 4242));
+  }
+  (out * w).sum().backward();
+
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i) + " " + gt::ShapeToString(leaves[i].shape()));
+    gt::Tensor g = leaves[i].grad();
+    if (!Requires(c, i)) {
+      EXPECT_FALSE(g.defined()) << "an input that does not require grad got one";
+      continue;
+    }
+    ASSERT_TRUE(g.defined()) << "no gradient reached this input";
+    EXPECT_FALSE(g.requires_grad());
+    ASSERT_EQ(g.shape(), leaves[i].shape());
+    ASSERT_EQ(g.dtype(), DType::kFloat64);
+    at::Tensor analytic = Fetch(g);
+    at::Tensor numeric = NumericGradient(c, i, w);
+    double worst = analytic.numel() ? (analytic - numeric).abs().max().item<double>() : 0.0;
+    EXPECT_TRUE(at::allclose(analytic, numeric, kTolerance, kTolerance))
+        << "max |analytic - numeric| = " << worst << "\nanalytic (gt backward):\n"
+        << analytic << "\nnumeric (central differences):\n"
+        << numeric;
+  }
+}
+
+void RunCases(const std::vector<GradCase>& cases) {
+  for (const GradCase& c : cases) {
+    SCOPED_TRACE("case " + c.name);
+    try {
+      ExpectGradientsMatch(c);
+    } catch (const gt::Error& e) {
+      ADD_FAILURE() << "gt::Error (" << gt::CodeName(e.code()) << "): " << e.what();
+    }
+  }
+}
+
+using V = std::vector<gt::Tensor>;
+
+std::vector<GradCase> BinaryCases() {
+  std::vector<GradCase> cases;
+  struct BinaryOp {
+    const char* name;
+    std::function<gt::Tensor(const gt::Tensor&, const gt::Tensor&)> f;
+  };
+  const BinaryOp ops[] = {
+      {"add", [](const gt::Tensor& a, const gt::Tensor& b) { return a + b; }},
+      {"sub", [](const gt::Tensor& a, const gt::Tensor& b) { return a - b; }},
+      {"mul", [](const gt::Tensor& a, const gt::Tensor& b) { return a * b; }},
+      {"div", [](const gt::Tensor& a, const gt::Tensor& b) { return a / b; }},
+  };
+  struct Shapes {
+    const char* name;
+    std::vector<int64_t> a, b;
+  };
+  const Shapes shapes[] = {
+      {"same", {2, 3}, {2, 3}},          {"row", {2, 3, 4}, {4}},        {"both", {3, 1}, {2, 1, 4}},
+      {"0d_right", {2, 3}, {}},           {"0d_left", {}, {2, 3}},         {"size1_dims", {1, 3}, {2, 1}},
+      {"both_0d", {}, {}},                {"leading_1", {1, 2, 3}, {2, 3}},
+  };
+  for (const BinaryOp& op : ops) {
+    for (const Shapes& s : shapes) {
+      cases.push_back({std::string(op.name) + "_" + s.name, {Normal(s.a, 1), Positive(s.b, 2)},
+                       [f = op.f](const V& v) { return f(v[0], v[1]); }});
+    }
+    // Only one side requires grad.
+    cases.push_back({std::string(op.name) + "_left_only", {Normal({2, 3}, 3), Positive({3}, 4)},
+                     [f = op.f](const V& v) { return f(v[0], v[1]); }, {true, false}});
+    cases.push_back({std::string(op.name) + "_right_only", {Normal({2, 3}, 5), Positive({3}, 6)},
+                     [f = op.f](const V& v) { return f(v[0], v[1]); }, {false, true}});
+  }
+  // Scalars on both sides.
+  const std::vector<at::Tensor> x = {Normal({3, 4}, 7)};
+  const std::vector<at::Tensor> pos = {Positive({3, 4}, 8)};
+  cases.push_back({"add_scalar_right", x, [](const V& v) { return v[0] + 2.5; }});
+  cases.push_back({"add_scalar_left", x, [](const V& v) { return 2.5 + v[0]; }});
+  cases.push_back({"sub_scalar_right", x, [](const V& v) { return v[0] - 1.25; }});
+  cases.push_back({"sub_scalar_left", x, [](const V& v) { return 3.0 - v[0]; }});
+  cases.push_back({"mul_scalar_right", x, [](const V& v) { return v[0] * -2.0; }});
+  cases.push_back({"mul_scalar_left", x, [](const V& v) { return 0.5 * v[0]; }});
+  cases.push_back({"div_scalar_right", x, [](const V& v) { return v[0] / 4.0; }});
+  cases.push_back({"div_scalar_left", pos, [](const V& v) { return 2.0 / v[0]; }});
+  cases.push_back({"scalar_0d_input", {Normal({}, 9)}, [](const V& v) { return 3.0 - v[0] * 2.0; }});
+
+  // pow: scalar exponent, tensor exponent, scalar base (a 0-d tensor, as
+  // Python's `2.5 ** x` is issued).
+  cases.push_back({"pow_scalar_3", {Normal({2, 3}, 10)}, [](const V& v) { return v[0].pow(3.0); }});
+  cases.push_back({"pow_scalar_2_5", {Positive({2, 3}, 11)}, [](const V& v) { return v[0].pow(2.5); }});
+  cases.push_back({"pow_scalar_0_5", {Positive({2, 3}, 12)}, [](const V& v) { return v[0].pow(0.5); }});
+  cases.push_back({"pow_scalar_negative", {Positive({2, 3}, 13)}, [](const V& v) { return v[0].pow(-1.5); }});
+  cases.push_back({"pow_scalar_0", {Normal({4}, 14)}, [](const V& v) { return v[0].pow(0.0) + v[0]; }});
+  auto pow = [](const V& v) { return v[0].pow(v[1]); };
+  cases.push_back({"pow_tensor_same", {Positive({2, 3}, 15), Normal({2, 3}, 16)}, pow});
+  cases.push_back({"pow_tensor_exponent_row", {Positive({2, 3}, 17), Normal({3}, 18)}, pow});
+  cases.push_back({"pow_tensor_exponent_0d", {Positive({2, 3}, 19), Normal({}, 20)}, pow});
+  cases.push_back({"pow_tensor_base_broadcast", {Positive({3}, 21), Normal({2, 3}, 22)}, pow});
+  cases.push_back({"pow_scalar_base", {Scalar(2.5), Normal({2, 3}, 23)}, pow, {false, true}});
+  cases.push_back({"pow_0d_base_with_grad", {Scalar(1.7), Normal({2, 3}, 24)}, pow});
+  return cases;
+}
+
+std::vector<GradCase> MatmulCases() {
+  auto mm = [](const V& v) { return v[0].matmul(v[1]); };
+  return {
+      {"matmul_2d", {Normal({3, 4}, 30), Normal({4, 5}, 31)}, mm},
+      {"matmul_batched", {Normal({2, 3, 4}, 32), Normal({2, 4, 5}, 33)}, mm},
+      {"matmul_batched_broadcast", {Normal({2, 1, 3, 4}, 34), Normal({3, 4, 2}, 35)}, mm},
+      {"matmul_batched_by_2d", {Normal({2, 3, 4}, 36), Normal({4, 2}, 37)}, mm},
+      {"matmul_1d_2d", {Normal({4}, 38), Normal({4, 5}, 39)}, mm},
+      {"matmul_2d_1d", {Normal({3, 4}, 40), Normal({4}, 41)}, mm},
+      {"matmul_1d_1d", {Normal({6}, 42), Normal({6}, 43)}, mm},
+      {"matmul_batched_1d", {Normal({2, 3, 4}, 44), Normal({4}, 45)}, mm},
+      {"matmul_1d_batched", {Normal({4}, 46), Normal({2, 4, 3}, 47)}, mm},
+      {"matmul_weight_only", {Normal({3, 4}, 48), Normal({4, 2}, 49)}, mm, {false, true}},
+  };
+}
+
+std::vector<GradCase> UnaryCases() {
+  return {
+      {"relu", {Distinct({3, 5}, 50)}, [](const V& v) { return v[0].relu(); }},
+      {"sigmoid", {Normal({3, 5}, 51) * 2}, [](const V& v) { return v[0].sigmoid(); }},
+      {"tanh", {Normal({3, 5}, 52)}, [](const V& v) { return v[0].tanh(); }},
+      {"exp", {Normal({3, 5}, 53)}, [](const V& v) { return v[0].exp(); }},
+      {"exp_0d", {Normal({}, 54)}, [](const V& v) { return v[0].exp(); }},
+      {"log", {Positive({3, 5}, 55)}, [](const V& v) { return v[0].log(); }},
+      {"sqrt", {Positive({3, 5}, 56)}, [](const V& v) { return v[0].sqrt(); }},
+      {"neg", {Normal({3, 5}, 57)}, [](const V& v) { return v[0].neg(); }},
+      {"neg_operator", {Normal({3, 5}, 58)}, [](const V& v) { return -v[0]; }},
+      {"abs", {Distinct({3, 5}, 59)}, [](const V& v) { return v[0].abs(); }},
+      {"clone", {Normal({3, 5}, 60)}, [](const V& v) { return v[0].clone() * v[0]; }},
+      {"softmax_dim1", {Normal({3, 4}, 61)}, [](const V& v) { return v[0].softmax(1); }},
+      {"softmax_dim_neg1", {Normal({3, 4}, 62)}, [](const V& v) { return v[0].softmax(-1); }},
+      {"softmax_dim0", {Normal({3, 4}, 63)}, [](const V& v) { return v[0].softmax(0); }},
+      {"softmax_3d_middle", {Normal({2, 3, 4}, 64)}, [](const V& v) { return v[0].softmax(1); }},
+      {"log_softmax_dim1", {Normal({3, 4}, 65)}, [](const V& v) { return v[0].log_softmax(1); }},
+      {"log_softmax_dim_neg1", {Normal({3, 4}, 66)}, [](const V& v) { return v[0].log_softmax(-1); }},
+      {"log_softmax_dim0", {Normal({3, 4}, 67)}, [](const V& v) { return v[0].log_softmax(0); }},
+      {"log_softmax_3d_first", {Normal({2, 3, 4}, 68)}, [](const V& v) { return v[0].log_softmax(0); }},
+  };
+}
+
+std::vector<GradCase> ReduceCases() {
+  std::vector<GradCase> cases;
+  struct ReduceOp {
+    const char* name;
+    gt::Tensor (gt::Tensor::*f)(std::vector<int64_t>, bool) const;
+  };
+  const ReduceOp ops[] = {
+      {"sum", &gt::Tensor::sum}, {"mean", &gt::Tensor::mean}, {"max", &gt::Tensor::max}, {"min", &gt::Tensor::min}};
+  struct Axes {
+    const char* name;
+    std::vector<int64_t> axes;
+    bool keepdims;
+  };
+  const Axes axes[] = {
+      {"all", {}, false},          {"all_keepdims", {}, true},   {"axis1", {1}, false},
+      {"axis0_keepdims", {0}, true}, {"axes02", {0, 2}, false},   {"axis_neg1", {-1}, false},
+      {"axes_neg_keepdims", {-1, -3}, true}, {"axes_unordered", {2, 1}, false}, {"axes_every", {0, 1, 2}, false},
+  };
+  uint64_t seed = 70;
+  for (const ReduceOp& op : ops) {
+    for (const Axes& a : axes) {
+      cases.push_back({std::string(op.name) + "_" + a.name, {Distinct({2, 3, 4}, seed++)},
+                       [f = op.f, ax = a.axes, k = a.keepdims](const V& v) { return (v[0].*f)(ax, k); }});
+    }
+    cases.push_back({std::string(op.name) + "_0d", {Normal({}, seed++)},
+                     [f = op.f](const V& v) { return (v[0].*f)({-1}, false); }});
+    cases.push_back({std::string(op.name) + "_0d_keepdims", {Normal({}, seed++)},
+                     [f = op.f](const V& v) { return (v[0].*f)({0}, true); }});
+    cases.push_back({std::string(op.name) + "_size1_axis", {Distinct({3, 1}, seed++)},
+                     [f = op.f](const V& v) { return (v[0].*f)({1}, false); }});
+  }
+  return cases;
+}
+
+std::vector<GradCase> MovementCases() {
+  const std::vector<at::Tensor> block = {Normal({2, 3, 4}, 100)};
+  const std::vector<at::Tensor> grid = {Normal({4, 6}, 101)};
+  auto weighted_cat = [](const std::vector<gt::Tensor>& pieces, int64_t dim) {
+    std::vector<gt::Tensor> scaled;
+    for (size_t i = 0; i < pieces.size(); ++i) scaled.push_back(pieces[i] * static_cast<double>(i + 1));
+    return gt::cat(scaled, dim);
+  };
+  return {
+      {"reshape_infer_first", block, [](const V& v) { return v[0].reshape({-1, 4}); }},
+      {"reshape_infer_middle", block, [](const V& v) { return v[0].reshape({4, -1, 3}); }},
+      {"reshape_flat", block, [](const V& v) { return v[0].reshape({24}); }},
+      {"reshape_0d", {Normal({}, 102)}, [](const V& v) { return v[0].reshape({1, 1}); }},
+      {"transpose_0_2", block, [](const V& v) { return v[0].transpose(0, 2); }},
+      {"transpose_negative", block, [](const V& v) { return v[0].transpose(-1, 1); }},
+      {"t_2d", grid, [](const V& v) { return v[0].t(); }},
+      {"t_3d", block, [](const V& v) { return v[0].t(); }},
+      {"t_1d", {Normal({5}, 103)}, [](const V& v) { return v[0].t(); }},
+      {"permute", block, [](const V& v) { return v[0].permute({2, 0, 1}); }},
+      {"permute_negative", block, [](const V& v) { return v[0].permute({-1, 0, -2}); }},
+      {"unsqueeze_0", grid, [](const V& v) { return v[0].unsqueeze(0); }},
+      {"unsqueeze_neg1", grid, [](const V& v) { return v[0].unsqueeze(-1); }},
+      {"unsqueeze_middle", grid, [](const V& v) { return v[0].unsqueeze(1); }},
+      {"squeeze_all", {Normal({2, 1, 3, 1}, 104)}, [](const V& v) { return v[0].squeeze(); }},
+      {"squeeze_dim", {Normal({2, 1, 3, 1}, 105)}, [](const V& v) { return v[0].squeeze(1); }},
+      {"squeeze_neg_dim", {Normal({2, 1, 3, 1}, 106)}, [](const V& v) { return v[0].squeeze(-1); }},
+      {"squeeze_not_1", {Normal({2, 1, 3}, 107)}, [](const V& v) { return v[0].squeeze(0); }},
+      {"slice", grid, [](const V& v) { return v[0].slice(1, 1, 4); }},
+      {"slice_step", grid, [](const V& v) { return v[0].slice(1, std::nullopt, std::nullopt, 2); }},
+      {"slice_negative", grid, [](const V& v) { return v[0].slice(0, -3, -1); }},
+      {"slice_negative_dim_step3", grid, [](const V& v) { return v[0].slice(-1, 1, std::nullopt, 3); }},
+      {"slice_clamped", grid, [](const V& v) { return v[0].slice(0, -100, 100); }},
+      {"slice_3d_middle_step", block, [](const V& v) { return v[0].slice(1, 0, 3, 2); }},
+      {"slice_empty", grid, [](const V& v) { return v[0].slice(1, 3, 3); }},
+      {"select", block, [](const V& v) { return v[0].select(0, 1); }},
+      {"select_negative", block, [](const V& v) { return v[0].select(-1, -2); }},
+      {"select_middle", block, [](const V& v) { return v[0].select(1, 2); }},
+      {"select_twice", block, [](const V& v) { return v[0].select(0, 0) * v[0].select(0, 1); }},
+      {"cat_dim0", {Normal({2, 3}, 108), Normal({4, 3}, 109)}, [](const V& v) { return gt::cat({v[0], v[1]}, 0); }},
+      {"cat_neg_dim_three", {Normal({2, 1}, 110), Normal({2, 3}, 111), Normal({2, 2}, 112)},
+       [](const V& v) { return gt::cat({v[0], v[1], v[2]}, -1); }},
+      {"cat_1d", {Normal({3}, 113), Normal({2}, 114)}, [](const V& v) { return gt::cat({v[0], v[1]}); }},
+      {"cat_same_tensor_twice", {Normal({2, 3}, 115)}, [](const V& v) { return gt::cat({v[0], v[0].exp()}, 1); }},
+      {"split_uneven", {Normal({3, 5}, 116)}, [=](const V& v) { return weighted_cat(v[0].split(2, 1), 1); }},
+      {"split_dim0", {Normal({4, 2}, 117)}, [=](const V& v) { return weighted_cat(v[0].split(1, 0), 0); }},
+      {"split_one_piece_used", {Normal({5, 2}, 118)}, [](const V& v) { return v[0].split(2, 0)[1]; }},
+      {"chunk_uneven", {Normal({5, 2}, 119)}, [=](const V& v) { return weighted_cat(v[0].chunk(2, 0), 0); }},
+      {"chunk_neg_dim", {Normal({2, 6}, 120)}, [=](const V& v) { return weighted_cat(v[0].chunk(3, -1), -1); }},
+  };
+}
+
+std::vector<GradCase> CompositeCases() {
+  return {
+      {"mlp_layer", {Normal({4, 3}, 130), Normal({3, 5}, 131), Normal({5}, 132)},
+       [](const V& v) { return (v[0].matmul(v[1]) + v[2]).tanh().sum({1}).mean(); }},
+      {"linear_like", {Normal({4, 3}, 133), Normal({5, 3}, 134), Normal({5}, 135)},
+       [](const V& v) { return (v[0].matmul(v[1].t()) + v[2]).sigmoid(); }},
+      {"reused_input", {Normal({2, 3}, 136)}, [](const V& v) { return v[0] * v[0] + v[0].exp() * 2.0 - v[0]; }},
+      {"diamond", {Normal({3, 2}, 137)},
+       [](const V& v) {
+         gt::Tensor y = v[0].tanh();
+         return y * y.exp() + y.sum({0}, true);
+       }},
+      {"cross_entropy_like", {Normal({4, 5}, 138)},
+       [](const V& v) { return -(v[0].log_softmax(1) * v[0].softmax(1)).sum({1}).mean(); }},
+      // gt::nn's losses.
+      {"nn_mse_loss", {Normal({4, 3}, 139), Normal({4, 3}, 140)},
+       [](const V& v) { return gt::nn::mse_loss(v[0], v[1]); }},
+      {"nn_binary_cross_entropy", {Positive({6}, 141) * 0.4, Positive({6}, 142) * 0.5},
+       [](const V& v) { return gt::nn::binary_cross_entropy(v[0], v[1]); }},
+      {"nn_cross_entropy", {Normal({4, 5}, 143)},
+       [](const V& v) { return gt::nn::cross_entropy(v[0], Send(at::tensor({0, 4, 2, 2}, at::kLong))); }},
+      {"nn_linear", {Normal({4, 3}, 144), Normal({5, 3}, 145), Normal({5}, 146)},
+       [](const V& v) {
+         gt::nn::Linear layer(3, 5);
+         layer.weight = v[1];
+         layer.bias = v[2];
+         return layer(v[0]);
+       }},
+  };
+}
+
+// The checker itself: its numeric gradient of a known function is the
+// known derivative, and a wrong analytic gradient would not pass.
+TEST_F(AutogradTest, FiniteDifferencesAreSound) {
+  at::Tensor x0 = Normal({2, 3}, 140);
+  GradCase cube{"cube", {x0}, [](const V& v) { return v[0] * v[0] * v[0]; }};
+  at::Tensor w0 = Normal({2, 3}, 4242);
+  gt::Tensor w = Send(w0);
+  at::Tensor numeric = NumericGradient(cube, 0, w);
+  at::Tensor exact = 3 * x0 * x0 * w0;
+  EXPECT_TRUE(at::allclose(numeric, exact, kTolerance, kTolerance)) << numeric << "\n" << exact;
+  EXPECT_FALSE(at::allclose(numeric, 2 * x0 * w0, kTolerance, kTolerance));
+}
+
+TEST_F(AutogradTest, BinaryOpGradientsMatchFiniteDifferences) { RunCases(BinaryCases()); }
+TEST_F(AutogradTest, MatmulGradientsMatchFiniteDifferences) { RunCases(MatmulCases()); }
+TEST_F(AutogradTest, UnaryOpGradientsMatchFiniteDifferences) { RunCases(UnaryCases()); }
+TEST_F(AutogradTest, ReductionGradientsMatchFiniteDifferences) { RunCases(ReduceCases()); }
+TEST_F(AutogradTest, MovementGradientsMatchFiniteDifferences) { RunCases(MovementCases()); }
+TEST_F(AutogradTest, CompositeGradientsMatchFiniteDifferences) { RunCases(CompositeCases()); }
+
+// Every op that autograd records (binary arithmetic, matmul, unary,
+// reductions, movement) appears in some case above; adding a differentiable
+// op without a gradient check fails here.
+TEST_F(AutogradTest, EveryDifferentiableOpHasAGradientCase) {
+  std::set<std::string> recorded;
+  for (const auto& group : {BinaryCases(), MatmulCases(), UnaryCases(), ReduceCases(), MovementCases(),
+                            CompositeCases()}) {
+    for (const GradCase& c : group) {
+      std::vector<gt::Tensor> leaves;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        leaves.push_back(Send(c.inputs[i]));
+        if (Requires(c, i)) leaves.back().requires_grad_();
+      }
+      gt::clear_tape();
+      gt::Tensor out = c.f(leaves);
+      for (const gt::TapeEntry& e : gt::tape()) recorded.insert(e.op);
+    }
+  }
+  for (size_t i = 0; i < static_cast<size_t>(gt::Op::kCount); ++i) {
+    const gt::Op op = static_cast<gt::Op>(i);
+    const gt::OpKind kind = gt::KindOf(op);
+    bool differentiable = kind == gt::OpKind::kContract || kind == gt::OpKind::kUnary ||
+                          kind == gt::OpKind::kReduce || kind == gt::OpKind::kMovement ||
+                          op == gt::Op::kAdd || op == gt::Op::kSub || op == gt::Op::kMul || op == gt::Op::kDiv ||
+                          op == gt::Op::kPow;
+    if (differentiable)
+      EXPECT_TRUE(recorded.count(std::string(gt::OpName(op)))) << "op " << gt::OpName(op) << " has no gradient case";
+  }
+}
+
+// At a tie the max/min is not differentiable; gt (like PyTorch's amax/amin)
+// splits the gradient evenly among the tied elements.
+TEST_F(AutogradTest, MaxMinTiesShareTheGradientEvenly) {
+  auto x_of = [] { return at::tensor({1.0, 3.0, 3.0, 2.0, 2.0, 2.0}, at::kDouble).reshape({2, 3}); };
+  struct Tie {
+    const char* name;
+    std::function<gt::Tensor(const gt::Tensor&)> f;
+    std::function<at::Tensor(const at::Tensor&)> reference;  // the same with PyTorch's autograd
+    at::Tensor want;
+  };
+  const double third = 1.0 / 3.0;
+  const Tie ties[] = {
+      {"max_axis1", [](const gt::Tensor& x) { return x.max({1}); },
+       [](const at::Tensor& x) { return at::amax(x, {1}); },
+       at::tensor({0.0, 0.5, 0.5, third, third, third}, at::kDouble)},
+      {"max_all", [](const gt::Tensor& x) { return x.max(); }, [](const at::Tensor& x) { return at::amax(x, {0, 1}); },
+       at::tensor({0.0, 0.5, 0.5, 0.0, 0.0, 0.0}, at::kDouble)},
+      {"max_axis0_keepdims", [](const gt::Tensor& x) { return x.max({0}, true); },
+       [](const at::Tensor& x) { return at::amax(x, {0}, true); },
+       at::tensor({0.0, 1.0, 1.0, 1.0, 0.0, 0.0}, at::kDouble)},
+      {"min_axis_neg1_keepdims", [](const gt::Tensor& x) { return x.min({-1}, true); },
+       [](const at::Tensor& x) { return at::amin(x, {-1}, true); },
+       at::tensor({1.0, 0.0, 0.0, third, third, third}, at::kDouble)},
+      {"min_all", [](const gt::Tensor& x) { return x.min(); }, [](const at::Tensor& x) { return at::amin(x, {0, 1}); },
+       at::tensor({1.0, 0.0, 0.0, 0.0, 0.0, 0.0}, at::kDouble)},
+  };
+  for (const Tie& t : ties) {
+    SCOPED_TRACE(t.name);
+    gt::Tensor x = Send(x_of()).requires_grad_();
+    t.f(x).sum().backward();
+    at::Tensor got = Fetch(x.grad());
+    EXPECT_TRUE(at::allclose(got, t.want.reshape({2, 3}), 1e-12, 1e-12)) << "gt:\n" << got << "\nwant:\n" << t.want;
+    at::Tensor ref = x_of().set_requires_grad(true);
+    t.reference(ref).sum().backward();
+    EXPECT_TRUE(at::allclose(ref.grad(), t.want.reshape({2, 3}), 1e-12, 1e-12)) << "PyTorch:\n" << ref.grad();
+  }
+  // A 3-way tie in one column and a 2-way tie in the other, weighted, against
+  // the formula written out: w * mask / count.
+  at::Tensor y = at::tensor({5.0, 1.0, 5.0, 2.0, 5.0, 2.0}, at::kDouble).reshape({3, 2});
+  gt::Tensor gy = Send(y).requires_grad_();
+  gt::Tensor w = Send(at::tensor({2.0, -1.0}, at::kDouble));
+  (gy.max({0}) * w).sum().backward();
+  at::Tensor want = at::tensor({2.0 / 3, 0.0, 2.0 / 3, -0.5, 2.0 / 3, -0.5}, at::kDouble).reshape({3, 2});
+  at::Tensor got = Fetch(gy.grad());
+  EXPECT_TRUE(at::allclose(got, want, 1e-12, 1e-12)) << "gt:\n" << got << "\nwant:\n" << want;
+}
+
+// ---- semantics --------------------------------------------------------------------
+
+// `call` throws gt::Error with `code` and a message containing every part.
+void ExpectError(const std::function<void()>& call, gt::Code code, const std::vector<std::string>& parts) {
+  try {
+    call();
+    ADD_FAILURE() << "no gt::Error thrown";
+  } catch (const gt::Error& e) {
+    EXPECT_EQ(e.code(), code) << gt::CodeName(e.code()) << ": " << e.what();
+    for (const std::string& p : parts)
+      EXPECT_NE(std::string(e.what()).find(p), std::string::npos) << "'" << e.what() << "' lacks '" << p << "'";
+  }
+}
+
+void ExpectClose(const gt::Tensor& got, const at::Tensor& want, double tolerance = 1e-12) {
+  at::Tensor g = Fetch(got);
+  EXPECT_TRUE(at::allclose(g, want, tolerance, tolerance)) << "gt:\n" << g << "\nwant:\n" << want;
+}
+
+TEST_F(AutogradTest, GradientsAccumulateAcrossBackwardCalls) {
+  at::Tensor x0 = Normal({2, 3}, 200);
+  gt::Tensor x = Send(x0).requires_grad_();
+  EXPECT_TRUE(x.is_leaf());
+  EXPECT_FALSE(x.grad().defined());
+  (x * x).sum().backward();
+  ExpectClose(x.grad(), 2 * x0);
+  (x * 3.0).sum().backward();
+  ExpectClose(x.grad(), 2 * x0 + 3);
+  // The same graph twice (retained) accumulates too.
+  gt::Tensor y = (x * x).sum();
+  y.backward(gt::Tensor(), /*retain_graph=*/true);
+  y.backward();
+  ExpectClose(x.grad(), 6 * x0 + 3);
+}
+
+TEST_F(AutogradTest, SetGradUndefinedClears) {
+  at::Tensor x0 = Normal({4}, 201);
+  gt::Tensor x = Send(x0).requires_grad_();
+  (x * x).sum().backward();
+  ASSERT_TRUE(x.grad().defined());
+  x.set_grad(gt::Tensor());
+  EXPECT_FALSE(x.grad().defined());
+  (x * 5.0).sum().backward();  // starts afresh
+  ExpectClose(x.grad(), at::full({4}, 5.0, at::kDouble));
+  // A set gradient is accumulated onto.
+  x.set_grad(Send(at::ones({4}, at::kDouble)));
+  x.sum().backward();
+  ExpectClose(x.grad(), at::full({4}, 2.0, at::kDouble));
+  ExpectError([&] { x.set_grad(Send(at::ones({3}, at::kDouble))); }, gt::Code::kInvalidArgument, {"[3]", "[4]"});
+}
+
+TEST_F(AutogradTest, NoGradGuardRecordsNothing) {
+  gt::Tensor x = Send(Normal({2, 3}, 202)).requires_grad_();
+  std::vector<gt::TapeEntry> before = gt::tape();
+  {
+    gt::NoGradGuard no_grad;
+    EXPECT_FALSE(gt::is_grad_enabled());
+    gt::Tensor y = (x * 2.0 + x.exp()).sum();
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_TRUE(y.is_leaf());
+    {
+      gt::NoGradGuard nested;
+      EXPECT_FALSE((x + 1.0).requires_grad());
+    }
+    EXPECT_FALSE(gt::is_grad_enabled()) << "the inner guard must restore the outer one's mode";
+    // Grad mode is per thread.
+    bool other_thread_enabled = false;
+    std::thread([&] { other_thread_enabled = gt::is_grad_enabled(); }).join();
+    EXPECT_TRUE(other_thread_enabled);
+    ExpectError([&] { y.backward(); }, gt::Code::kFailedPrecondition, {"does not require grad"});
+  }
+  std::vector<gt::TapeEntry> after = gt::tape();
+  ASSERT_EQ(after.size(), before.size()) << "ops under NoGradGuard were recorded";
+  if (!before.empty()) EXPECT_EQ(after.back().index, before.back().index);
+  EXPECT_TRUE(gt::is_grad_enabled());
+  EXPECT_FALSE(x.grad().defined());
+
+  // With grad mode back on, the same op is recorded, with its operands.
+  gt::Tensor z = x * 2.0;
+  EXPECT_TRUE(z.requires_grad());
+  std::vector<gt::TapeEntry> recorded = gt::tape();
+  ASSERT_FALSE(recorded.empty());
+  EXPECT_EQ(recorded.back().op, "mul");
+  EXPECT_EQ(recorded.back().output, z.id());
+  EXPECT_EQ(recorded.back().inputs, std::vector<gt::TensorId>{x.id()});
+
+  // set_grad_enabled(false) works like the guard.
+  gt::set_grad_enabled(false);
+  EXPECT_FALSE((x * 2.0).requires_grad());
+  gt::set_grad_enabled(true);
+}
+
+TEST_F(AutogradTest, BackwardOnNonScalarNeedsAGradient) {
+  at::Tensor x0 = Normal({2, 3}, 203);
+  gt::Tensor x = Send(x0).requires_grad_();
+  gt::Tensor y = x * x * 3.0;
+  ExpectError([&] { y.backward(); }, gt::Code::kInvalidArgument, {"[2, 3]", "gradient"});
+  // With an explicit gradient of y's shape.
+  at::Tensor g0 = Normal({2, 3}, 204);
+  ExpectError([&] { y.backward(Send(at::ones({3, 2}, at::kDouble))); }, gt::Code::kInvalidArgument,
+              {"[3, 2]", "[2, 3]"});
+  y.backward(Send(g0));
+  ExpectClose(x.grad(), 6 * x0 * g0);
+  // An explicit gradient for a scalar, and backward() from a leaf.
+  gt::Tensor s = Send(Normal({}, 205)).requires_grad_();
+  (s * 4.0).backward(Send(Scalar(0.5)));
+  ExpectClose(s.grad(), Scalar(2.0));
+  s.backward();
+  ExpectClose(s.grad(), Scalar(3.0));
+}
+
+TEST_F(AutogradTest, SecondBackwardNeedsRetainGraph) {
+  at::Tensor x0 = Normal({3}, 206);
+  gt::Tensor x = Send(x0).requires_grad_();
+  gt::Tensor y = (x.exp() * x).sum();
+  y.backward();
+  ExpectError([&] { y.backward(); }, gt::Code::kFailedPrecondition, {"retain_graph"});
+  at::Tensor once = (x0.exp() * (x0 + 1));
+  ExpectClose(x.grad(), once);
+
+  x.set_grad(gt::Tensor());
+  gt::Tensor z = (x.exp() * x).sum();
+  z.backward(gt::Tensor(), /*retain_graph=*/true);
+  z.backward(gt::Tensor(), /*retain_graph=*/true);
+  z.backward();
+  ExpectClose(x.grad(), 3 * once);
+  ExpectError([&] { z.backward(); }, gt::Code::kFailedPrecondition, {"retain_graph"});
+}
+
+TEST_F(AutogradTest, InPlaceOnATensorThatRequiresGradThrows) {
+  at::Tensor x0 = Normal({2, 2}, 207);
+  gt::Tensor x = Send(x0).requires_grad_();
+  gt::Tensor other = Send(Normal({2, 2}, 208));
+  const std::vector<std::string> parts = {"requires grad", "in place"};
+  ExpectError([&] { x.copy_(other); }, gt::Code::kFailedPrecondition, {"copy_", "requires grad"});
+  ExpectError([&] { x.fill_(1); }, gt::Code::kFailedPrecondition, {"fill_", "requires grad"});
+  ExpectError([&] { x.zero_(); }, gt::Code::kFailedPrecondition, parts);
+  ExpectError([&] { x += other; }, gt::Code::kFailedPrecondition, parts);
+  ExpectError([&] { x -= 1.0; }, gt::Code::kFailedPrecondition, parts);
+  ExpectError([&] { x *= other; }, gt::Code::kFailedPrecondition, parts);
+  gt::Tensor y = x * 2.0;  // not a leaf, but recorded
+  ExpectError([&] { y.fill_(0); }, gt::Code::kFailedPrecondition, parts);
+  ExpectClose(x, x0);  // nothing changed remotely
+
+  {
+    gt::NoGradGuard no_grad;
+    x += 1.0;
+    x *= 2.0;
+  }
+  ExpectClose(x, (x0 + 1) * 2);
+  EXPECT_TRUE(x.requires_grad());
+  EXPECT_TRUE(x.is_leaf());
+  // A tensor that does not require grad changes in place with grad mode on.
+  other.fill_(3);
+  ExpectClose(other, at::full({2, 2}, 3.0, at::kDouble));
+}
+
+TEST_F(AutogradTest, LeafAndDetachRules) {
+  at::Tensor x0 = Normal({3}, 209);
+  gt::Tensor x = Send(x0).requires_grad_();
+  gt::Tensor y = x * 2.0;
+  EXPECT_FALSE(y.is_leaf());
+  ExpectError([&] { y.requires_grad_(); }, gt::Code::kFailedPrecondition, {"leaf"});
+  ExpectError([&] { Send(at::arange(3, at::kLong)).requires_grad_(); }, gt::Code::kInvalidArgument, {"int64"});
+
+  gt::Tensor d = y.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_TRUE(d.is_leaf());
+  EXPECT_EQ(d.id(), y.id()) << "detach() shares the remote data";
+  ExpectClose(d, 2 * x0);
+  gt::Tensor unused = Send(Normal({3}, 210)).requires_grad_();
+  (d * x + x).sum().backward();  // no gradient flows through d
+  ExpectClose(x.grad(), 2 * x0 + 1);
+  EXPECT_FALSE(unused.grad().defined()) << "a leaf outside the graph got a gradient";
+  // Comparisons are not differentiable: never recorded.
+  EXPECT_FALSE(x.gt(0.0).requires_grad());
+}
+
+// A leaf's gradient has the leaf's dtype, as in PyTorch, even when the op
+// promoted (float32 parameter times float64 data).
+// DISABLED: the client accumulates the promoted (float64) gradient; enable
+// once client/src/autograd.cc casts a gradient to its input's dtype.
+TEST_F(AutogradTest, DISABLED_GradientHasTheLeafsDtype) {
+  at::Tensor x0 = Normal({2, 3}, 217).to(at::kFloat);
+  at::Tensor c0 = Normal({2, 3}, 218);
+  gt::Tensor x = Send(x0).requires_grad_();
+  gt::Tensor y = (x * Send(c0)).sum();
+  EXPECT_EQ(y.dtype(), DType::kFloat64);
+  y.backward();
+  ASSERT_TRUE(x.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), DType::kFloat32);
+  ExpectClose(x.grad().dtype() == DType::kFloat32 ? x.grad() : x.grad() * gt::ones({1}, DType::kFloat32),
+              c0.to(at::kFloat), 1e-6);
+}
+
+// Two leaves whose gradients are computed by the same expression still get
+// separate gradient tensors: changing one in place leaves the other alone.
+// DISABLED: the client stores the same handle (here the caller's gradient)
+// as both leaves' grad; enable once client/src/autograd.cc stops sharing it.
+TEST_F(AutogradTest, DISABLED_LeafGradientsAreDistinctTensors) {
+  gt::Tensor a = Send(Normal({3}, 219)).requires_grad_();
+  gt::Tensor b = Send(Normal({3}, 220)).requires_grad_();
+  gt::Tensor g0 = Send(Normal({3}, 221));
+  (a + b).backward(g0);
+  ASSERT_TRUE(a.grad().defined() && b.grad().defined());
+  EXPECT_FALSE(a.grad().is_same(b.grad()));
+  EXPECT_NE(a.grad().id(), b.grad().id()) << "a.grad and b.grad are one remote tensor";
+  EXPECT_NE(a.grad().id(), g0.id()) << "a.grad is the caller's gradient tensor";
+  a.grad().zero_();
+  ExpectClose(b.grad(), Fetch(g0));
+}
+
+TEST_F(AutogradTest, SignalScopeIsOnTheTape) {
+  gt::Tensor x = Send(Normal({2}, 211)).requires_grad_();
+  gt::Tensor y;
+  {
+    gt::SignalScope scope("layer1");
+    y = x.tanh();
+  }
+  std::vector<gt::TapeEntry> t = gt::tape();
+  ASSERT_FALSE(t.empty());
+  EXPECT_EQ(t.back().op, "tanh");
+  EXPECT_EQ(t.back().signal, "layer1");
+  EXPECT_EQ(t.back().output, y.id());
+}
+
+// SGD by hand under NoGradGuard: the parameter keeps its remote tensor (same
+// id), and the worker holds no more tensors after step 3 than after step 2.
+TEST_F(AutogradTest, ParameterUpdateUnderNoGradIsInPlace) {
+  const int64_t n = 16;
+  at::Tensor x0 = Normal({n, 8}, 212), t0 = Normal({n, 1}, 213), w0 = Normal({8, 1}, 214) * 0.1;
+  gt::Tensor x = Send(x0), t = Send(t0);
+  gt::Tensor w = Send(w0).requires_grad_();
+  const gt::TensorId id = w.id();
+  const double lr = 0.05;
+  std::vector<double> live, losses;
+  for (int step = 0; step < 12; ++step) {
+    {
+      gt::Tensor loss = (x.matmul(w) - t).pow(2.0).mean();
+      losses.push_back(loss.item());
+      loss.backward();
+      gt::NoGradGuard no_grad;
+      w -= w.grad() * lr;
+    }
+    w.set_grad(gt::Tensor());
+    EXPECT_EQ(w.id(), id) << "the update made a new tensor";
+    EXPECT_TRUE(w.requires_grad());
+    EXPECT_TRUE(w.is_leaf());
+    live.push_back(LiveTensors());
+  }
+  for (size_t i = 2; i < live.size(); ++i) EXPECT_EQ(live[i], live[1]) << "live tensors grew at step " << i;
+  EXPECT_LT(losses.back(), losses.front());
+
+  // The same descent in ATen: w -= lr * 2/n * x^T (x w - t).
+  at::Tensor w_ref = w0.clone();
+  for (int step = 0; step < 12; ++step) w_ref = w_ref - lr * 2.0 / n * x0.t().matmul(x0.matmul(w_ref) - t0);
+  ExpectClose(w, w_ref, 1e-10);
+}
+
+// The optimizers update in place the same way.
+TEST_F(AutogradTest, OptimizersUpdateInPlace) {
+  gt::Tensor x = Send(Normal({16, 8}, 215).to(at::kFloat)), t = Send(Normal({16, 3}, 216).to(at::kFloat));
+  for (int which = 0; which < 3; ++which) {
+    SCOPED_TRACE(which == 0 ? "SGD" : which == 1 ? "SGD momentum + weight decay" : "Adam");
+    gt::nn::Linear layer(8, 3, /*bias=*/true, /*seed=*/7);
+    std::vector<gt::Tensor> params = layer.parameters();
+    std::vector<gt::TensorId> ids;
+    for (const gt::Tensor& p : params) ids.push_back(p.id());
+    std::optional<gt::nn::SGD> sgd;
+    std::optional<gt::nn::Adam> adam;
+    if (which == 0) sgd.emplace(params, 0.1);
+    if (which == 1) sgd.emplace(params, 0.1, 0.9, 1e-3);
+    if (which == 2) adam.emplace(params, 1e-2);
+    std::vector<double> live;
+    for (int step = 0; step < 8; ++step) {
+      {
+        gt::Tensor loss = gt::nn::mse_loss(layer(x), t);
+        loss.backward();
+        if (sgd) sgd->step(), sgd->zero_grad();
+        if (adam) adam->step(), adam->zero_grad();
+      }
+      for (size_t i = 0; i < params.size(); ++i) {
+        EXPECT_EQ(params[i].id(), ids[i]);
+        EXPECT_FALSE(params[i].grad().defined()) << "zero_grad left a gradient";
+      }
+      live.push_back(LiveTensors());
+    }
+    for (size_t i = 2; i < live.size(); ++i) EXPECT_EQ(live[i], live[1]) << "live tensors grew at step " << i;
+  }
+}
+
+}  // namespace
