@@ -696,9 +696,7 @@ TEST_F(AutogradTest, LeafAndDetachRules) {
 
 // A leaf's gradient has the leaf's dtype, as in PyTorch, even when the op
 // promoted (float32 parameter times float64 data).
-// DISABLED: the client accumulates the promoted (float64) gradient; enable
-// once client/src/autograd.cc casts a gradient to its input's dtype.
-TEST_F(AutogradTest, DISABLED_GradientHasTheLeafsDtype) {
+TEST_F(AutogradTest, GradientHasTheLeafsDtype) {
   at::Tensor x0 = Normal({2, 3}, 217).to(at::kFloat);
   at::Tensor c0 = Normal({2, 3}, 218);
   gt::Tensor x = Send(x0).requires_grad_();
@@ -713,9 +711,7 @@ TEST_F(AutogradTest, DISABLED_GradientHasTheLeafsDtype) {
 
 // Two leaves whose gradients are computed by the same expression still get
 // separate gradient tensors: changing one in place leaves the other alone.
-// DISABLED: the client stores the same handle (here the caller's gradient)
-// as both leaves' grad; enable once client/src/autograd.cc stops sharing it.
-TEST_F(AutogradTest, DISABLED_LeafGradientsAreDistinctTensors) {
+TEST_F(AutogradTest, LeafGradientsAreDistinctTensors) {
   gt::Tensor a = Send(Normal({3}, 219)).requires_grad_();
   gt::Tensor b = Send(Normal({3}, 220)).requires_grad_();
   gt::Tensor g0 = Send(Normal({3}, 221));

@@ -123,6 +123,12 @@ Tensor Sign(const Tensor& x) { return x.gt(0.0) - x.lt(0.0); }
 
 // ---- gradient formulas: one function per kind ---------------------------------
 
+// `make()` when input `i` of `n` needs a gradient, else an undefined tensor.
+template <typename Make>
+Tensor IfNeeded(const Node& n, size_t i, Make make) {
+  return n.inputs[i].requires_grad() ? make() : Tensor();
+}
+
 std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
   const Tensor& a = n.inputs[0];
   const double s = n.attrs.scalar;
@@ -149,10 +155,13 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
   }
   const Tensor& b = n.inputs[1];
   switch (n.op) {
-    case Op::kAdd: return {SumTo(g, a.shape()), SumTo(g, b.shape())};
-    case Op::kSub: return {SumTo(g, a.shape()), SumTo(-g, b.shape())};
-    case Op::kMul: return {SumTo(g * b, a.shape()), SumTo(g * a, b.shape())};
-    case Op::kDiv: return {SumTo(g / b, a.shape()), SumTo(-(g * a) / (b * b), b.shape())};
+    // Only the gradients some input needs are computed (each is remote work).
+    case Op::kAdd: return {IfNeeded(n, 0, [&] { return SumTo(g, a.shape()); }), IfNeeded(n, 1, [&] { return SumTo(g, b.shape()); })};
+    case Op::kSub: return {IfNeeded(n, 0, [&] { return SumTo(g, a.shape()); }), IfNeeded(n, 1, [&] { return SumTo(-g, b.shape()); })};
+    case Op::kMul: return {IfNeeded(n, 0, [&] { return SumTo(g * b, a.shape()); }), IfNeeded(n, 1, [&] { return SumTo(g * a, b.shape()); })};
+    case Op::kDiv:
+      return {IfNeeded(n, 0, [&] { return SumTo(g / b, a.shape()); }),
+              IfNeeded(n, 1, [&] { return SumTo(-(g * a) / (b * b), b.shape()); })};
     case Op::kPow: {
       // As PyTorch: where b == 0 the base gets no gradient, and where a == 0
       // the exponent gets none (instead of 0 * inf = nan).
@@ -174,8 +183,12 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
   Tensor G = g;
   if (a_vec) G = G.unsqueeze(b_vec ? 0 : -2);
   if (b_vec) G = G.unsqueeze(-1);
-  Tensor ga = SumTo(G.matmul(B.transpose(-1, -2)), A.shape()).reshape(a.shape());
-  Tensor gb = SumTo(A.transpose(-1, -2).matmul(G), B.shape()).reshape(b.shape());
+  Tensor ga = IfNeeded(n, 0, [&] { return SumTo(G.matmul(B.transpose(-1, -2)), A.shape()).reshape(a.shape()); });
+  // (G^T A)^T rather than A^T G: the same values, but when b is a transposed
+  // weight (x @ W.t()) W's gradient then arrives contiguous, as in LibTorch.
+  Tensor gb = IfNeeded(n, 1, [&] {
+    return SumTo(G.transpose(-1, -2).matmul(A).transpose(-1, -2), B.shape()).reshape(b.shape());
+  });
   return {ga, gb};
 }
 
@@ -289,6 +302,25 @@ Tensor Accumulate(const Tensor& existing, const Tensor& more) {
   return existing.defined() ? existing + more : more;
 }
 
+// Adds `g` to a leaf's grad. The grad gets the leaf's dtype (as in PyTorch)
+// and never shares its remote tensor with another leaf's grad or with the
+// caller's gradient argument: `handed_out` holds the data already given away.
+void AccumulateIntoLeaf(const Tensor& leaf, Tensor g, std::unordered_set<const TensorRecord*>& handed_out) {
+  TensorImpl* impl = TensorFactory::Impl(leaf);
+  if (g.dtype() != leaf.dtype()) {
+    Tensor cast = zeros(leaf.shape(), leaf.dtype());
+    cast.copy_(g);
+    g = cast;
+  }
+  if (impl->grad.defined()) {
+    impl->grad = impl->grad + g;
+    return;
+  }
+  if (!handed_out.insert(TensorFactory::Record(g)).second) g = g.clone();
+  handed_out.insert(TensorFactory::Record(g));
+  impl->grad = g;
+}
+
 // Nodes reachable from `root`, each after every node that consumes it. The
 // shared pointers keep every node alive while backward releases records.
 std::vector<std::shared_ptr<Node>> TopologicalOrder(const std::shared_ptr<Node>& root) {
@@ -342,9 +374,11 @@ void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) 
                                             " for a tensor of shape " + ShapeToString(root.shape()));
   NoGradGuard no_grad;
   Tensor seed = gradient.defined() ? gradient : ones(root.shape(), root.dtype());
+  std::unordered_set<const TensorRecord*> handed_out;
+  if (gradient.defined()) handed_out.insert(TensorFactory::Record(gradient));  // the caller keeps it
   TensorImpl* root_impl = TensorFactory::Impl(root);
   if (!root_impl->grad_fn) {  // a leaf
-    root_impl->grad = Accumulate(root_impl->grad, seed);
+    AccumulateIntoLeaf(root, seed, handed_out);
     return;
   }
   std::unordered_map<Node*, Tensor> grads;
@@ -376,7 +410,7 @@ void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) 
       if (impl->grad_fn) {
         grads[impl->grad_fn.get()] = Accumulate(grads[impl->grad_fn.get()], input_grads[i]);
       } else {
-        impl->grad = Accumulate(impl->grad, input_grads[i]);
+        AccumulateIntoLeaf(input, input_grads[i], handed_out);
       }
     }
     if (!retain_graph) {  // free what the record held; a second backward() then says so
