@@ -252,7 +252,11 @@ std::map<int, TensorId> ShardingStage::Replicate(Step& s, const Tensor& t, const
   return Replicate(s, gathered, workers);
 }
 
-TensorId ShardingStage::WholeOn(Step& s, const Tensor& t, int worker) { return Replicate(s, t, {worker})[worker]; }
+TensorId ShardingStage::WholeOn(Step& s, const Tensor& t, int worker) {
+  // The common case (no signals in play) needs no copy and no bookkeeping.
+  if (t.placement.whole() && t.placement.workers[0] == worker) return t.placement.ids[0];
+  return Replicate(s, t, {worker})[worker];
+}
 
 std::vector<TensorId> ShardingStage::ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like) {
   if (t.placement.sharded() && t.placement.axis == axis && t.placement.workers == like.workers &&
@@ -585,11 +589,12 @@ Result<Placement> ShardingStage::Whole(Step& s, const std::vector<const Tensor*>
   if (KindOf(inst.op) == OpKind::kMutate && !in[0]->placement.whole()) return Elementwise(s, in, meta);
   for (size_t i = 0; i < in.size(); ++i) inst.operands[i] = WholeOn(s, *in[i], worker);
   if (!ProducesTensor(inst.op)) {
-    EmitOn(s, worker, inst);
+    EmitOn(s, worker, std::move(inst));
     return Placement{Placement::Kind::kWhole, {worker}, {}, 0, {}};
   }
-  EmitOn(s, worker, inst);
-  return Placement{Placement::Kind::kWhole, {worker}, {inst.results[0]}, 0, {}};
+  const TensorId result = inst.results[0];
+  EmitOn(s, worker, std::move(inst));
+  return Placement{Placement::Kind::kWhole, {worker}, {result}, 0, {}};
 }
 
 Result<Placement> ShardingStage::Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
