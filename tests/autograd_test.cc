@@ -22,7 +22,7 @@
 #include <gtest/gtest.h>
 
 #include "aten_bridge.h"
-#include "cluster.h"
+#include "connected_cluster.h"
 #include "gt/gt.h"
 #include "gt/nn.h"
 #include "gt/op.h"
@@ -64,28 +64,18 @@ at::Tensor Scalar(double v) { return at::scalar_tensor(v, at::kDouble); }
 
 class AutogradTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    gt::testing::ClusterOptions options;
-    options.workers = 1;
-    cluster_ = new gt::testing::ProcessCluster(options);
-    ready_ = cluster_->WaitForWorkers(1);
-    if (ready_) gt::connect(cluster_->endpoint());  // before any op of this process
-  }
+  static void SetUpTestSuite() { gt::testing::ConnectedCluster::Start(); }
 
-  static void TearDownTestSuite() {
-    gt::shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+  static void TearDownTestSuite() { gt::testing::ConnectedCluster::Stop(); }
 
   void SetUp() override {
-    ASSERT_TRUE(ready_) << "gt-dispatcher and gt-worker from " << gt::testing::BinDir() << " did not come up";
+    ASSERT_TRUE(gt::testing::ConnectedCluster::ready()) << gt::testing::ConnectedCluster::NotReady();
     ASSERT_TRUE(gt::is_grad_enabled()) << "a previous test left grad mode off";
   }
 
   void TearDown() override {
     EXPECT_NO_THROW(gt::sync()) << "a remote op failed";
-    EXPECT_TRUE(cluster_->AllAlive()) << "a host process died";
+    EXPECT_TRUE(gt::testing::ConnectedCluster::cluster().AllAlive()) << "a host process died";
   }
 
   // The worker's gt_worker_live_tensors after every queued op (incl. frees)
@@ -95,7 +85,7 @@ class AutogradTest : public ::testing::Test {
     gt::sync();
     std::optional<double> last;
     for (int i = 0; i < 100; ++i) {
-      std::string body = gt::testing::HttpGet(cluster_->worker_metrics_ports()[0], "/metrics");
+      std::string body = gt::testing::HttpGet(gt::testing::ConnectedCluster::cluster().worker_metrics_ports()[0], "/metrics");
       std::optional<double> v = gt::testing::MetricValue(body, "gt_worker_live_tensors");
       if (v && last && *v == *last) return *v;
       last = v;
@@ -105,12 +95,8 @@ class AutogradTest : public ::testing::Test {
     return last.value_or(-1);
   }
 
-  static gt::testing::ProcessCluster* cluster_;
-  static bool ready_;
 };
 
-gt::testing::ProcessCluster* AutogradTest::cluster_ = nullptr;
-bool AutogradTest::ready_ = false;
 
 // ---- gradient checks -------------------------------------------------------------
 

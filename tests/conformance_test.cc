@@ -16,7 +16,7 @@
 
 #include <gtest/gtest.h>
 
-#include "cluster.h"
+#include "connected_cluster.h"
 #include "gt/gt.h"
 #include "gt/op.h"
 
@@ -488,33 +488,18 @@ std::string Describe(const std::vector<Op>& ops) {
 
 class ConformanceTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    gt::testing::ClusterOptions options;
-    options.workers = 1;
-    cluster_ = new gt::testing::ProcessCluster(options);
-    ready_ = cluster_->WaitForWorkers(1);
-    if (ready_) gt::connect(cluster_->endpoint());  // before any op of this process
-  }
+  static void SetUpTestSuite() { gt::testing::ConnectedCluster::Start(); }
 
-  static void TearDownTestSuite() {
-    gt::shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+  static void TearDownTestSuite() { gt::testing::ConnectedCluster::Stop(); }
 
   void SetUp() override {
-    ASSERT_TRUE(ready_) << "gt-dispatcher and gt-worker from " << gt::testing::BinDir()
-                        << " did not come up (built? the conformance_test target depends on them)";
+    ASSERT_TRUE(gt::testing::ConnectedCluster::ready()) << gt::testing::ConnectedCluster::NotReady();
   }
 
-  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+  void TearDown() override { EXPECT_TRUE(gt::testing::ConnectedCluster::cluster().AllAlive()) << "a host process died"; }
 
-  static gt::testing::ProcessCluster* cluster_;
-  static bool ready_;
 };
 
-gt::testing::ProcessCluster* ConformanceTest::cluster_ = nullptr;
-bool ConformanceTest::ready_ = false;
 
 // Adding an op to enum Op without a case here fails this test (STYLE.md 13).
 TEST(ConformanceCoverageTest, EveryTensorOpHasACase) {

@@ -14,7 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "aten_bridge.h"
-#include "cluster.h"
+#include "connected_cluster.h"
 #include "gt/gt.h"
 #include "gt/nn.h"
 
@@ -141,32 +141,18 @@ std::vector<double> TrainWithTorch(const Config& c, const Data& data, const Weig
 
 class MlpTest : public ::testing::TestWithParam<Config> {
  protected:
-  static void SetUpTestSuite() {
-    gt::testing::ClusterOptions options;
-    options.workers = 1;
-    cluster_ = new gt::testing::ProcessCluster(options);
-    ready_ = cluster_->WaitForWorkers(1);
-    if (ready_) gt::connect(cluster_->endpoint());  // before any op of this process
-  }
+  static void SetUpTestSuite() { gt::testing::ConnectedCluster::Start(); }
 
-  static void TearDownTestSuite() {
-    gt::shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
+  static void TearDownTestSuite() { gt::testing::ConnectedCluster::Stop(); }
 
   void SetUp() override {
-    ASSERT_TRUE(ready_) << "gt-dispatcher and gt-worker from " << gt::testing::BinDir() << " did not come up";
+    ASSERT_TRUE(gt::testing::ConnectedCluster::ready()) << gt::testing::ConnectedCluster::NotReady();
   }
 
-  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+  void TearDown() override { EXPECT_TRUE(gt::testing::ConnectedCluster::cluster().AllAlive()) << "a host process died"; }
 
-  static gt::testing::ProcessCluster* cluster_;
-  static bool ready_;
 };
 
-gt::testing::ProcessCluster* MlpTest::cluster_ = nullptr;
-bool MlpTest::ready_ = false;
 
 TEST_P(MlpTest, LossMatchesLibTorchEveryStep) {
   const Config& c = GetParam();
