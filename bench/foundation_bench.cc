@@ -13,24 +13,14 @@
 #include <functional>
 #include <vector>
 
+#include "bench_timing.h"
 #include "gt/gt.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using gt::bench::MedianSeconds;
 
-// Median wall time of `reps` runs of `body`, after one warm-up run.
-double MedianSeconds(int reps, const std::function<void()>& body) {
-  body();
-  std::vector<double> times;
-  for (int i = 0; i < reps; ++i) {
-    auto start = Clock::now();
-    body();
-    times.push_back(std::chrono::duration<double>(Clock::now() - start).count());
-  }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
-}
+
 
 struct Row {
   const char* name;
