@@ -150,7 +150,7 @@ void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitt
     define.seq = first.seq;
     define.signal = first.signal;
     define.attrs.seed = s.id;
-    define.payload = EncodeUnit(s.unit);
+    define.payload = EncodeUnit(sequence::MakeUnit(s, pending.instructions));
     out.Emit(std::move(define));
     metrics_.cache_misses->Increment();
   } else {

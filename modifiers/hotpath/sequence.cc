@@ -1,7 +1,6 @@
 #include "sequence.h"
 
 #include <cstring>
-#include <unordered_set>
 
 namespace gt::sequence {
 namespace {
@@ -64,8 +63,8 @@ void MetaTracker::Observe(const Instruction& inst) {
     for (TensorId r : inst.results) tensors.erase(r);
     return;
   }
-  std::vector<const TensorMeta*> metas;
-  metas.reserve(inst.operands.size());
+  std::vector<const TensorMeta*>& metas = scratch_;
+  metas.clear();
   for (TensorId id : inst.operands) {
     auto it = tensors.find(id);
     if (it == tensors.end()) {
@@ -93,71 +92,86 @@ bool Sequenceable(const Instruction& inst) {
   return KindOf(inst.op) == OpKind::kMutate || inst.op == Op::kFree;
 }
 
+namespace {
+constexpr TensorId kInputTag = TensorId{1} << 63;
+}  // namespace
+
 void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
   Put<uint16_t>(signature_, static_cast<uint16_t>(inst.op));
   PutAttributes(signature_, inst.attrs);
-  Instruction body;
-  body.op = inst.op;
-  body.attrs = inst.attrs;
-  body.attrs.sync_id = 0;
   Put<uint32_t>(signature_, static_cast<uint32_t>(inst.operands.size()));
   for (TensorId id : inst.operands) {
-    auto it = placeholder_.find(id);
-    if (it == placeholder_.end()) {
+    auto [it, added] = placeholder_.try_emplace(id, kInputTag | inputs_.size());
+    if (added) {
       // A new input: placeholders of inputs are renumbered in Finish(), once
       // their count is known; until then they are tagged with the top bit.
-      TensorId tag = (TensorId{1} << 63) | inputs_.size();
       inputs_.push_back(id);
-      it = placeholder_.emplace(id, tag).first;
       Put<uint8_t>(signature_, 'i');
       Put<uint64_t>(signature_, inputs_.size() - 1);
       const TensorMeta* meta = tracker.Find(inst.client, id);
       PutInts(signature_, meta ? meta->shape : Shape{-1});
       Put<uint8_t>(signature_, meta ? static_cast<uint8_t>(meta->dtype) : 0xff);
-    } else if (it->second >> 63) {
+    } else if (it->second & kInputTag) {
       Put<uint8_t>(signature_, 'i');
-      Put<uint64_t>(signature_, it->second & ~(TensorId{1} << 63));
+      Put<uint64_t>(signature_, it->second & ~kInputTag);
     } else {
       Put<uint8_t>(signature_, 'p');
       Put<uint64_t>(signature_, it->second);  // production index: relative to the sequence, never an id
     }
-    body.operands.push_back(it->second);
+    operands_.push_back(it->second);
+    if (inst.op == Op::kFree) freed_.push_back(it->second);
   }
   if (ProducesTensor(inst.op)) {
-    TensorId index = produced_ids_.size();
+    placeholder_[inst.results[0]] = produced_ids_.size();
     produced_ids_.push_back(inst.results[0]);
-    placeholder_[inst.results[0]] = index;
-    body.results = {index};
   }
-  body_.push_back(std::move(body));
   ++length_;
 }
 
 Sequence Builder::Finish() {
   Sequence s;
   s.length = length_;
-  s.inputs = std::move(inputs_);
+  s.inputs = inputs_;
   const TensorId inputs = s.inputs.size();
   Put<uint64_t>(signature_, inputs);
-  auto final_id = [inputs](TensorId p) {
-    return (p >> 63) ? (p & ~(TensorId{1} << 63)) + 1 : inputs + 1 + p;
-  };
-  std::unordered_set<TensorId> freed;
-  for (Instruction& inst : body_) {
-    for (TensorId& id : inst.operands) id = final_id(id);
-    for (TensorId& id : inst.results) id = final_id(id);
-    if (inst.op == Op::kFree) freed.insert(inst.operands.begin(), inst.operands.end());
-  }
+  auto final_id = [inputs](TensorId p) { return (p & kInputTag) ? (p & ~kInputTag) + 1 : inputs + 1 + p; };
+  s.operands.reserve(operands_.size());
+  for (TensorId p : operands_) s.operands.push_back(final_id(p));
+  std::vector<bool> freed(inputs + 1 + produced_ids_.size(), false);
+  for (TensorId p : freed_) freed[final_id(p)] = true;
   for (size_t k = 0; k < produced_ids_.size(); ++k)
-    if (!freed.count(inputs + 1 + k)) s.outputs.push_back(produced_ids_[k]);
+    if (!freed[inputs + 1 + k]) s.outputs.push_back(produced_ids_[k]);
   for (TensorId j = 0; j < inputs; ++j)
-    if (freed.count(j + 1)) s.consumed.push_back(static_cast<int64_t>(j));
-  s.unit.inputs = static_cast<uint32_t>(inputs);
-  s.unit.body = std::move(body_);
-  s.signature = std::move(signature_);
+    if (freed[j + 1]) s.consumed.push_back(static_cast<int64_t>(j));
+  s.signature = signature_;
   s.id = HashSignature(s.signature);
-  *this = Builder();
+  signature_.clear();
+  placeholder_.clear();
+  inputs_.clear();
+  operands_.clear();
+  freed_.clear();
+  produced_ids_.clear();
+  length_ = 0;
   return s;
+}
+
+UnitTemplate MakeUnit(const Sequence& s, const std::vector<Instruction>& instructions) {
+  UnitTemplate unit;
+  unit.inputs = static_cast<uint32_t>(s.inputs.size());
+  unit.body.reserve(instructions.size());
+  size_t next_operand = 0;
+  TensorId next_result = s.inputs.size() + 1;
+  for (const Instruction& inst : instructions) {
+    Instruction body;
+    body.op = inst.op;
+    body.attrs = inst.attrs;
+    body.attrs.sync_id = 0;
+    body.operands.assign(s.operands.begin() + next_operand, s.operands.begin() + next_operand + inst.operands.size());
+    next_operand += inst.operands.size();
+    if (ProducesTensor(inst.op)) body.results = {next_result++};
+    unit.body.push_back(std::move(body));
+  }
+  return unit;
 }
 
 uint64_t HashSignature(const std::string& signature) {

@@ -41,6 +41,7 @@ class MetaTracker {
 
  private:
   std::unordered_map<ClientId, std::unordered_map<TensorId, TensorMeta>> clients_;
+  std::vector<const TensorMeta*> scratch_;  // Observe()'s operand metadata, kept to avoid an allocation per call
 };
 
 // Whether `inst` may be part of a sequence: tensor ops other than kFromBytes
@@ -54,9 +55,15 @@ struct Sequence {
   std::vector<TensorId> inputs;      // external tensors, in order of first use
   std::vector<TensorId> outputs;     // produced, not freed inside, in production order
   std::vector<int64_t> consumed;     // indexes into `inputs` freed inside, ascending
-  UnitTemplate unit;                 // the body on placeholders (see gt/unit.h)
+  std::vector<TensorId> operands;    // every instruction's operand placeholders, in order (see gt/unit.h)
   size_t length = 0;                 // instructions
 };
+
+// The unit template of `s`: the body on placeholders (see gt/unit.h).
+// `instructions` are the ones the sequence was built from, in order. Kept
+// apart from Builder::Finish because a replayed sequence whose unit is
+// already defined never needs its body.
+UnitTemplate MakeUnit(const Sequence& s, const std::vector<Instruction>& instructions);
 
 // Builds a Sequence one instruction at a time.
 class Builder {
@@ -65,14 +72,16 @@ class Builder {
   // with `tracker` not yet having observed `inst`.
   void Add(const Instruction& inst, const MetaTracker& tracker);
   size_t size() const { return length_; }
-  // The sequence so far; the builder is left empty.
+  // The sequence so far; the builder is left empty (its buffers are kept:
+  // the same step is built again and again).
   Sequence Finish();
 
  private:
   std::string signature_;
   std::unordered_map<TensorId, TensorId> placeholder_;  // client id -> placeholder
   std::vector<TensorId> inputs_;
-  std::vector<Instruction> body_;
+  std::vector<TensorId> operands_;      // placeholders (inputs tagged, see Add), in order
+  std::vector<TensorId> freed_;         // placeholders freed by kFree (inputs tagged)
   std::vector<TensorId> produced_ids_;  // client ids of produced tensors, in order
   size_t length_ = 0;
 };
