@@ -20,10 +20,19 @@ class Collector final : public Emitter {
 
 }  // namespace
 
+void Pipeline::Tally::FlushTo(StageMetrics& m) {
+  if (received) m.received->Increment(static_cast<double>(received));
+  if (emitted) m.emitted->Increment(static_cast<double>(emitted));
+  if (dropped) m.dropped->Increment(static_cast<double>(dropped));
+  if (injected) m.injected->Increment(static_cast<double>(injected));
+  *this = Tally();
+}
+
 struct Pipeline::Slot {
   std::string name;
   PluginInstance<Stage> stage;
   StageMetrics metrics;
+  Tally tally;
   Collector collector;
 };
 
@@ -64,7 +73,7 @@ void Pipeline::RunFrom(size_t index, Instruction inst) {
   Slot& slot = *stages_[index];
   OpRef ref{inst.client, inst.seq, inst.op};
   slot.collector.out.clear();
-  slot.metrics.received->Increment();
+  ++slot.tally.received;
   Clock::time_point start = Clock::now();
   Status status;
   try {
@@ -77,9 +86,9 @@ void Pipeline::RunFrom(size_t index, Instruction inst) {
   slot.metrics.seconds->Observe(SecondsSince(start));
   if (!status.ok()) Fail(slot.metrics, ref, status);
   size_t n = slot.collector.out.size();
-  if (n == 0 && status.ok()) slot.metrics.dropped->Increment();
-  if (n > 1) slot.metrics.injected->Increment(static_cast<double>(n - 1));
-  slot.metrics.emitted->Increment(static_cast<double>(n));
+  if (n == 0 && status.ok()) ++slot.tally.dropped;
+  if (n > 1) slot.tally.injected += n - 1;
+  slot.tally.emitted += n;
   // Deeper stages never touch this slot's collector, so iterating it is safe.
   for (size_t i = 0; i < slot.collector.out.size(); ++i) RunFrom(index + 1, std::move(slot.collector.out[i]));
   slot.collector.out.clear();
@@ -103,8 +112,8 @@ void Pipeline::RunControl(size_t index, Instruction inst) {
   if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kMembership}, status);
   size_t injected = 0;
   for (const Instruction& out : slot.collector.out) injected += out.op == Op::kMembership ? 0 : 1;
-  slot.metrics.injected->Increment(static_cast<double>(injected));
-  slot.metrics.emitted->Increment(static_cast<double>(injected));
+  slot.tally.injected += injected;
+  slot.tally.emitted += injected;
   std::vector<Instruction> out;
   out.swap(slot.collector.out);
   for (Instruction& i : out) RunFrom(index + 1, std::move(i));
@@ -116,12 +125,14 @@ void Pipeline::Deliver(Instruction inst) {
     return;
   }
   OpRef ref{inst.client, inst.seq, inst.op};
-  terminal_metrics_.received->Increment();
+  ++terminal_tally_.received;
+  // A client reads metrics after its sync points; they must include its work.
+  if (inst.op == Op::kSync || inst.op == Op::kFetch) FlushTallies();
   Clock::time_point start = Clock::now();
   Status status = terminal_->Accept(std::move(inst));
   terminal_metrics_.seconds->Observe(SecondsSince(start));
   if (status.ok()) {
-    terminal_metrics_.emitted->Increment();
+    ++terminal_tally_.emitted;
   } else {
     Fail(terminal_metrics_, ref, status);
   }
@@ -152,13 +163,19 @@ void Pipeline::EndBatch() {
     }
     if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kSync}, status);
     size_t n = slot.collector.out.size();
-    slot.metrics.injected->Increment(static_cast<double>(n));
-    slot.metrics.emitted->Increment(static_cast<double>(n));
+    slot.tally.injected += n;
+    slot.tally.emitted += n;
     for (size_t k = 0; k < slot.collector.out.size(); ++k) RunFrom(i + 1, std::move(slot.collector.out[k]));
     slot.collector.out.clear();
     slot.metrics.queue_depth->Set(static_cast<double>(BufferedOf(slot)));
   }
   terminal_->EndBatch();
+  FlushTallies();
+}
+
+void Pipeline::FlushTallies() {
+  for (auto& slot : stages_) slot->tally.FlushTo(slot->metrics);
+  terminal_tally_.FlushTo(terminal_metrics_);
 }
 
 }  // namespace gt

@@ -57,6 +57,15 @@ class Pipeline {
   size_t stage_count() const { return stages_.size(); }
 
  private:
+  // Counts of one stage not yet added to its Prometheus counters. Adding to a
+  // prometheus-cpp counter is an atomic read-modify-write; doing it four
+  // times per instruction per stage cost more than some stages' own work, so
+  // the counts are kept here and added once per batch and before every sync
+  // point.
+  struct Tally {
+    uint64_t received = 0, emitted = 0, dropped = 0, injected = 0;
+    void FlushTo(StageMetrics& m);
+  };
   struct Slot;
   Pipeline() = default;
   void RunFrom(size_t index, Instruction inst);
@@ -64,10 +73,12 @@ class Pipeline {
   void Deliver(Instruction inst);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);
+  void FlushTallies();
 
   std::vector<std::unique_ptr<Slot>> stages_;
   Terminal* terminal_ = nullptr;
   StageMetrics terminal_metrics_{};
+  Tally terminal_tally_;
   HostMetrics* metrics_ = nullptr;
   ErrorSink errors_;
   std::vector<OptionValues> options_;  // referenced by StageContext while factories run
