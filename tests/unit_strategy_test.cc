@@ -2,13 +2,16 @@
 // strategy (interpreted, TorchScript graph, legacy fuser) must give what
 // eager ATen gives, within 1e-6 relative, on every run including the trials;
 // the backend settles on one strategy per unit and counts what it did.
+#include <algorithm>
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "torch_backend.h"
 #include "unit_graph.h"
+#include "unit_plan.h"
 
 namespace gt::torch_backend {
 namespace {
@@ -178,4 +181,99 @@ TEST_F(UnitStrategyTest, UnitsWithoutGraphFormStayInterpreted) {
 }
 
 }  // namespace
+// A loss-gradient-and-update step as autograd and an optimizer emit it:
+// a = %1 (predictions, [4,3]), w = %2 (a parameter, [4,3], updated in place).
+std::vector<Instruction> GradientStepBody() {
+  Instruction ones_scalar = Make(Op::kOnes, {}, {3});
+  Instruction reshape = Make(Op::kReshape, {3}, {4});
+  reshape.attrs.shape = {1, 1};
+  Instruction ones = Make(Op::kOnes, {}, {5});
+  ones.attrs.shape = {4, 3};
+  Instruction inner_t = Make(Op::kTranspose, {2}, {11});
+  Instruction outer_t = Make(Op::kTranspose, {11}, {12});
+  outer_t.attrs.axes = {-1, -2};
+  return {
+      ones_scalar, reshape, ones,
+      Make(Op::kMul, {4, 5}, {6}),                                    // constant: the seed gradient
+      WithScalar(Make(Op::kDiv, {6}, {7}), 12, ScalarSide::kRight),  // ... / numel
+      Make(Op::kMul, {7, 1}, {8}),                                    // d(a*a) = g*a + g*a
+      Make(Op::kMul, {7, 1}, {9}),
+      Make(Op::kAdd, {8, 9}, {10}),
+      inner_t, outer_t,                                               // (w^T)^T is w
+      Make(Op::kAdd, {10, 12}, {13}),                                 // the output
+      Make(Op::kNeg, {1}, {14}),                                      // dead: freed unused
+      WithScalar(Make(Op::kMul, {13}, {15}), 0.1, ScalarSide::kRight),
+      Make(Op::kSub, {2, 15}, {16}),
+      Make(Op::kCopyInto, {2, 16}, {}),                               // w -= 0.1 * out
+      Make(Op::kFree, {3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16}, {}),
+  };
+}
+
+size_t Kernels(const std::vector<Instruction>& body) {
+  return std::count_if(body.begin(), body.end(), [](const Instruction& i) { return i.op != Op::kFree; });
+}
+
+TEST(UnitPlanTest, FoldsConstantsSharesRepeatsDropsTransposePairsAndDeadCode) {
+  UnitTemplate unit{2, GradientStepBody()};
+  Result<UnitInterface> interface = AnalyzeUnit(unit);
+  ASSERT_TRUE(interface.ok()) << interface.status().message();
+  UnitPlan plan = PlanUnit(unit, *interface);
+  // ones, reshape, ones, mul, div: the prologue; kept under their placeholders.
+  ASSERT_EQ(plan.prologue.size(), 5u);
+  EXPECT_EQ(plan.constants, (std::vector<TensorId>{3, 4, 5, 6, 7}));
+  // Left: mul, add (g*a + g*a), add (+ w), mul, sub, copy_into.
+  EXPECT_EQ(Kernels(plan.body), 6u);
+  EXPECT_EQ(plan.kernels_saved, Kernels(unit.body) - 6u);
+  // The replayed body is still a valid unit body once constants are inputs:
+  // nothing is used after it is freed and the output is never freed.
+  std::set<TensorId> freed;
+  for (const Instruction& inst : plan.body) {
+    for (TensorId id : inst.operands) EXPECT_FALSE(freed.count(id)) << "%" << id << " used after its free";
+    if (inst.op == Op::kFree) freed.insert(inst.operands.begin(), inst.operands.end());
+  }
+  EXPECT_FALSE(freed.count(13));
+  for (TensorId c : plan.constants) EXPECT_FALSE(freed.count(c));
+}
+
+TEST(UnitPlanTest, LeavesUnitsThatMutateTheirOwnTensorsAsTheyAre) {
+  Instruction fill = Make(Op::kFill, {2}, {});
+  fill.attrs.scalar = 2;
+  std::vector<Instruction> body = {Make(Op::kOnes, {}, {2}), fill, Make(Op::kMul, {2, 1}, {3}), Make(Op::kMul, {2, 1}, {4}),
+                                   Make(Op::kFree, {2}, {})};
+  body[0].attrs.shape = {4};
+  UnitTemplate unit{1, body};
+  Result<UnitInterface> interface = AnalyzeUnit(unit);
+  ASSERT_TRUE(interface.ok()) << interface.status().message();
+  UnitPlan plan = PlanUnit(unit, *interface);
+  EXPECT_TRUE(plan.prologue.empty());
+  EXPECT_EQ(plan.body.size(), body.size());
+  EXPECT_EQ(plan.kernels_saved, 0u);
+}
+
+TEST_F(UnitStrategyTest, PlannedStepMatchesEagerAcrossReplays) {
+  backend_ = std::make_unique<TorchBackend>(TorchBackendOptions{1, {}, 256, 0});  // interpreter only
+  at::Tensor a = at::rand({4, 3}), w = at::rand({4, 3});
+  Store(1, a);
+  Store(2, w);
+  UnitTemplate unit{2, GradientStepBody()};
+  Instruction define = Make(Op::kDefineUnit, {}, {});
+  define.attrs.seed = 9;
+  define.payload = EncodeUnit(unit);
+  ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+  at::Tensor w_eager = w.clone();
+  for (int r = 0; r < 5; ++r) {
+    // Eager ATen, op for op as the template says.
+    at::Tensor g = at::ones({}).reshape({1, 1}) * at::ones({4, 3}) / 12;
+    at::Tensor out = (g * a + g * a) + w_eager.transpose(-2, -1).transpose(-1, -2);
+    w_eager.copy_(w_eager - out * 0.1);
+    Instruction run = Make(Op::kRunUnit, {1, 2}, {100});
+    run.attrs.seed = 9;
+    Status s = backend_->Execute(run, sink_);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(at::allclose(Fetch(100).reshape({4, 3}), out, 1e-6, 1e-30)) << "run " << r;
+    EXPECT_TRUE(at::allclose(Fetch(2).reshape({4, 3}), w_eager, 1e-6, 1e-30)) << "run " << r;
+    ASSERT_TRUE(backend_->Execute(Make(Op::kFree, {100}, {}), sink_).ok());
+  }
+}
+
 }  // namespace gt::torch_backend

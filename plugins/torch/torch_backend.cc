@@ -1,5 +1,7 @@
 #include "torch_backend.h"
 
+#include "unit_plan.h"
+
 #include <ATen/Parallel.h>  // at::set_num_threads; not pulled in by ATen.h
 #include <malloc.h>
 #include <prometheus/counter.h>
@@ -463,6 +465,9 @@ struct TorchBackend::CompiledUnit {
   UnitTemplate unit;
   UnitInterface interface;
   size_t instructions = 0;  // body instructions (frees included)
+  UnitPlan plan;            // what the interpreter runs (unit_plan.h)
+  // The plan's constants, made by its prologue on the first interpreted run.
+  mutable std::vector<at::Tensor> constants;
 
   // Strategy choice. Until `decided`, runs are trials: each strategy still
   // `available` runs once untimed, then `trial_runs` times timed, in the
@@ -499,6 +504,7 @@ Status TorchBackend::DefineUnit(const Instruction& inst) {
   compiled->unit = std::move(*unit);
   compiled->interface = std::move(*interface);
   compiled->instructions = compiled->unit.body.size();
+  compiled->plan = PlanUnit(compiled->unit, compiled->interface);
   compiled->available[static_cast<size_t>(UnitStrategy::kInterpreted)] = true;
   compiled->decided = unit_trial_runs_ <= 0;
   if (!compiled->decided) {
@@ -526,14 +532,14 @@ Status TorchBackend::DefineUnit(const Instruction& inst) {
   return Status::Ok();
 }
 
-Status TorchBackend::RunBody(const Instruction& run, const CompiledUnit& unit, UnitEnv& env) {
+Status TorchBackend::RunBody(const Instruction& run, const std::vector<Instruction>& instructions, UnitEnv& env) {
   struct Restore {
     const UnitEnv*& slot;
     ~Restore() { slot = nullptr; }
   } restore{unit_env_};
   unit_env_ = &env;
-  for (size_t i = 0; i < unit.unit.body.size(); ++i) {
-    const Instruction& body = unit.unit.body[i];
+  for (size_t i = 0; i < instructions.size(); ++i) {
+    const Instruction& body = instructions[i];
     Status status;
     if (ProducesTensor(body.op)) {
       Result<at::Tensor> out = Compute(body);
@@ -557,7 +563,14 @@ Result<std::vector<at::Tensor>> TorchBackend::Interpret(const Instruction& run, 
                                                         const std::vector<at::Tensor>& inputs) {
   UnitEnv env(1 + static_cast<size_t>(unit.interface.inputs) + unit.interface.produced);
   for (size_t j = 0; j < inputs.size(); ++j) env[j + 1] = inputs[j];
-  Status status = RunBody(run, unit, env);
+  const UnitPlan& plan = unit.plan;
+  if (unit.constants.empty() && !plan.prologue.empty()) {
+    if (Status made = RunBody(run, plan.prologue, env); !made.ok()) return made;
+    for (TensorId id : plan.constants) unit.constants.push_back(env[id]);
+  } else {
+    for (size_t k = 0; k < unit.constants.size(); ++k) env[plan.constants[k]] = unit.constants[k];
+  }
+  Status status = RunBody(run, plan.body, env);
   if (!status.ok()) return status;
   std::vector<at::Tensor> outputs;
   outputs.reserve(unit.interface.outputs.size());

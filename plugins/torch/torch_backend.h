@@ -138,7 +138,7 @@ class TorchBackend final : public gt::Backend {
   // absent): placeholders are dense, so no map nodes are allocated per run.
   using UnitEnv = std::vector<at::Tensor>;
   // Runs `unit`'s body on `env` (inputs filled in, sized for every placeholder).
-  Status RunBody(const Instruction& run, const CompiledUnit& unit, UnitEnv& env);
+  Status RunBody(const Instruction& run, const std::vector<Instruction>& instructions, UnitEnv& env);
   // The unit's outputs for `inputs`, by interpretation.
   Result<std::vector<at::Tensor>> Interpret(const Instruction& run, const CompiledUnit& unit,
                                             const std::vector<at::Tensor>& inputs);

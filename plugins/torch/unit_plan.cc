@@ -1,0 +1,196 @@
+#include "unit_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace gt::torch_backend {
+namespace {
+
+bool IsMutation(Op op) { return KindOf(op) == OpKind::kMutate; }
+
+// Ops whose result depends only on their operands and attributes, computed
+// into a tensor the unit owns or a view of an operand.
+bool IsPure(Op op) {
+  switch (KindOf(op)) {
+    case OpKind::kBinary:
+    case OpKind::kContract:
+    case OpKind::kUnary:
+    case OpKind::kReduce:
+    case OpKind::kMovement: return op != Op::kClone;  // a clone is asked for as a separate copy
+    case OpKind::kCreate: return op == Op::kZeros || op == Op::kOnes || op == Op::kArange;
+    default: return false;
+  }
+}
+
+// The pair of dimensions a transpose swaps, as a sorted pair, or nullopt when
+// it cannot be compared without knowing the rank (mixed signs).
+std::optional<std::pair<int64_t, int64_t>> SwappedPair(const Instruction& t) {
+  if (t.attrs.axes.empty()) return std::make_pair<int64_t, int64_t>(-2, -1);
+  if (t.attrs.axes.size() != 2) return std::nullopt;
+  int64_t a = t.attrs.axes[0], b = t.attrs.axes[1];
+  if ((a < 0) != (b < 0)) return std::nullopt;
+  return std::make_pair(std::min(a, b), std::max(a, b));
+}
+
+// Everything but the results and the bookkeeping fields: equal keys compute
+// equal tensors (for pure ops at the same point between mutations).
+using ExprKey = std::tuple<uint16_t, std::vector<TensorId>, Shape, uint8_t, std::vector<int64_t>, bool, double, uint8_t,
+                           uint64_t, std::vector<double>, uint64_t>;
+
+ExprKey KeyOf(const Instruction& inst, uint64_t epoch) {
+  const Attributes& a = inst.attrs;
+  return {static_cast<uint16_t>(inst.op), inst.operands, a.shape, static_cast<uint8_t>(a.dtype), a.axes, a.keepdims,
+          a.scalar, static_cast<uint8_t>(a.scalar_side), a.seed, a.numbers, epoch};
+}
+
+class Planner {
+ public:
+  Planner(const UnitTemplate& unit, const UnitInterface& interface)
+      : unit_(unit), outputs_(interface.outputs.begin(), interface.outputs.end()) {}
+
+  // False when the unit is outside what the rewrites assume (see unit_plan.h).
+  bool Rewrite() {
+    for (const Instruction& original : unit_.body) {
+      if (original.op == Op::kFree) continue;  // frees are placed again at the end
+      Instruction inst = original;
+      for (TensorId& id : inst.operands) id = Resolve(id);
+      if (IsMutation(inst.op)) {
+        if (inst.operands.empty() || inst.operands[0] > unit_.inputs) return false;
+        ++epoch_;
+        kept_.push_back(std::move(inst));
+        continue;
+      }
+      if (!ProducesTensor(inst.op) || inst.results.size() != 1) return false;
+      if (Reuse(inst)) continue;
+      Record(inst);
+      kept_.push_back(std::move(inst));
+    }
+    for (TensorId out : outputs_)
+      if (constants_.count(out)) return false;
+    return true;
+  }
+
+  UnitPlan Finish() {
+    UnitPlan plan;
+    RemoveDeadCode();
+    for (Instruction& inst : kept_) {
+      if (constants_.count(inst.results.empty() ? 0 : inst.results[0])) {
+        plan.constants.push_back(inst.results[0]);
+        plan.prologue.push_back(std::move(inst));
+      } else {
+        plan.body.push_back(std::move(inst));
+      }
+    }
+    plan.body = WithFrees(std::move(plan.body), plan.constants);
+    size_t before = 0, after = 0;
+    for (const Instruction& inst : unit_.body) before += inst.op == Op::kFree ? 0 : 1;
+    for (const Instruction& inst : plan.body) after += inst.op == Op::kFree ? 0 : 1;
+    plan.kernels_saved = before - after;
+    return plan;
+  }
+
+ private:
+  TensorId Resolve(TensorId id) const {
+    auto it = alias_.find(id);
+    return it == alias_.end() ? id : it->second;
+  }
+
+  // True when `inst` computes what an earlier placeholder already holds; its
+  // result then stands for that placeholder and it needs no instruction.
+  bool Reuse(const Instruction& inst) {
+    const TensorId result = inst.results[0];
+    if (!IsPure(inst.op) || outputs_.count(result)) return false;  // outputs stay distinct tensors
+    if (inst.op == Op::kTranspose) {
+      auto inner = producer_.find(inst.operands[0]);
+      if (inner != producer_.end()) {
+        const Instruction& first = kept_[inner->second];
+        auto a = SwappedPair(inst), b = SwappedPair(first);
+        if (first.op == Op::kTranspose && a && b && *a == *b) {
+          alias_[result] = first.operands[0];
+          return true;
+        }
+      }
+    }
+    auto seen = expressions_.find(KeyOf(inst, epoch_));
+    if (seen == expressions_.end()) return false;
+    alias_[result] = seen->second;
+    return true;
+  }
+
+  // Notes what a kept instruction makes, for later reuse and constants.
+  void Record(const Instruction& inst) {
+    const TensorId result = inst.results[0];
+    producer_[result] = kept_.size();
+    if (!IsPure(inst.op)) return;
+    expressions_.emplace(KeyOf(inst, epoch_), result);
+    if (std::all_of(inst.operands.begin(), inst.operands.end(), [&](TensorId id) { return constants_.count(id) > 0; }))
+      constants_.insert(result);
+  }
+
+  // Keeps mutations, and whatever reaches an output or a mutation.
+  void RemoveDeadCode() {
+    std::unordered_set<TensorId> live(outputs_.begin(), outputs_.end());
+    std::vector<bool> keep(kept_.size(), false);
+    for (size_t i = kept_.size(); i-- > 0;) {
+      const Instruction& inst = kept_[i];
+      keep[i] = IsMutation(inst.op) || (!inst.results.empty() && live.count(inst.results[0]));
+      if (keep[i]) live.insert(inst.operands.begin(), inst.operands.end());
+    }
+    std::vector<Instruction> alive;
+    for (size_t i = 0; i < kept_.size(); ++i)
+      if (keep[i]) alive.push_back(std::move(kept_[i]));
+    kept_ = std::move(alive);
+  }
+
+  // Frees every input and temporary right after its last use in `body`
+  // (outputs and constants are never freed here).
+  std::vector<Instruction> WithFrees(std::vector<Instruction> body, const std::vector<TensorId>& constants) const {
+    std::unordered_set<TensorId> keep(outputs_.begin(), outputs_.end());
+    keep.insert(constants.begin(), constants.end());
+    std::unordered_map<TensorId, size_t> last_use;
+    for (size_t i = 0; i < body.size(); ++i) {
+      for (TensorId id : body[i].operands) last_use[id] = i;
+      for (TensorId id : body[i].results) last_use.emplace(id, i);
+    }
+    std::vector<std::vector<TensorId>> frees(body.size());
+    for (const auto& [id, index] : last_use)
+      if (!keep.count(id)) frees[index].push_back(id);
+    std::vector<Instruction> out;
+    out.reserve(body.size() * 2);
+    for (size_t i = 0; i < body.size(); ++i) {
+      out.push_back(std::move(body[i]));
+      if (frees[i].empty()) continue;
+      std::sort(frees[i].begin(), frees[i].end());
+      Instruction free;
+      free.op = Op::kFree;
+      free.operands = std::move(frees[i]);
+      out.push_back(std::move(free));
+    }
+    return out;
+  }
+
+  const UnitTemplate& unit_;
+  std::unordered_set<TensorId> outputs_;
+  std::unordered_map<TensorId, TensorId> alias_;  // result -> the placeholder that stands for it
+  std::unordered_set<TensorId> constants_;
+  std::map<ExprKey, TensorId> expressions_;
+  std::unordered_map<TensorId, size_t> producer_;  // result -> index in kept_
+  std::vector<Instruction> kept_;
+  uint64_t epoch_ = 0;  // mutations so far: equal expressions across one are not equal values
+};
+
+}  // namespace
+
+UnitPlan PlanUnit(const UnitTemplate& unit, const UnitInterface& interface) {
+  Planner planner(unit, interface);
+  if (planner.Rewrite()) return planner.Finish();
+  UnitPlan plan;  // as defined
+  plan.body = unit.body;
+  return plan;
+}
+
+}  // namespace gt::torch_backend
