@@ -75,7 +75,11 @@ double ChainSteps(int warmup, int steps) {
 }
 
 int Child(const std::string& endpoint, const std::string& program, int steps) {
-  gt::connect(endpoint);
+  if (endpoint == "embedded") {
+    gt::workers(1);  // the embedded default; GT_COMPILE (set by the parent) picks its stages
+  } else {
+    gt::connect(endpoint);
+  }
   double seconds = program == "mlp" ? MlpSteps(kMlpWarmup, steps) : ChainSteps(kChainWarmup, steps);
   std::printf("%.9f\n", seconds);
   gt::shutdown();
@@ -138,6 +142,19 @@ Measure RunOnce(const char* self, const std::string& program, bool compile, int 
   return m;
 }
 
+// The same program on the embedded default (dispatcher and worker on threads
+// of the child, ZeroMQ inproc), with GT_COMPILE=1 or 0. Seconds per step.
+double RunEmbedded(const char* self, const std::string& program, bool compile, int steps) {
+  std::string command = std::string("GT_COMPILE=") + (compile ? "1 " : "0 ") + self + " child embedded " + program +
+                        " " + std::to_string(steps);
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return 0;
+  char line[128] = {0};
+  double seconds = std::fgets(line, sizeof line, pipe) ? std::atof(line) : 0;
+  pclose(pipe);
+  return seconds;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -171,6 +188,15 @@ int main(int argc, char** argv) {
                 last_plain.dispatcher_seconds * 1e3, last_compiled.dispatcher_seconds * 1e3);
     std::printf("%-36s worker units by chosen strategy: %s\n", "",
                 last_compiled.strategies.empty() ? "none" : last_compiled.strategies.c_str());
+    std::vector<double> embedded_plain, embedded_compiled;
+    for (int r = 0; r < rounds; ++r) {
+      embedded_plain.push_back(RunEmbedded(argv[0], p.name, false, p.steps));
+      embedded_compiled.push_back(RunEmbedded(argv[0], p.name, true, p.steps));
+    }
+    a = Median(embedded_plain);
+    b = Median(embedded_compiled);
+    std::printf("%-36s embedded default (GT_COMPILE=0 vs 1, inproc): %.3f ms -> %.3f ms, %.2fx\n", "", a * 1e3,
+                b * 1e3, a / b);
   }
   return 0;
 }

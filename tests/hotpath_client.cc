@@ -8,12 +8,15 @@
 //   ops     N iterations of a sequence that uses every op kind, fetched each time
 //   shapes  MLP steps on batch 8, then on batch 16 (a shape change mid-run)
 //   scope   the ops sequence once, inside a `compile` signal scope
+//   config  the same, the scope's signal having `compile: true` in a YAML
+//           config (the scope itself asks for nothing)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "gt/config.h"
 #include "gt/gt.h"
 #include "gt/nn.h"
 
@@ -67,13 +70,18 @@ gt::Tensor OpsStep(gt::Tensor& state, const gt::Tensor& w) {
   return next;
 }
 
-void Ops(int steps, bool scoped) {
+enum class Scope { kNone, kOption, kConfig };
+
+void Ops(int steps, Scope scope_kind) {
   gt::Tensor state = gt::randn({4, 8}, gt::DType::kFloat32, 1);
   gt::Tensor w = gt::randn({8, 8}, gt::DType::kFloat32, 2) * 0.3;
   for (int s = 0; s < steps; ++s) {
     gt::Tensor out;
-    if (scoped) {
+    if (scope_kind == Scope::kOption) {
       gt::SignalScope scope("step", gt::SignalOptions{.compile = true});
+      out = OpsStep(state, w);
+    } else if (scope_kind == Scope::kConfig) {
+      gt::SignalScope scope("step");
       out = OpsStep(state, w);
     } else {
       out = OpsStep(state, w);
@@ -99,9 +107,12 @@ int main(int argc, char** argv) {
     } else if (program == "shapes") {
       Mlp(steps, {8, 16});
     } else if (program == "ops") {
-      Ops(steps, false);
+      Ops(steps, Scope::kNone);
     } else if (program == "scope") {
-      Ops(steps, true);
+      Ops(steps, Scope::kOption);
+    } else if (program == "config") {
+      gt::load_config_string("step:\n  compile: true\n", "hotpath_client");
+      Ops(steps, Scope::kConfig);
     } else {
       std::fprintf(stderr, "unknown program %s\n", program.c_str());
       return 2;

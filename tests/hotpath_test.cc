@@ -206,6 +206,16 @@ TEST(HotpathTest, CompileScopeIsCompiledOnFirstUse) {
   EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_hotpath_marked_sequences_total"), 0);
 }
 
+TEST(HotpathTest, CompileTrueInASignalConfigCompilesItsScopeOnFirstUse) {
+  const std::string dispatcher = DispatcherManifest(HotpathStage(1000) + kCompileStage);
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 2);
+  Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "config", 2);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_compile_units_run_total"), 2);
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_compile_cache_misses_total"), 1) << "defined on first use";
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_hotpath_marked_sequences_total"), 0);
+}
+
 TEST(HotpathTest, WithoutTheStagesMarkersChangeNothing) {
   // The scope's markers reach a worker whose pipeline has no compile stage.
   Outcome plain = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 3);

@@ -327,18 +327,22 @@ Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
 
 void signal_enter(const std::string& name, const SignalOptions& options) {
   if (name.empty()) throw Error(Code::kInvalidArgument, "signal_enter: a signal needs a name");
+  const std::optional<SignalConfig> config = Session::Get()->GetConfig(name);
   std::string backward = options.backward;
   const char* source = "the scope's backward option";
   if (backward.empty()) {
-    if (std::optional<SignalConfig> config = Session::Get()->GetConfig(name)) backward = config->backward;
+    if (config) backward = config->backward;
     source = "its config";
   }
+  // `compile: true` in the signal's config makes every scope of it a compile
+  // unit, as the scope option does for one scope.
+  const bool compile = options.compile || (config && config->compile);
   if (!backward.empty() && !Session::Get()->GetConfig(backward))
     throw Error(Code::kInvalidArgument, "signal '" + name + "': backward: unknown signal '" + backward + "' (from " +
                                             source + "; no config is registered under that name)");
-  if (options.compile) Session::Get()->Marker(Op::kHotStart, name);
+  if (compile) Session::Get()->Marker(Op::kHotStart, name);
   signal_stack.push_back(name);
-  signal_compiles.push_back(options.compile);
+  signal_compiles.push_back(compile);
   signal_backwards.push_back(std::move(backward));
 }
 

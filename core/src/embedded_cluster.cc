@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <string_view>
 #include <thread>
 
 #include "dispatcher.h"
@@ -18,6 +19,11 @@ std::string DispatcherManifest() {
   if (log && *log) yaml += "  - name: instruction_log\n    plugin: instruction_log\n";
   // Signal configs place tensors and ops across the workers.
   yaml += "  - name: sharding\n    plugin: sharding\n";
+  // GT_COMPILE=1: hot sequences (and compile signal scopes) replayed as
+  // compiled units, after placement so that a unit never spans two workers.
+  const char* compile = std::getenv("GT_COMPILE");
+  if (compile && std::string_view(compile) == "1")
+    yaml += "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";
   return yaml;
 }
 

@@ -88,7 +88,10 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
     Finish(client, pending, pending.mode == Mode::kMarked, out);
     return Status::Ok();
   }
-  const bool sequenceable = sequence::Sequenceable(inst) && tracker_.KnowsOperands(inst);
+  // A unit runs on one worker: instructions a stage before this one (e.g.
+  // sharding) placed on different workers never share one.
+  const bool same_worker = pending.instructions.empty() || pending.instructions.front().worker == inst.worker;
+  const bool sequenceable = same_worker && sequence::Sequenceable(inst) && tracker_.KnowsOperands(inst);
   if (!sequenceable) {
     // A boundary: a marked region that meets it is given up, not cut.
     Finish(client, pending, pending.mode == Mode::kBatch, out);
@@ -149,6 +152,7 @@ void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitt
     define.client = client;
     define.seq = first.seq;
     define.signal = first.signal;
+    define.worker = first.worker;
     define.attrs.seed = s.id;
     define.payload = EncodeUnit(sequence::MakeUnit(s, pending.instructions));
     out.Emit(std::move(define));
@@ -161,6 +165,7 @@ void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitt
   run.client = client;
   run.seq = first.seq;
   run.signal = first.signal;
+  run.worker = first.worker;
   run.attrs.seed = s.id;
   run.attrs.axes = s.consumed;
   run.operands = std::move(s.inputs);

@@ -88,6 +88,9 @@ size_t MetaTracker::size() const {
 }
 
 bool Sequenceable(const Instruction& inst) {
+  // A collective pairs with its peers' on other workers; it stays a single
+  // instruction so that every member meets it in stream order.
+  if (KindOf(inst.op) == OpKind::kCollective) return false;
   if (ProducesTensor(inst.op)) return inst.op != Op::kFromBytes && inst.results.size() == 1 && !inst.payload;
   return KindOf(inst.op) == OpKind::kMutate || inst.op == Op::kFree;
 }

@@ -45,7 +45,7 @@ class MetaTracker {
 };
 
 // Whether `inst` may be part of a sequence: tensor ops other than kFromBytes
-// (its payload changes every time), mutations and kFree.
+// (its payload changes every time) and collectives, mutations and kFree.
 bool Sequenceable(const Instruction& inst);
 
 // A finished sequence of one client's instructions.

@@ -205,8 +205,8 @@ class NoGradGuard {
 // and a `compile` stage in the dispatcher or the workers turns what is
 // between them into a compiled unit on first use, without waiting for the
 // sequence to repeat. Without a `compile` stage the markers change nothing.
-// (Until signal configs reach the dispatcher, this flag is how a `compile:
-// true` signal is expressed.)
+// A signal whose registered config says `compile: true` (YAML or
+// SignalConfig) is a compile boundary in every scope, whatever this flag says.
 //
 // `backward`: the signal whose config the gradient computation of ops
 // recorded in this scope runs under (backward() opens that scope around
