@@ -61,7 +61,8 @@ struct PendingStats {
   uint64_t client_request = 0;  // the client's request_id, echoed in the reply
   std::set<size_t> waiting;     // worker indexes that have not answered
   Clock::time_point deadline;
-  wire::Envelope reply;         // STATS_REPLY, filled as answers arrive
+  wire::Envelope reply;         // STATS_REPLY: the dispatcher's snapshot, missing workers
+  std::map<size_t, wire::HostSnapshot> answers;  // by worker index: replied in registration order
 };
 
 // How long a STATS request waits for workers when the client names no
@@ -580,7 +581,7 @@ class Dispatcher::Impl final : public Terminal {
   void OnStatsReply(size_t w, const wire::Envelope& env) {
     auto it = stats_.find(env.request_id());
     if (it == stats_.end() || !it->second.waiting.erase(w)) return;  // late (after the deadline) or unasked
-    for (const wire::HostSnapshot& snapshot : env.snapshots()) *it->second.reply.add_snapshots() = snapshot;
+    if (env.snapshots_size() == 1) it->second.answers[w] = env.snapshots(0);
     if (it->second.waiting.empty()) AnswerStats(it);
   }
 
@@ -598,6 +599,7 @@ class Dispatcher::Impl final : public Terminal {
 
   // Sends the reply (a client that left meanwhile is not there to get it).
   std::map<uint64_t, PendingStats>::iterator AnswerStats(std::map<uint64_t, PendingStats>::iterator it) {
+    for (auto& [w, snapshot] : it->second.answers) *it->second.reply.add_snapshots() = std::move(snapshot);
     (void)Send(it->second.client_route, it->second.reply, {});
     return stats_.erase(it);
   }
