@@ -58,7 +58,6 @@ struct WorkerState {
 // A STATS request the workers have not all answered yet.
 struct PendingStats {
   std::string client_route;
-  uint64_t client_request = 0;  // the client's request_id, echoed in the reply
   std::set<size_t> waiting;     // worker indexes that have not answered
   Clock::time_point deadline;
   wire::Envelope reply;         // STATS_REPLY: the dispatcher's snapshot, missing workers
@@ -560,7 +559,6 @@ class Dispatcher::Impl final : public Terminal {
     const uint64_t id = next_stats_++;
     PendingStats& p = stats_[id];
     p.client_route = route;
-    p.client_request = request.request_id();
     uint32_t timeout = request.timeout_ms() == 0 ? kDefaultStatsTimeoutMs : std::min(request.timeout_ms(), kMaxStatsTimeoutMs);
     p.deadline = Clock::now() + std::chrono::milliseconds(timeout);
     p.reply.set_kind(wire::Envelope::STATS_REPLY);
@@ -582,6 +580,7 @@ class Dispatcher::Impl final : public Terminal {
     auto it = stats_.find(env.request_id());
     if (it == stats_.end() || !it->second.waiting.erase(w)) return;  // late (after the deadline) or unasked
     if (env.snapshots_size() == 1) it->second.answers[w] = env.snapshots(0);
+    else it->second.reply.add_missing(workers_[w].name);  // a malformed answer is no answer
     if (it->second.waiting.empty()) AnswerStats(it);
   }
 

@@ -40,7 +40,8 @@ def get_worker_stats(timeout=2.0):
 
     A sync point: waits for every queued op first. Returns a dict from host id
     to that host's figures, the dispatcher first, then each worker; a live
-    worker that did not answer within `timeout` seconds maps to None. Each
+    worker that did not answer within `timeout` seconds maps to None (a
+    repeated host id gets a '#2', '#3', ... suffix). Each
     host's dict holds: instance, host ('dispatcher' or 'worker'), stages,
     instructions (entered the host), terminal_instructions (routed /
     executed), compiled, eager, units_run, cache_hits, cache_misses (compile
@@ -52,10 +53,19 @@ def get_worker_stats(timeout=2.0):
     if timeout <= 0:
         raise ValueError(f"get_worker_stats: timeout must be > 0 seconds, got {timeout}")
     stats = _C.worker_stats(max(1, int(timeout * 1000)))
-    hosts = {h["instance"]: h for h in stats["hosts"]}
-    for name in stats["missing"]:
-        hosts[name] = None
+    hosts = {}
+    for name, h in [(h["instance"], h) for h in stats["hosts"]] + [(name, None) for name in stats["missing"]]:
+        hosts[_unique_key(hosts, name)] = h
     return hosts
+
+
+def _unique_key(taken, name):
+    # Host ids are meant to be unique (they are the `instance` label), but
+    # workers started without --id all default to "worker": keep every one.
+    key, n = name, 2
+    while key in taken:
+        key, n = f"{name}#{n}", n + 1
+    return key
 
 
 _COLUMNS = [
