@@ -10,3 +10,7 @@ add_dependencies(hotpath_test hotpath_client gt-dispatcher gt-worker gt_torch gt
 # Compiled-unit strategies in the torch backend, in-process.
 gt_add_test(unit_strategy_test unit_strategy_test.cc)
 target_link_libraries(unit_strategy_test PRIVATE gt_torch_runtime)
+# gt::worker_stats() against the hosts' /metrics (hotpath and compile in the dispatcher).
+gt_add_test(stats_test stats_test.cc)
+target_link_libraries(stats_test PRIVATE gt_client)
+add_dependencies(stats_test gt-dispatcher gt-worker gt_torch gt_hotpath gt_compile)

@@ -146,11 +146,20 @@ struct Cluster {
   Cluster(const TempDir& dir, int workers, int discovery_port, Stages stages = Stages::kLogOnly) {
     ClusterOptions options;
     options.workers = workers;
-    // With hotpath and compile too, their metrics are held to the spec.
-    const std::string modifiers = stages == Stages::kLogOnly ? std::string() : "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";
+    // With hotpath and compile too, their metrics are held to the spec. The
+    // per-sequence hotpath series appear only once a sequence is hot, so both
+    // hosts must find one: the dispatcher runs compile before hotpath (its
+    // compile stage exports its series but sees no markers), and passes its
+    // hotpath's markers on to the worker, whose own hotpath then finds the
+    // repetition and whose compile stage compiles it.
+    const bool more = stages != Stages::kLogOnly;
+    const std::string hotpath = "  - name: hotpath\n    plugin: hotpath\n";
+    const std::string compile = "  - name: compile\n    plugin: compile\n";
+    const std::string dispatcher_modifiers = more ? compile + hotpath : std::string();
+    const std::string modifiers = more ? hotpath + compile : std::string();
     std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 1500\n"
                     "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n" +
-                    modifiers;
+                    dispatcher_modifiers;
     if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
     WriteFile(dir / "dispatcher.yaml", d);
     // Every worker's log path comes from $GT_INSTRUCTION_LOG; they share it,

@@ -300,6 +300,40 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
   if (data && !have_data) throw Error(Code::kInternal, "gt: fetch #" + std::to_string(fetch_seq) + " got no data");
 }
 
+wire::Envelope Session::Stats(uint32_t timeout_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  SyncLocked(0, nullptr);  // the figures then include every op issued before
+  wire::Envelope request;
+  request.set_kind(wire::Envelope::STATS);
+  request.set_request_id(next_stats_++);
+  request.set_timeout_ms(timeout_ms);
+  Result<size_t> sent = SendEnvelope(*socket_, "", request, {});
+  if (!sent.ok()) throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
+  // The dispatcher answers by its deadline; the grace covers a busy one.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(5);
+  return AwaitStatsReplyLocked(request.request_id(), deadline);
+}
+
+wire::Envelope Session::AwaitStatsReplyLocked(uint64_t request_id, std::chrono::steady_clock::time_point deadline) {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    zmq::pollitem_t item{socket_->handle(), 0, ZMQ_POLLIN, 0};
+    if (left.count() <= 0 || zmq::poll(&item, 1, left) == 0)
+      throw Error(Code::kUnavailable, "gt: the dispatcher did not answer a stats request");
+    auto frames = ReceiveFrames(*socket_, zmq::recv_flags::dontwait);
+    if (!frames) continue;
+    Result<WireMessage> msg = DecodeFrames(std::move(*frames), false);
+    if (!msg.ok()) throw Error(Code::kInternal, "gt: undecodable reply from the dispatcher: " + msg.status().message());
+    wire::Envelope& env = msg->envelope;
+    if (env.kind() == wire::Envelope::ERROR) {  // reported at the next sync point, as elsewhere
+      stray_errors_.insert(stray_errors_.end(), env.errors().begin(), env.errors().end());
+    } else if (env.kind() == wire::Envelope::STATS_REPLY && env.request_id() == request_id) {
+      return std::move(env);
+    }
+  }
+}
+
 void Session::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_) return;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <condition_variable>
@@ -68,6 +69,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // Sync points.
   FetchedData Fetch(const TensorRecord& tensor);
   void Sync();
+  // Syncs, then asks the dispatcher for every host's metrics snapshot
+  // (wire.proto, "Stats") and returns its STATS_REPLY. Throws gt::Error
+  // (unavailable) when no reply comes within timeout_ms + 5 s.
+  wire::Envelope Stats(uint32_t timeout_ms);
 
   // Signal configs (gt/config.h): kept here and sent to the dispatcher,
   // now if the session has started, else when it starts. `config` nullopt
@@ -89,6 +94,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config);
   void FlushLocked();
   void SyncLocked(uint64_t fetch_seq, FetchedData* data);
+  wire::Envelope AwaitStatsReplyLocked(uint64_t request_id, std::chrono::steady_clock::time_point deadline);
   void HeartbeatLoop(std::string endpoint, uint64_t token);
 
   std::mutex mu_;
@@ -99,6 +105,7 @@ class Session : public std::enable_shared_from_this<Session> {
   TensorId next_id_ = 1;        // GUARDED_BY(mu_)
   uint64_t next_seq_ = 1;       // GUARDED_BY(mu_)
   uint64_t next_sync_ = 1;      // GUARDED_BY(mu_)
+  uint64_t next_stats_ = 1;     // GUARDED_BY(mu_)
   wire::Envelope batch_;        // GUARDED_BY(mu_)
   std::vector<BlobPtr> payloads_;  // GUARDED_BY(mu_)
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)

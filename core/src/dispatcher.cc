@@ -4,6 +4,8 @@
 #include <chrono>
 #include <deque>
 #include <iostream>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -11,6 +13,7 @@
 
 #include "codec.h"
 #include "host_metrics.h"
+#include "host_snapshot.h"
 #include "pipeline.h"
 #include "transport.h"
 
@@ -52,6 +55,21 @@ struct WorkerState {
   std::vector<BlobPtr> payloads;
 };
 
+// A STATS request the workers have not all answered yet.
+struct PendingStats {
+  std::string client_route;
+  std::set<size_t> waiting;     // worker indexes that have not answered
+  Clock::time_point deadline;
+  wire::Envelope reply;         // STATS_REPLY: the dispatcher's snapshot, missing workers
+  std::map<size_t, wire::HostSnapshot> answers;  // by worker index: replied in registration order
+};
+
+// How long a STATS request waits for workers when the client names no
+// timeout, and the most it may name: a dead worker delays the answer by at
+// most this, never forever.
+constexpr uint32_t kDefaultStatsTimeoutMs = 2000;
+constexpr uint32_t kMaxStatsTimeoutMs = 60000;
+
 constexpr const char* kGoodbye = "said goodbye";
 
 std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
@@ -68,7 +86,10 @@ std::string PeerIp(zmq::message_t& frame) {
 class Dispatcher::Impl final : public Terminal {
  public:
   Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
-      : manifest_(manifest), router_(context, zmq::socket_type::router), metrics_(HostKind::kDispatcher, manifest.id, registry) {
+      : manifest_(manifest),
+        router_(context, zmq::socket_type::router),
+        registry_(registry),
+        metrics_(HostKind::kDispatcher, manifest.id, registry) {
     router_.set(zmq::sockopt::router_mandatory, 1);
     router_.set(zmq::sockopt::sndhwm, 0);
     router_.set(zmq::sockopt::rcvhwm, 0);
@@ -122,6 +143,7 @@ class Dispatcher::Impl final : public Terminal {
       }
       if (Clock::now() >= next_check) {
         CheckLiveness();
+        ExpireStats();
         next_check = Clock::now() + tick;
       }
       // Announced here, outside any pipeline pass (a worker can be lost in
@@ -240,6 +262,8 @@ class Dispatcher::Impl final : public Terminal {
         return;
       case wire::Envelope::REGISTER:
         return RegisterWorker(msg.routing_id, env, peer_ip);
+      case wire::Envelope::STATS:
+        return BeginStats(msg.routing_id, env);
       default:
         return RejectMessage(msg.routing_id, InvalidArgument("unexpected message kind " +
                                                              wire::Envelope::Kind_Name(env.kind()) + " from a client"));
@@ -298,6 +322,8 @@ class Dispatcher::Impl final : public Terminal {
         return WorkerLost(w, kGoodbye);
       case wire::Envelope::REGISTER:
         return;  // a repeated registration changes nothing
+      case wire::Envelope::STATS_REPLY:
+        return OnStatsReply(w, env);
       default:
         metrics_.malformed_messages.Increment();
         std::cerr << "dispatcher: unexpected " << wire::Envelope::Kind_Name(env.kind()) << " from worker "
@@ -379,6 +405,10 @@ class Dispatcher::Impl final : public Terminal {
         ++it;
       }
       CompleteReadySyncs(c);
+    }
+    for (auto it = stats_.begin(); it != stats_.end();) {
+      if (it->second.waiting.erase(w)) it->second.reply.add_missing(worker.name);
+      it = it->second.waiting.empty() ? AnswerStats(it) : std::next(it);
     }
   }
 
@@ -520,6 +550,59 @@ class Dispatcher::Impl final : public Terminal {
     Send(it->second.route, msg.envelope, msg.frames);
   }
 
+  // ---- stats ---------------------------------------------------------------
+
+  // Takes the dispatcher's own snapshot now and asks every live worker for
+  // theirs; the client is answered when the last one arrives (OnStatsReply),
+  // a worker is lost (WorkerLost) or the deadline passes (ExpireStats).
+  void BeginStats(const std::string& route, const wire::Envelope& request) {
+    const uint64_t id = next_stats_++;
+    PendingStats& p = stats_[id];
+    p.client_route = route;
+    uint32_t timeout = request.timeout_ms() == 0 ? kDefaultStatsTimeoutMs : std::min(request.timeout_ms(), kMaxStatsTimeoutMs);
+    p.deadline = Clock::now() + std::chrono::milliseconds(timeout);
+    p.reply.set_kind(wire::Envelope::STATS_REPLY);
+    p.reply.set_request_id(request.request_id());
+    *p.reply.add_snapshots() =
+        TakeSnapshot(registry_, HostKind::kDispatcher, manifest_.id, PipelineStageNames(manifest_, "router"));
+    wire::Envelope ask;
+    ask.set_kind(wire::Envelope::STATS);
+    ask.set_request_id(id);
+    for (size_t w = 0; w < workers_.size(); ++w) {
+      if (!workers_[w].alive) continue;
+      if (Send(workers_[w].route, ask, {})) p.waiting.insert(w);
+      else p.reply.add_missing(workers_[w].name);
+    }
+    if (p.waiting.empty()) AnswerStats(stats_.find(id));
+  }
+
+  void OnStatsReply(size_t w, const wire::Envelope& env) {
+    auto it = stats_.find(env.request_id());
+    if (it == stats_.end() || !it->second.waiting.erase(w)) return;  // late (after the deadline) or unasked
+    if (env.snapshots_size() == 1) it->second.answers[w] = env.snapshots(0);
+    else it->second.reply.add_missing(workers_[w].name);  // a malformed answer is no answer
+    if (it->second.waiting.empty()) AnswerStats(it);
+  }
+
+  void ExpireStats() {
+    const Clock::time_point now = Clock::now();
+    for (auto it = stats_.begin(); it != stats_.end();) {
+      if (now < it->second.deadline) {
+        ++it;
+        continue;
+      }
+      for (size_t w : it->second.waiting) it->second.reply.add_missing(workers_[w].name);
+      it = AnswerStats(it);
+    }
+  }
+
+  // Sends the reply (a client that left meanwhile is not there to get it).
+  std::map<uint64_t, PendingStats>::iterator AnswerStats(std::map<uint64_t, PendingStats>::iterator it) {
+    for (auto& [w, snapshot] : it->second.answers) *it->second.reply.add_snapshots() = std::move(snapshot);
+    (void)Send(it->second.client_route, it->second.reply, {});
+    return stats_.erase(it);
+  }
+
   // ---- clients -------------------------------------------------------------
 
   void RecordError(const OpRef& ref, const Status& status) {
@@ -587,6 +670,7 @@ class Dispatcher::Impl final : public Terminal {
   HostManifest manifest_;
   zmq::socket_t router_;
   std::string endpoint_;
+  prometheus::Registry& registry_;  // outlives this host
   HostMetrics metrics_;
   std::unique_ptr<Pipeline> pipeline_;
 
@@ -602,6 +686,8 @@ class Dispatcher::Impl final : public Terminal {
   bool membership_changed_ = false;  // announce the live workers to the stages
   std::deque<Instruction> backlog_;
   std::set<size_t> dirty_;
+  uint64_t next_stats_ = 1;
+  std::map<uint64_t, PendingStats> stats_;  // by the request id sent to workers
 
   // The one piece of state other threads read (the discovery server).
   mutable std::mutex endpoints_mutex_;

@@ -7,7 +7,9 @@
 // table and forwards instructions to the worker holding the operands.
 // Sync points (kSync) are answered once every worker that received the
 // client's instructions since its last sync has acknowledged them, carrying
-// every error of those instructions.
+// every error of those instructions. A client's STATS request is answered
+// with the metrics snapshot of the dispatcher and of every worker that
+// answers within the request's timeout (wire.proto, "Stats").
 //
 // Thread-safety: Run() owns the socket; call everything else before Run() or
 // from the thread that runs it, except LiveWorkerEndpoints(), which any

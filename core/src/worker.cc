@@ -2,12 +2,14 @@
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "codec.h"
 #include "host_metrics.h"
+#include "host_snapshot.h"
 #include "pipeline.h"
 #include "transport.h"
 
@@ -20,6 +22,21 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Control messages from the dispatcher are one small frame; the I/O thread
+// decodes only messages like that, so batches reach the pipeline thread
+// without a parse on the I/O thread.
+constexpr size_t kControlBytes = 128;
+
+// The request id of a STATS request, or nullopt for any other message.
+std::optional<uint64_t> StatsRequestId(const std::vector<zmq::message_t>& frames) {
+  if (frames.size() != 1 || frames[0].size() > kControlBytes) return std::nullopt;
+  wire::Envelope env;
+  if (!env.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size())) ||
+      env.kind() != wire::Envelope::STATS)
+    return std::nullopt;
+  return env.request_id();
+}
+
 }  // namespace
 
 // Runs on the pipeline thread: the backend as the pipeline's terminal, and
@@ -27,7 +44,7 @@ double SecondsSince(Clock::time_point start) {
 class Worker::Impl final : public Terminal, public ReplySink {
  public:
   Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
-      : manifest_(manifest), context_(context), metrics_(HostKind::kWorker, manifest.id, registry) {}
+      : manifest_(manifest), context_(context), registry_(registry), metrics_(HostKind::kWorker, manifest.id, registry) {}
 
   Status Init(prometheus::Registry& registry) {
     StageContext ctx{HostKind::kWorker, manifest_.id, manifest_.backend->name, &manifest_.backend->options, &registry};
@@ -193,13 +210,38 @@ class Worker::Impl final : public Terminal, public ReplySink {
         if (e.num() == ETERM) return;
         continue;
       }
-      if (items[0].revents & ZMQ_POLLIN) Relay(dealer, link, metrics_.bytes_received, metrics_.messages_received);
+      if (items[0].revents & ZMQ_POLLIN) RelayFromDispatcher(dealer, link);
       if (items[1].revents & ZMQ_POLLIN) Relay(link, dealer, metrics_.bytes_sent, metrics_.messages_sent);
       if (Clock::now() >= next_beat) {
         SendControl(dealer, wire::Envelope::HEARTBEAT);
         next_beat = Clock::now() + interval;
       }
     }
+  }
+
+  // Like Relay(), but answers STATS requests here: the registry is
+  // thread-safe, and a worker busy with a long op still answers at once.
+  void RelayFromDispatcher(zmq::socket_t& dealer, zmq::socket_t& link) {
+    for (int n = 0; n < 256; ++n) {
+      auto frames = ReceiveFrames(dealer, zmq::recv_flags::dontwait);
+      if (!frames) return;
+      Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
+      if (std::optional<uint64_t> id = StatsRequestId(*frames)) {
+        AnswerStats(dealer, *id);
+        continue;
+      }
+      (void)SendFrames(link, "", *frames);
+    }
+  }
+
+  void AnswerStats(zmq::socket_t& dealer, uint64_t request_id) {
+    wire::Envelope reply;
+    reply.set_kind(wire::Envelope::STATS_REPLY);
+    reply.set_request_id(request_id);
+    *reply.add_snapshots() =
+        TakeSnapshot(registry_, HostKind::kWorker, manifest_.id, PipelineStageNames(manifest_, manifest_.backend->name));
+    if (Result<size_t> sent = SendEnvelope(dealer, "", reply, {}); sent.ok())
+      Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
   void Relay(zmq::socket_t& from, zmq::socket_t& to, prometheus::Counter& bytes, prometheus::Counter& messages) {
@@ -252,6 +294,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
 
   HostManifest manifest_;
   zmq::context_t& context_;
+  prometheus::Registry& registry_;  // thread-safe; outlives this host
   HostMetrics metrics_;
   std::string metrics_endpoint_;
   PluginInstance<Backend> backend_;

@@ -1,7 +1,8 @@
 // The worker role of a stream host.
 //
 // Two threads: the I/O thread (the caller of Run) owns the DEALER connected
-// to the dispatcher and sends heartbeats even while a long op runs; the
+// to the dispatcher, sends heartbeats and answers STATS requests (a snapshot
+// of the registry, wire.proto "Stats") even while a long op runs; the
 // pipeline thread owns the manifest's stages and the backend and executes
 // batches in order. They talk over an inproc PAIR; frames pass between them
 // without copies.

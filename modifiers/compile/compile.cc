@@ -100,7 +100,9 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
       pending_.erase(client);
       defined_.erase(client);
     }
-    metrics_.eager_instructions->Increment();
+    // The host's kMembership announcements are not instructions of the
+    // stage family (gt_stage_instructions_received_total skips them).
+    if (inst.op != Op::kMembership) metrics_.eager_instructions->Increment();
     out.Emit(std::move(inst));
     return Status::Ok();
   }

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 
 #include <prometheus/counter.h>
+#include <prometheus/family.h>
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
@@ -29,6 +31,12 @@ Status Override(const char* name, const char* (*getenv)(const char*), int64_t mi
 }
 
 }  // namespace
+
+std::string SequenceLabel(uint64_t id) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
 
 Result<HotpathOptions> HotpathOptions::FromValues(const OptionValues& values, const char* (*getenv)(const char*)) {
   HotpathOptions o;
@@ -67,6 +75,15 @@ Result<HotpathMetrics> HotpathMetrics::Build(const StageContext& context) {
                              .Help("Client tensors whose shape and dtype a hotpath stage tracks.")
                              .Register(r)
                              .Add(labels);
+    m.sequence_length = &prometheus::BuildGauge()
+                             .Name("gt_hotpath_sequence_length")
+                             .Help("Instructions in a hot sequence, by sequence id (at most 32 sequences per stage).")
+                             .Register(r);
+    m.sequence_occurrences = &prometheus::BuildCounter()
+                                  .Name("gt_hotpath_sequence_occurrences_total")
+                                  .Help("Occurrences of a hot sequence, by sequence id, those before it became hot included.")
+                                  .Register(r);
+    m.labels = labels;
     return m;
   } catch (const std::exception& e) {
     return PluginError(std::string("hotpath: cannot register metrics: ") + e.what());
@@ -163,13 +180,25 @@ bool HotpathStage::Record(const sequence::Sequence& s) {
   }
   Seen& seen = it->second;
   ++seen.stats.repetitions;
+  if (seen.occurrences != nullptr) seen.occurrences->Increment();
   ++seen.in_window;
   history_.emplace_back(&it->first, position_);
   if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold) {
     seen.hot = true;
     metrics_.hot_sequences->Increment();
+    Report(seen);
   }
   return seen.hot;
+}
+
+void HotpathStage::Report(Seen& seen) {
+  if (reported_ >= kMaxReportedSequences) return;
+  ++reported_;
+  prometheus::Labels labels = metrics_.labels;
+  labels["sequence"] = SequenceLabel(seen.stats.signature);
+  metrics_.sequence_length->Add(labels).Set(static_cast<double>(seen.stats.length));
+  seen.occurrences = &metrics_.sequence_occurrences->Add(labels);
+  seen.occurrences->Increment(static_cast<double>(seen.stats.repetitions));  // those before it became hot
 }
 
 std::vector<HotSequence> HotpathStage::HotSequences() const {

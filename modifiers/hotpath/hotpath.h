@@ -31,9 +31,13 @@
 #include "gt/status.h"
 #include "sequence.h"
 
+#include <prometheus/labels.h>
+
 namespace prometheus {
 class Counter;
 class Gauge;
+template <typename T>
+class Family;
 }  // namespace prometheus
 
 namespace gt::hotpath {
@@ -68,6 +72,15 @@ struct HotpathOptions {
   static Result<HotpathOptions> FromValues(const OptionValues& values, const char* (*getenv)(const char*));
 };
 
+// Hot sequences that get their own series, per stage: the first ones to
+// become hot. Bounds the `sequence` label's values; later hot sequences are
+// still counted by gt_hotpath_hot_sequences_total.
+inline constexpr size_t kMaxReportedSequences = 32;
+
+// The `sequence` label of a hot sequence: its 64-bit id as 16 hex digits
+// (the id hot_start / hot_end markers carry in attrs.seed).
+std::string SequenceLabel(uint64_t id);
+
 // One hot sequence, for stats.
 struct HotSequence {
   uint64_t signature = 0;
@@ -83,6 +96,11 @@ struct HotpathMetrics {
   prometheus::Counter* marked;           // gt_hotpath_marked_sequences_total
   prometheus::Counter* marked_instructions;  // gt_hotpath_marked_instructions_total
   prometheus::Gauge* tracked_tensors;    // gt_hotpath_tracked_tensors
+  // One series per hot sequence (label `sequence`, its id in hex), for at
+  // most kMaxReportedSequences of them per stage.
+  prometheus::Family<prometheus::Gauge>* sequence_length;          // gt_hotpath_sequence_length
+  prometheus::Family<prometheus::Counter>* sequence_occurrences;   // gt_hotpath_sequence_occurrences_total
+  prometheus::Labels labels;  // the stage's labels, which those series extend
   static Result<HotpathMetrics> Build(const StageContext& context);
 };
 
@@ -108,11 +126,14 @@ class HotpathStage final : public Stage {
     uint64_t in_window = 0;  // occurrences among history_
     bool hot = false;
     HotSequence stats;
+    prometheus::Counter* occurrences = nullptr;  // its series, when it has one
   };
 
   void Flush(ClientId client, Pending& pending, Emitter& out);
   // Records one occurrence; true when the sequence is hot.
   bool Record(const sequence::Sequence& s);
+  // Gives a sequence that just became hot its series, if any are left.
+  void Report(Seen& seen);
 
   HotpathOptions options_;
   HotpathMetrics metrics_;
@@ -120,6 +141,7 @@ class HotpathStage final : public Stage {
   std::unordered_map<ClientId, Pending> pending_;
   size_t buffered_ = 0;
   uint64_t position_ = 0;  // instructions seen
+  size_t reported_ = 0;    // hot sequences with their own series
   std::unordered_map<std::string, Seen> seen_;  // by signature
   std::deque<std::pair<const std::string*, uint64_t>> history_;  // (signature, position), oldest first
 };

@@ -19,5 +19,7 @@ void BindTensor(pybind11::module_& m);
 void BindNN(pybind11::module_& m);
 // A YAML reader returning plain Python objects (see yaml_tree.h).
 void BindYaml(pybind11::module_& m);
+// gt::worker_stats() as plain dicts.
+void BindStats(pybind11::module_& m);
 
 }  // namespace gt::python

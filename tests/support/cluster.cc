@@ -86,6 +86,11 @@ void ProcessCluster::KillWorkerForTest(int index) {
   p = -1;
 }
 
+void ProcessCluster::SignalWorkerForTest(int index, int signal) {
+  pid_t p = pids_.at(static_cast<size_t>(index) + 1);
+  if (p > 0) kill(p, signal);
+}
+
 bool ProcessCluster::AllAlive() const {
   for (pid_t p : pids_) {
     if (p <= 0) return false;

@@ -42,6 +42,8 @@ class ProcessCluster {
   bool WaitForWorkers(int n, int timeout_ms = 20000) const;
   // SIGKILLs worker `index` (no goodbye), to test dead-worker detection.
   void KillWorkerForTest(int index);
+  // Sends `signal` to worker `index` (SIGSTOP / SIGCONT: a hung worker).
+  void SignalWorkerForTest(int index, int signal);
 
  private:
   std::string endpoint_;

@@ -17,8 +17,12 @@ class ConnectedCluster {
   static void Start(int workers = 1) {
     ClusterOptions options;
     options.workers = workers;
+    Start(options);
+  }
+  // The same with manifests, environment and worker count of the caller's.
+  static void Start(const ClusterOptions& options) {
     cluster_ = new ProcessCluster(options);
-    ready_ = cluster_->WaitForWorkers(workers);
+    ready_ = cluster_->WaitForWorkers(options.workers);
     if (ready_) gt::connect(cluster_->endpoint());
   }
 

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -251,6 +252,76 @@ struct TapeEntry {
 // The most recent recorded ops (at most 10000), oldest first.
 std::vector<TapeEntry> tape();
 void clear_tape();
+
+// ---- stats: what the hosts' stages did (gt.debug.get_worker_stats()) -------
+// Every figure is read from the host's own Prometheus registry, the one its
+// /metrics endpoint serves (docs/METRICS.md defines each metric named here),
+// and summed over the host's stages that export it. Counts are since the
+// host started, over all its clients.
+
+struct HotSequenceStats {
+  std::string id;            // the `sequence` label: the sequence's 64-bit id, 16 hex digits
+  std::string stage;         // the hotpath stage that found it
+  int64_t length = 0;        // instructions (gt_hotpath_sequence_length)
+  int64_t repetitions = 0;   // occurrences, those before it became hot included
+                             // (gt_hotpath_sequence_occurrences_total)
+};
+
+struct MetricSample {
+  std::string name;  // a counter or gauge; a histogram as <name>_count and <name>_sum
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+struct HostStats {
+  std::string instance;             // the host's id (its `instance` label)
+  std::string host;                 // "dispatcher" or "worker"
+  std::vector<std::string> stages;  // its pipeline's stage names in order, the terminal last
+  // gt_stage_instructions_received_total of the first stage: instructions
+  // that entered the host.
+  uint64_t instructions = 0;
+  // ... of the terminal: routed to workers (dispatcher), executed by the
+  // backend (worker; a run_unit counts once).
+  uint64_t terminal_instructions = 0;
+  // Compile stages (0 where none runs): instructions replaced by run_unit
+  // (gt_compile_instructions_compiled_total) or passed on unchanged
+  // (..._eager_total); run_unit instructions emitted, and of those the ones
+  // whose unit was defined before (cache hits) or had to be (misses).
+  uint64_t compiled = 0;
+  uint64_t eager = 0;
+  uint64_t units_run = 0;
+  uint64_t cache_hits = 0;
+  uint64_t cache_misses = 0;
+  // Hotpath stages: distinct sequences found hot (gt_hotpath_hot_sequences_total),
+  // and those with their own series (at most 32 per stage), most repeated first.
+  uint64_t hot_sequences_found = 0;
+  std::vector<HotSequenceStats> hot_sequences;
+  // The backend's compiled units (workers): define_unit instructions for a
+  // unit it held already (hits) or not (misses), run_unit instructions
+  // executed, seconds spent compiling (gt_backend_unit_compile_seconds_total),
+  // and unit body instructions executed by strategy (interpreted, graph, fused).
+  uint64_t unit_cache_hits = 0;
+  uint64_t unit_cache_misses = 0;
+  uint64_t unit_runs = 0;
+  double compile_seconds = 0;
+  std::map<std::string, uint64_t> unit_instructions;
+  // Every gt_* sample of the host, for anything else.
+  std::vector<MetricSample> samples;
+};
+
+struct WorkerStats {
+  std::vector<HostStats> hosts;      // the dispatcher first, then each worker that answered,
+                                     // in the order they registered
+  std::vector<std::string> missing;  // ids of live workers that did not answer in time
+};
+
+// A sync point: waits for every queued op (throws gt::Error like sync() for
+// any that failed), then asks the dispatcher for its own and every live
+// worker's figures. Returns once every worker answered or `timeout_ms`
+// passed (the dispatcher caps it at 60000); a worker that did not answer is
+// named in `missing`. Throws gt::Error (unavailable) when the dispatcher
+// does not answer within timeout_ms + 5 s.
+WorkerStats worker_stats(int timeout_ms = 2000);
 
 // Uses the dispatcher at `address` ("host:port", or a full tcp:// / ipc://
 // endpoint). REQUIRES: before the first op of the process.
