@@ -168,6 +168,10 @@ TEST(HotpathTest, CompiledMlpEqualsEagerAndCrossesTheWireAsOneInstruction) {
   ExpectClose(compiled.values, eager.values);
   EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_units_run_total"), 6);
   EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_compile_cache_misses_total"), 1);
+  // After the defining step, every step is a replay matched by ops and wiring.
+  EXPECT_EQ(Metric(compiled.dispatcher_metrics, "gt_compile_replays_total"),
+            Metric(compiled.dispatcher_metrics, "gt_compile_cache_hits_total"));
+  EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_replays_total"), 5);
   EXPECT_GE(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 6);
   EXPECT_EQ(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 1);
   // Each replayed step is one instruction for the worker instead of dozens.
@@ -194,6 +198,7 @@ TEST(HotpathTest, AShapeChangeMakesANewUnitAndStaysCorrect) {
   ExpectClose(compiled.values, eager.values);
   EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_cache_misses_total"), 2) << "one unit per batch size";
   EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_cache_hits_total"), 2);
+  // Batch 16 is another hot sequence with another id: never a replay of the batch-8 unit.
 }
 
 TEST(HotpathTest, CompileScopeIsCompiledOnFirstUse) {

@@ -46,6 +46,8 @@ Result<CompileMetrics> CompileMetrics::Build(const StageContext& context) {
     m.cache_misses = counter("gt_compile_cache_misses_total",
                              "Units a compile stage had not sent to the client's hosts yet (a define_unit went out).");
     m.cache_hits = counter("gt_compile_cache_hits_total", "Units a compile stage replayed without defining them again.");
+    m.replays = counter("gt_compile_replays_total",
+                        "Cache hits a compile stage matched to a hot sequence's unit by ops and wiring alone.");
     m.compiled_instructions = counter("gt_compile_instructions_compiled_total",
                                       "Instructions a compile stage replaced by run_unit instructions.");
     m.eager_instructions = counter("gt_compile_instructions_eager_total",
@@ -80,13 +82,31 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
   const ClientId client = inst.client;
   Pending& pending = pending_[client];
   if (inst.op == Op::kHotStart) {
+    if (pending.mode == Mode::kReplay) GiveUpReplay(pending, out);
     Finish(client, pending, pending.mode == Mode::kBatch, out);
-    pending.mode = Mode::kMarked;
+    const bool replay = inst.attrs.seed != 0 && CanReplay(client, inst.attrs.seed);
+    pending.mode = replay ? Mode::kReplay : Mode::kMarked;
+    pending.replay = inst.attrs.seed;
     return Status::Ok();  // markers end here: the unit replaces what they delimit
   }
   if (inst.op == Op::kHotEnd) {
-    Finish(client, pending, pending.mode == Mode::kMarked, out);
+    if (pending.mode == Mode::kReplay) {
+      FinishReplay(client, pending, out);
+    } else {
+      Finish(client, pending, pending.mode == Mode::kMarked, out);
+    }
     return Status::Ok();
+  }
+  if (pending.mode == Mode::kReplay) {
+    const bool fits = sequence::Sequenceable(inst) &&
+                      (pending.instructions.empty() || pending.instructions.front().worker == inst.worker) &&
+                      pending.instructions.size() < units_[pending.replay].ops.size();
+    if (fits) {
+      pending.instructions.push_back(std::move(inst));
+      ++buffered_;
+      return Status::Ok();
+    }
+    GiveUpReplay(pending, out);
   }
   // A unit runs on one worker: instructions a stage before this one (e.g.
   // sharding) placed on different workers never share one.
@@ -120,13 +140,49 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
 }
 
 Status CompileStage::EndBatch(Emitter& out) {
-  for (auto& [client, pending] : pending_) Finish(client, pending, pending.mode == Mode::kBatch, out);
+  for (auto& [client, pending] : pending_) {
+    if (pending.mode == Mode::kReplay) GiveUpReplay(pending, out);
+    Finish(client, pending, pending.mode == Mode::kBatch, out);
+  }
   return Status::Ok();
 }
 
 void CompileStage::EmitEager(Pending& pending, Emitter& out) {
   metrics_.eager_instructions->Increment(static_cast<double>(pending.instructions.size()));
   for (Instruction& inst : pending.instructions) out.Emit(std::move(inst));
+}
+
+bool CompileStage::CanReplay(ClientId client, uint64_t id) {
+  auto known = units_.find(id);
+  if (known == units_.end() || !known->second.replayable) return false;
+  auto defined = defined_.find(client);
+  return defined != defined_.end() && defined->second.count(id) > 0;
+}
+
+void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
+  pending.mode = Mode::kIdle;
+  buffered_ -= pending.instructions.size();
+  for (const Instruction& inst : pending.instructions) tracker_.Observe(inst);
+  EmitEager(pending, out);
+  pending.instructions.clear();
+}
+
+void CompileStage::FinishReplay(ClientId client, Pending& pending, Emitter& out) {
+  const Known& known = units_.at(pending.replay);
+  bool match = pending.instructions.size() == known.ops.size();
+  for (size_t i = 0; match && i < pending.instructions.size(); ++i) match = pending.instructions[i].op == known.ops[i];
+  if (!match) return GiveUpReplay(pending, out);
+  for (const Instruction& inst : pending.instructions) pending.builder.AddWiring(inst);
+  sequence::Sequence s = pending.builder.Finish();
+  if (s.operands != known.operands || s.outputs.size() != known.output_metas.size())
+    return GiveUpReplay(pending, out);
+  pending.mode = Mode::kIdle;
+  buffered_ -= pending.instructions.size();
+  s.id = pending.replay;
+  for (int64_t index : s.consumed) tracker_.Forget(client, s.inputs[index]);
+  for (size_t k = 0; k < s.outputs.size(); ++k) tracker_.Set(client, s.outputs[k], known.output_metas[k]);
+  metrics_.replays->Increment();
+  EmitRun(client, pending, s, out);
 }
 
 void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitter& out) {
@@ -136,17 +192,38 @@ void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitt
   sequence::Sequence s = pending.builder.Finish();
   bool compile = as_unit && s.length >= 2;
   if (compile) {
-    auto known = signatures_.find(s.id);
-    if (known == signatures_.end() && signatures_.size() < kMaxUnits) {
-      known = signatures_.emplace(s.id, s.signature).first;
-    }
-    compile = known != signatures_.end() && known->second == s.signature;  // else a collision or full: stay eager
+    auto known = units_.find(s.id);
+    if (known == units_.end() && units_.size() < kMaxUnits) known = units_.emplace(s.id, MakeKnown(client, s, pending.instructions)).first;
+    compile = known != units_.end() && known->second.signature == s.signature;  // else a collision or full: stay eager
   }
   if (!compile) {
     EmitEager(pending, out);
     pending.instructions.clear();
     return;
   }
+  EmitRun(client, pending, s, out);
+}
+
+CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Sequence& s,
+                                            const std::vector<Instruction>& instructions) const {
+  Known known;
+  known.signature = s.signature;
+  for (const Instruction& inst : instructions) known.ops.push_back(inst.op);
+  known.operands = s.operands;
+  // Finish() runs after the tracker observed the sequence: its outputs are known if inferable.
+  known.replayable = true;
+  for (TensorId out : s.outputs) {
+    const TensorMeta* meta = tracker_.Find(client, out);
+    if (meta == nullptr) {
+      known.replayable = false;
+      break;
+    }
+    known.output_metas.push_back(*meta);
+  }
+  return known;
+}
+
+void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, Emitter& out) {
   const Instruction& first = pending.instructions.front();
   if (defined_[client].insert(s.id).second) {
     Instruction define;

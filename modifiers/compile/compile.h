@@ -13,6 +13,13 @@
 // passed on eagerly as it was. Held instructions are all passed on by the end
 // of their batch.
 //
+// Replays: once a hot sequence's unit is defined for a client, a region the
+// hotpath stage marks with that sequence's id is checked against the unit by
+// its ops and wiring only (the hotpath stage already compared the full
+// signature, and gives distinct hot sequences distinct ids), and the
+// outputs' shapes and dtypes are taken from the unit instead of being
+// inferred again. A region that does not match is passed on eagerly.
+//
 // Where it runs: in a worker, the units go straight to the backend. In the
 // dispatcher, the router keeps each client's definitions and sends one to a
 // worker just before that worker's first kRunUnit of it, so a replayed
@@ -54,6 +61,7 @@ struct CompileMetrics {
   prometheus::Counter* runs;                  // gt_compile_units_run_total
   prometheus::Counter* cache_misses;          // gt_compile_cache_misses_total (definitions sent)
   prometheus::Counter* cache_hits;            // gt_compile_cache_hits_total
+  prometheus::Counter* replays;               // gt_compile_replays_total
   prometheus::Counter* compiled_instructions; // gt_compile_instructions_compiled_total
   prometheus::Counter* eager_instructions;    // gt_compile_instructions_eager_total
   static Result<CompileMetrics> Build(const StageContext& context);
@@ -69,11 +77,20 @@ class CompileStage final : public Stage {
   size_t Buffered() const override { return buffered_; }
 
  private:
-  enum class Mode : uint8_t { kIdle, kMarked, kBatch };
+  enum class Mode : uint8_t { kIdle, kMarked, kReplay, kBatch };
   struct Pending {
     Mode mode = Mode::kIdle;
     std::vector<Instruction> instructions;
     sequence::Builder builder;
+    uint64_t replay = 0;  // kReplay: the unit expected
+  };
+  // A unit this stage made, by key.
+  struct Known {
+    std::string signature;                  // catches hash collisions
+    std::vector<Op> ops;                    // what a replay must match
+    std::vector<TensorId> operands;
+    std::vector<TensorMeta> output_metas;   // what the tracker learns from a replay
+    bool replayable = false;                // every output's metadata was known
   };
 
   // Emits what `pending` holds: as a unit when `as_unit` and it is long
@@ -81,13 +98,21 @@ class CompileStage final : public Stage {
   void Finish(ClientId client, Pending& pending, bool as_unit, Emitter& out);
   void EmitEager(Pending& pending, Emitter& out);
   void Collect(Pending& pending, Instruction inst);
+  Known MakeKnown(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions) const;
+  // The region just opened by a hot_start for `id` can be a replay.
+  bool CanReplay(ClientId client, uint64_t id);
+  void FinishReplay(ClientId client, Pending& pending, Emitter& out);
+  // Passes a replay region on eagerly, teaching the tracker what it makes.
+  void GiveUpReplay(Pending& pending, Emitter& out);
+  // Emits the kRunUnit for `s` (and its kDefineUnit the first time) in place of `pending`'s instructions.
+  void EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, Emitter& out);
 
   CompileOptions options_;
   CompileMetrics metrics_;
   sequence::MetaTracker tracker_;
   std::unordered_map<ClientId, Pending> pending_;
   std::unordered_map<ClientId, std::unordered_set<uint64_t>> defined_;  // units each client was sent
-  std::unordered_map<uint64_t, std::string> signatures_;  // unit key -> signature (catches hash collisions)
+  std::unordered_map<uint64_t, Known> units_;
   size_t buffered_ = 0;
 };
 

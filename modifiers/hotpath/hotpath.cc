@@ -183,7 +183,9 @@ bool HotpathStage::Record(const sequence::Sequence& s) {
   if (seen.occurrences != nullptr) seen.occurrences->Increment();
   ++seen.in_window;
   history_.emplace_back(&it->first, position_);
-  if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold) {
+  // Ids of hot sequences are unique (a later stage may key units by them),
+  // so one whose 64-bit id collides with a hot one's stays unmarked.
+  if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold && hot_ids_.insert(s.id).second) {
     seen.hot = true;
     metrics_.hot_sequences->Increment();
     Report(seen);

@@ -15,6 +15,10 @@
 // marked. The stage holds a candidate back until its boundary (Buffered()),
 // and never past the end of a batch.
 //
+// Distinct hot sequences carry distinct ids in their markers (a sequence
+// whose hash collides with a hot one's is never marked), so a later stage
+// may identify a marked region by its id.
+//
 // Thread-safety: none needed; a Stage is driven from one thread (gt/stage.h).
 #pragma once
 
@@ -143,6 +147,7 @@ class HotpathStage final : public Stage {
   uint64_t position_ = 0;  // instructions seen
   size_t reported_ = 0;    // hot sequences with their own series
   std::unordered_map<std::string, Seen> seen_;  // by signature
+  std::unordered_set<uint64_t> hot_ids_;        // Sequence::id of every hot sequence
   std::deque<std::pair<const std::string*, uint64_t>> history_;  // (signature, position), oldest first
 };
 

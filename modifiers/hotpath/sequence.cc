@@ -81,6 +81,11 @@ void MetaTracker::Observe(const Instruction& inst) {
   }
 }
 
+void MetaTracker::Forget(ClientId client, TensorId id) {
+  auto c = clients_.find(client);
+  if (c != clients_.end()) c->second.erase(id);
+}
+
 size_t MetaTracker::size() const {
   size_t n = 0;
   for (const auto& [client, tensors] : clients_) n += tensors.size();
@@ -121,6 +126,20 @@ void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
       Put<uint8_t>(signature_, 'p');
       Put<uint64_t>(signature_, it->second);  // production index: relative to the sequence, never an id
     }
+    operands_.push_back(it->second);
+    if (inst.op == Op::kFree) freed_.push_back(it->second);
+  }
+  if (ProducesTensor(inst.op)) {
+    placeholder_[inst.results[0]] = produced_ids_.size();
+    produced_ids_.push_back(inst.results[0]);
+  }
+  ++length_;
+}
+
+void Builder::AddWiring(const Instruction& inst) {
+  for (TensorId id : inst.operands) {
+    auto [it, added] = placeholder_.try_emplace(id, kInputTag | inputs_.size());
+    if (added) inputs_.push_back(id);
     operands_.push_back(it->second);
     if (inst.op == Op::kFree) freed_.push_back(it->second);
   }

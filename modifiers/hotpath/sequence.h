@@ -38,6 +38,9 @@ class MetaTracker {
   void Observe(const Instruction& inst);
   // Tensors tracked over all clients (bounded by what clients keep alive).
   size_t size() const;
+  // For a stage that knows what a replayed unit made without inferring it.
+  void Set(ClientId client, TensorId id, const TensorMeta& meta) { clients_[client][id] = meta; }
+  void Forget(ClientId client, TensorId id);
 
  private:
   std::unordered_map<ClientId, std::unordered_map<TensorId, TensorMeta>> clients_;
@@ -71,6 +74,11 @@ class Builder {
   // Appends `inst`. REQUIRES: Sequenceable(inst) and tracker.KnowsOperands(inst),
   // with `tracker` not yet having observed `inst`.
   void Add(const Instruction& inst, const MetaTracker& tracker);
+  // Appends `inst` to the wiring only (inputs, outputs, operands): Finish()
+  // then has no signature. For a sequence known by other means (a hot
+  // sequence's id) whose wiring is all that is still needed.
+  // REQUIRES: Sequenceable(inst); not mixed with Add() in one sequence.
+  void AddWiring(const Instruction& inst);
   size_t size() const { return length_; }
   // The sequence so far; the builder is left empty (its buffers are kept:
   // the same step is built again and again).
