@@ -181,6 +181,16 @@ TEST(HotpathTest, CompiledMlpEqualsEagerAndCrossesTheWireAsOneInstruction) {
   EXPECT_LT(compiled_in * 2, eager_in) << "worker received " << compiled_in << " instructions, eager " << eager_in;
 }
 
+TEST(HotpathTest, CompilesAfterTheShardingStageAsTheEmbeddedDefaultDoes) {
+  // GT_COMPILE=1's order: placement first, so a unit never spans two workers.
+  const std::string sharding = "  - name: sharding\n    plugin: sharding\n";
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 8);
+  Outcome compiled = RunProgram(DispatcherManifest(sharding + HotpathStage(2) + kCompileStage), kWorkerPlain, "mlp", 8);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_GE(Metric(compiled.dispatcher_metrics, "gt_compile_units_run_total"), 6);
+  EXPECT_GE(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 6);
+}
+
 TEST(HotpathTest, CompiledEqualsEagerForEveryOpKind) {
   Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 5);
   Outcome compiled = RunProgram(kDispatcherCompiles, kWorkerPlain, "ops", 5);

@@ -71,7 +71,16 @@ Result<std::unique_ptr<Stage>> CompileStage::Create(const StageContext& context)
 CompileStage::CompileStage(const CompileOptions& options, const CompileMetrics& metrics)
     : options_(options), metrics_(metrics) {}
 
+// A unit runs on one worker: instructions a stage before this one (e.g.
+// sharding) placed on different workers never share one. An instruction
+// left to the router (-1) goes where its operands are, which for an
+// instruction of a unit is the unit's worker.
+bool CompileStage::SameWorker(const Pending& pending, const Instruction& inst) {
+  return inst.worker < 0 || pending.worker < 0 || pending.worker == inst.worker;
+}
+
 void CompileStage::Collect(Pending& pending, Instruction inst) {
+  if (inst.worker >= 0) pending.worker = inst.worker;
   pending.builder.Add(inst, tracker_);
   tracker_.Observe(inst);
   pending.instructions.push_back(std::move(inst));
@@ -98,19 +107,17 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
     return Status::Ok();
   }
   if (pending.mode == Mode::kReplay) {
-    const bool fits = sequence::Sequenceable(inst) &&
-                      (pending.instructions.empty() || pending.instructions.front().worker == inst.worker) &&
+    const bool fits = sequence::Sequenceable(inst) && SameWorker(pending, inst) &&
                       pending.instructions.size() < units_[pending.replay].ops.size();
     if (fits) {
+      if (inst.worker >= 0) pending.worker = inst.worker;
       pending.instructions.push_back(std::move(inst));
       ++buffered_;
       return Status::Ok();
     }
     GiveUpReplay(pending, out);
   }
-  // A unit runs on one worker: instructions a stage before this one (e.g.
-  // sharding) placed on different workers never share one.
-  const bool same_worker = pending.instructions.empty() || pending.instructions.front().worker == inst.worker;
+  const bool same_worker = SameWorker(pending, inst);
   const bool sequenceable = same_worker && sequence::Sequenceable(inst) && tracker_.KnowsOperands(inst);
   if (!sequenceable) {
     // A boundary: a marked region that meets it is given up, not cut.
@@ -161,6 +168,7 @@ bool CompileStage::CanReplay(ClientId client, uint64_t id) {
 
 void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
   pending.mode = Mode::kIdle;
+  pending.worker = -1;
   buffered_ -= pending.instructions.size();
   for (const Instruction& inst : pending.instructions) tracker_.Observe(inst);
   EmitEager(pending, out);
@@ -177,16 +185,20 @@ void CompileStage::FinishReplay(ClientId client, Pending& pending, Emitter& out)
   if (s.operands != known.operands || s.outputs.size() != known.output_metas.size())
     return GiveUpReplay(pending, out);
   pending.mode = Mode::kIdle;
+  const int32_t worker = pending.worker;
+  pending.worker = -1;
   buffered_ -= pending.instructions.size();
   s.id = pending.replay;
   for (int64_t index : s.consumed) tracker_.Forget(client, s.inputs[index]);
   for (size_t k = 0; k < s.outputs.size(); ++k) tracker_.Set(client, s.outputs[k], known.output_metas[k]);
   metrics_.replays->Increment();
-  EmitRun(client, pending, s, out);
+  EmitRun(client, pending, s, worker, out);
 }
 
 void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitter& out) {
   pending.mode = Mode::kIdle;
+  const int32_t worker = pending.worker;
+  pending.worker = -1;
   if (pending.instructions.empty()) return;
   buffered_ -= pending.instructions.size();
   sequence::Sequence s = pending.builder.Finish();
@@ -201,7 +213,7 @@ void CompileStage::Finish(ClientId client, Pending& pending, bool as_unit, Emitt
     pending.instructions.clear();
     return;
   }
-  EmitRun(client, pending, s, out);
+  EmitRun(client, pending, s, worker, out);
 }
 
 CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Sequence& s,
@@ -223,7 +235,7 @@ CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Seq
   return known;
 }
 
-void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, Emitter& out) {
+void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, int32_t worker, Emitter& out) {
   const Instruction& first = pending.instructions.front();
   if (defined_[client].insert(s.id).second) {
     Instruction define;
@@ -231,7 +243,7 @@ void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence
     define.client = client;
     define.seq = first.seq;
     define.signal = first.signal;
-    define.worker = first.worker;
+    define.worker = worker;
     define.attrs.seed = s.id;
     define.payload = EncodeUnit(sequence::MakeUnit(s, pending.instructions));
     out.Emit(std::move(define));
@@ -244,7 +256,7 @@ void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence
   run.client = client;
   run.seq = first.seq;
   run.signal = first.signal;
-  run.worker = first.worker;
+  run.worker = worker;
   run.attrs.seed = s.id;
   run.attrs.axes = s.consumed;
   run.operands = std::move(s.inputs);

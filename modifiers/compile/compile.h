@@ -83,6 +83,7 @@ class CompileStage final : public Stage {
     std::vector<Instruction> instructions;
     sequence::Builder builder;
     uint64_t replay = 0;  // kReplay: the unit expected
+    int32_t worker = -1;  // the worker its instructions name, -1 while none does
   };
   // A unit this stage made, by key.
   struct Known {
@@ -105,7 +106,8 @@ class CompileStage final : public Stage {
   // Passes a replay region on eagerly, teaching the tracker what it makes.
   void GiveUpReplay(Pending& pending, Emitter& out);
   // Emits the kRunUnit for `s` (and its kDefineUnit the first time) in place of `pending`'s instructions.
-  void EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, Emitter& out);
+  void EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, int32_t worker, Emitter& out);
+  static bool SameWorker(const Pending& pending, const Instruction& inst);
 
   CompileOptions options_;
   CompileMetrics metrics_;
