@@ -1,0 +1,95 @@
+// A collective whose operand failed on one member, through the real stack:
+// a gt-dispatcher with the sharding modifier and two gt-worker processes
+// whose pipelines hold the test plugin "throwing" (every neg fails on the
+// worker). A neg of a whole tensor fails on its one worker; broadcasting
+// the result to the other worker makes a collective whose root has no
+// operand. The root stands in (the other member does not wait for the
+// collective timeout, set far beyond the test's patience), the error
+// reaches the client at its next sync point, and the client, the group and
+// another client keep working.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cluster.h"
+#include "gt/gt.h"
+#include "gt/instruction.h"
+
+namespace {
+
+using gt::DType;
+
+class ShardingFailureTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    gt::testing::ClusterOptions options;
+    options.workers = 2;
+    options.dispatcher_manifest = gt::testing::WriteTempFile(
+        "sharding-failure-dispatcher.yaml",
+        "host: dispatcher\nid: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
+    options.worker_manifest = gt::testing::WriteTempFile(
+        "sharding-failure-worker.yaml",
+        "host: worker\nstages:\n  - name: boom\n    plugin: throwing\n"
+        "backend:\n  plugin: torch\n  options: {intra_op_threads: 1, collective_timeout_ms: 120000}\n");
+    options.env = {{"GT_PLUGIN_PATH", GT_TEST_PLUGIN_DIR}};
+    cluster_ = new gt::testing::ProcessCluster(options);
+    ready_ = cluster_->WaitForWorkers(2);
+    if (ready_) gt::connect(cluster_->endpoint());
+  }
+  static void TearDownTestSuite() {
+    gt::shutdown();
+    delete cluster_;
+    cluster_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(ready_) << "the cluster did not come up"; }
+  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+
+  static gt::testing::ProcessCluster* cluster_;
+  static bool ready_;
+};
+
+gt::testing::ProcessCluster* ShardingFailureTest::cluster_ = nullptr;
+bool ShardingFailureTest::ready_ = false;
+
+TEST_F(ShardingFailureTest, FailedOperandOfACollectiveFailsPromptly) {
+  gt::register_config("both", {.replicated = true});
+  gt::register_config("rows", {.shard = gt::ShardConfig{0, {0, 1}}});
+  gt::Tensor r;
+  {
+    gt::SignalScope scope("both");
+    r = gt::ones({4, 4});  // a copy on each worker
+  }
+  gt::Tensor y = gt::ones({4, 4}).neg();  // whole on one worker, where the neg fails
+  const auto start = std::chrono::steady_clock::now();
+  std::string error;
+  try {
+    (r + y).sum().item();  // y is broadcast to the other worker first
+  } catch (const gt::Error& e) {
+    error = e.what();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(error.find("neg"), std::string::npos) << "no error named the failed op: '" << error << "'";
+  EXPECT_LT(seconds, 30.0) << "the other member waited for the collective timeout";
+
+  // The same client goes on, collectives of the same group included.
+  gt::Tensor s;
+  {
+    gt::SignalScope scope("rows");
+    s = gt::ones({4, 4});
+  }
+  EXPECT_DOUBLE_EQ(s.sum().item(), 16.0);  // all-reduce over both workers
+  EXPECT_DOUBLE_EQ((r * 2).sum().item(), 32.0);
+  gt::Tensor whole = gt::ones({2, 2});
+  EXPECT_DOUBLE_EQ((r.slice(0, 0, 2).slice(1, 0, 2) + whole).sum().item(), 8.0);  // broadcast of a good operand
+
+  // So does another client.
+  zmq::context_t context(1);
+  gt::testing::RawClient other(context, cluster_->endpoint());
+  other.Send({gt::testing::FromFloats(1, {1, 2, 3}), gt::testing::MakeInstruction(gt::Op::kAdd, 2, {2}, {1, 1})});
+  EXPECT_EQ(gt::testing::FetchFloats(other, 2, 3), (std::vector<float>{2, 4, 6}));
+  other.Bye();
+}
+
+}  // namespace
