@@ -146,11 +146,12 @@ struct Cluster {
   Cluster(const TempDir& dir, int workers, int discovery_port, Stages stages = Stages::kLogOnly) {
     ClusterOptions options;
     options.workers = workers;
-    // With hotpath and compile too, their metrics are held to the spec.
+    // With hotpath and compile too (and sharding in the dispatcher), their
+    // metrics are held to the spec.
     const std::string modifiers = stages == Stages::kLogOnly ? std::string() : "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";
     std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 1500\n"
                     "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n" +
-                    modifiers;
+                    modifiers + (stages == Stages::kLogOnly ? "" : "  - name: sharding\n    plugin: sharding\n");
     if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
     WriteFile(dir / "dispatcher.yaml", d);
     // Every worker's log path comes from $GT_INSTRUCTION_LOG; they share it,

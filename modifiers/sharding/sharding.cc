@@ -151,7 +151,7 @@ Status ShardingStage::Handle(Instruction inst, Emitter& out) {
     for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
     return Unavailable(inst.Describe() + ": no live worker");
   }
-  if (!c.placing) return PassOn(c, std::move(inst), out);
+  if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
   if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
   if (inst.op == Op::kFetch) return Fetch(c, std::move(inst), out);
   if (KindOf(inst.op) == OpKind::kCreate) return Create(c, std::move(inst), out);
@@ -387,7 +387,7 @@ void ShardingStage::Explain(const Step& s, const std::vector<const Tensor*>& in,
   if (!s.inst->signal.empty()) line << " [" << s.inst->signal << "]";
   line << ":";
   for (size_t i = 0; i < in.size(); ++i)
-    line << (i ? "," : "") << " " << (in[i] ? in[i]->placement.ToString() : "unrecorded (made before the first config)");
+    line << (i ? "," : "") << " " << (in[i] ? in[i]->placement.ToString() : "whole without a record (a tensor from before the first config)");
   line << " -> " << result.ToString() << "; collectives: ";
   if (s.collectives.empty()) line << "none";
   for (size_t i = 0; i < s.collectives.size(); ++i) line << (i ? ", " : "") << s.collectives[i];

@@ -1,13 +1,18 @@
-// A collective whose operand failed on one member, through the real stack:
-// a gt-dispatcher with the sharding modifier and two gt-worker processes
-// whose pipelines hold the test plugin "throwing" (every neg fails on the
-// worker). A neg of a whole tensor fails on its one worker; broadcasting
-// the result to the other worker makes a collective whose root has no
-// operand. The root stands in (the other member does not wait for the
-// collective timeout, set far beyond the test's patience), the error
-// reaches the client at its next sync point, and the client, the group and
-// another client keep working.
+// Sharding in a session of its own, through the real stack: a gt-dispatcher
+// with the sharding modifier and two gt-worker processes whose pipelines
+// hold the test plugin "throwing" (every neg fails on the worker).
+//
+// - Tensors the client made before its first config (the stage keeps no
+//   record of them then) mix correctly with sharded ones afterwards. This
+//   suite's first test, so that the session has no config yet.
+// - A collective whose operand failed on one member: a neg of a whole tensor
+//   fails on its one worker; broadcasting the result to the other worker
+//   makes a collective whose root has no operand. The root stands in (the
+//   other member does not wait for the collective timeout, set far beyond
+//   the test's patience), the error reaches the client at its next sync
+//   point, and the client, the group and another client keep working.
 #include <chrono>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -21,16 +26,16 @@ namespace {
 
 using gt::DType;
 
-class ShardingFailureTest : public ::testing::Test {
+class ShardingSessionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     gt::testing::ClusterOptions options;
     options.workers = 2;
     options.dispatcher_manifest = gt::testing::WriteTempFile(
-        "sharding-failure-dispatcher.yaml",
+        "sharding-session-dispatcher.yaml",
         "host: dispatcher\nid: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
     options.worker_manifest = gt::testing::WriteTempFile(
-        "sharding-failure-worker.yaml",
+        "sharding-session-worker.yaml",
         "host: worker\nstages:\n  - name: boom\n    plugin: throwing\n"
         "backend:\n  plugin: torch\n  options: {intra_op_threads: 1, collective_timeout_ms: 120000}\n");
     options.env = {{"GT_PLUGIN_PATH", GT_TEST_PLUGIN_DIR}};
@@ -50,10 +55,38 @@ class ShardingFailureTest : public ::testing::Test {
   static bool ready_;
 };
 
-gt::testing::ProcessCluster* ShardingFailureTest::cluster_ = nullptr;
-bool ShardingFailureTest::ready_ = false;
+gt::testing::ProcessCluster* ShardingSessionTest::cluster_ = nullptr;
+bool ShardingSessionTest::ready_ = false;
 
-TEST_F(ShardingFailureTest, FailedOperandOfACollectiveFailsPromptly) {
+void ExpectClose(const gt::Tensor& got, const gt::Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  std::vector<float> g = got.to_vector<float>();
+  std::vector<float> w = want.to_vector<float>();
+  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::fabs(w[i])) << what << " element " << i;
+}
+
+TEST_F(ShardingSessionTest, TensorsFromBeforeTheFirstConfigMixWithShards) {
+  gt::Tensor w = gt::randn({6, 4}, DType::kFloat32, 51);
+  gt::Tensor b = gt::randn({4}, DType::kFloat32, 52);
+  gt::Tensor w2 = w * 2;
+  EXPECT_EQ(w2.sum({0}).shape(), (gt::Shape{4}));
+  gt::register_config("dp", {.shard = gt::ShardConfig{0, {0, 1}}});
+  gt::Tensor x;
+  {
+    gt::SignalScope scope("dp");
+    x = gt::randn({8, 6}, DType::kFloat32, 53);
+  }
+  gt::Tensor x1 = gt::randn({8, 6}, DType::kFloat32, 53);
+  ExpectClose((x.matmul(w2) + b).relu(), (x1.matmul(w2) + b).relu(), "sharded @ early weights");
+  ExpectClose(x.matmul(w2).sum({0}) + w2.sum({0}), x1.matmul(w2).sum({0}) + w2.sum({0}), "reduction mixed with an early tensor");
+  {
+    gt::SignalScope scope("dp");  // early tensors used inside a scope
+    ExpectClose(w2 * 3, w * 6, "early tensors in a scope");
+  }
+  EXPECT_DOUBLE_EQ(gt::ones({3}).sum().item(), 3.0);
+}
+
+TEST_F(ShardingSessionTest, FailedOperandOfACollectiveFailsPromptly) {
   gt::register_config("both", {.replicated = true});
   gt::register_config("rows", {.shard = gt::ShardConfig{0, {0, 1}}});
   gt::Tensor r;
