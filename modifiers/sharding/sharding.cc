@@ -131,7 +131,7 @@ Status ShardingStage::EndBatch(Emitter& out) {
   return Status::Ok();
 }
 
-Status ShardingStage::Handle(Instruction inst, Emitter& out) {
+Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
   Client& c = clients_[inst.client];
   switch (inst.op) {
     case Op::kConfigure: return Configure(c, inst);
@@ -160,7 +160,7 @@ Status ShardingStage::Handle(Instruction inst, Emitter& out) {
 
 // Every tensor of such a client is whole on its worker, so nothing needs a
 // record: the router places each op by its operands.
-Status ShardingStage::PassOn(Client& c, Instruction inst, Emitter& out) {
+Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
   if (!c.failed.empty()) {  // only after this stage refused one of its ops
     if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
     if (Status f = Failed(c, inst); !f.ok()) {
@@ -387,7 +387,8 @@ void ShardingStage::Explain(const Step& s, const std::vector<const Tensor*>& in,
   if (!s.inst->signal.empty()) line << " [" << s.inst->signal << "]";
   line << ":";
   for (size_t i = 0; i < in.size(); ++i)
-    line << (i ? "," : "") << " " << (in[i] ? in[i]->placement.ToString() : "whole without a record (a tensor from before the first config)");
+    line << (i ? "," : "") << " "
+         << (in[i] ? in[i]->placement.ToString() : "whole without a record (a tensor from before the first config)");
   line << " -> " << result.ToString() << "; collectives: ";
   if (s.collectives.empty()) line << "none";
   for (size_t i = 0; i < s.collectives.size(); ++i) line << (i ? ", " : "") << s.collectives[i];
@@ -500,16 +501,18 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
   return Status::Ok();
 }
 
+// Whole tensors stay in `inst` (compacted in place), which goes on to the
+// router; every shard or copy gets a free on its worker.
 Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
-  Instruction pass = inst;
-  pass.operands.clear();
   Step s{&c, &inst, &out, {}, {}};
-  for (TensorId id : inst.operands) {
+  size_t kept = 0;
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    const TensorId id = inst.operands[i];
     if (c.failed.erase(id)) continue;  // never made: nothing to free
     auto it = c.tensors.find(id);
     if (it == c.tensors.end() || it->second.placement.whole()) {
       if (it != c.tensors.end()) c.tensors.erase(it);
-      pass.operands.push_back(id);
+      inst.operands[kept++] = id;
       continue;
     }
     const Placement& p = it->second.placement;
@@ -521,7 +524,8 @@ Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
     }
     c.tensors.erase(it);
   }
-  if (!pass.operands.empty()) out.Emit(std::move(pass));
+  inst.operands.resize(kept);
+  if (kept) out.Emit(std::move(inst));
   return Status::Ok();
 }
 
@@ -577,9 +581,9 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   // Inside a scope whose config names workers the op runs on them: operands
   // living elsewhere are moved in first (pipeline stages, backward signals).
   std::vector<Tensor> moved;
-  moved.reserve(in.size());
   auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
   if (config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
+    moved.reserve(in.size());  // `in` points into it
     if (Status st = CheckConfig(inst.signal, config->second, c, nullptr); !st.ok()) {
       for (TensorId r : inst.results) c.failed[r] = inst.seq;
       return st;
@@ -594,6 +598,13 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   bool all_whole = true;
   for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
+  if (all_whole && moved.empty() && !in.empty() && !explain_) {
+    const int worker = in[0]->placement.workers[0];
+    bool together = true;
+    for (const Tensor* t : in) together = together && t->placement.workers[0] == worker;
+    // Nothing to assemble: the op itself goes to their worker, uncopied.
+    if (together) return Forward(c, std::move(inst), worker, std::move(meta), out);
+  }
   Result<Placement> placed = Internal("no strategy");
   if (all_whole || in.empty()) {
     placed = Whole(s, in, meta);
@@ -622,6 +633,16 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   Explain(s, in, *placed);
   FreeTemporaries(s);
   if (produces) c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
+  return Status::Ok();
+}
+
+Status ShardingStage::Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out) {
+  if (ProducesTensor(inst.op)) {
+    const TensorId result = inst.results.at(0);
+    c.tensors[result] = Tensor{std::move(meta), Placement{Placement::Kind::kWhole, {worker}, {result}, 0, {}}};
+  }
+  inst.worker = worker;
+  out.Emit(std::move(inst));
   return Status::Ok();
 }
 

@@ -125,14 +125,16 @@ class ShardingStage final : public Stage {
   ShardingStage(std::string rendezvous, bool explain, bool auto_shard, std::shared_ptr<c10d::TCPStore> store,
                 Gauges gauges);
 
-  Status Handle(Instruction inst, Emitter& out);
+  Status Handle(Instruction&& inst, Emitter& out);
   // A client without configs: creations go to its worker, the rest passes on.
-  Status PassOn(Client& c, Instruction inst, Emitter& out);
+  Status PassOn(Client& c, Instruction&& inst, Emitter& out);
   Status Configure(Client& c, const Instruction& inst);
   Status Create(Client& c, Instruction inst, Emitter& out);
   Status Free(Client& c, Instruction inst, Emitter& out);
   Status Fetch(Client& c, Instruction inst, Emitter& out);
   Status Compute(Client& c, Instruction inst, Emitter& out);
+  // `inst`, whose operands are all whole on `worker`, sent there as it is.
+  Status Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out);
   // An op with an operand that has no record (made before the client's first
   // config): the placed operands assembled whole on the client's worker, the
   // op run there; its result has no record either.
