@@ -11,8 +11,18 @@
 //   other member does not wait for the collective timeout, set far beyond
 //   the test's patience), the error reaches the client at its next sync
 //   point, and the client, the group and another client keep working.
+// - Instructions that arrive before any worker: the dispatcher holds them
+//   until the first worker registers, and a stage error among them reaches
+//   the client that sent it (its own fixture: a dispatcher alone, and a
+//   worker the test starts late).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -123,6 +133,69 @@ TEST_F(ShardingSessionTest, FailedOperandOfACollectiveFailsPromptly) {
   other.Send({gt::testing::FromFloats(1, {1, 2, 3}), gt::testing::MakeInstruction(gt::Op::kAdd, 2, {2}, {1, 1})});
   EXPECT_EQ(gt::testing::FetchFloats(other, 2, 3), (std::vector<float>{2, 4, 6}));
   other.Bye();
+}
+
+// A worker started by the test itself, after the client's first batch.
+class LateWorker {
+ public:
+  explicit LateWorker(const std::string& endpoint) {
+    const std::string bin = gt::testing::BinDir() + "/gt-worker";
+    const std::string metrics = "127.0.0.1:" + std::to_string(gt::testing::FreeTcpPort());
+    std::vector<std::string> args = {bin, "--connect", endpoint, "--id", "late-worker", "--metrics", metrics};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, bin.c_str(), nullptr, nullptr, argv.data(), environ) != 0) pid_ = -1;
+  }
+  ~LateWorker() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+TEST(ShardingBeforeWorkersTest, StageErrorsOfHeldInstructionsReachTheirClient) {
+  gt::testing::ClusterOptions options;
+  options.workers = 0;
+  options.dispatcher_manifest = gt::testing::WriteTempFile(
+      "sharding-late-dispatcher.yaml", "host: dispatcher\nid: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
+  gt::testing::ProcessCluster cluster(options);
+  zmq::context_t context(1);
+  gt::testing::RawClient client(context, cluster.endpoint());
+  gt::Instruction configure = gt::testing::MakeInstruction(gt::Op::kConfigure, 1, {}, {});
+  configure.signal = "far";
+  configure.attrs.axes = {0};
+  configure.attrs.shape = {0, 9};  // worker 9 will never exist
+  gt::Instruction make = gt::testing::MakeInstruction(gt::Op::kZeros, 2, {1}, {});
+  make.signal = "far";
+  make.attrs.shape = {4, 4};
+  client.Send({configure, make, gt::testing::FromFloats(3, {1, 2, 3})});
+  // The dispatcher must have the batch before a worker exists.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::optional<double> received;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    received = gt::testing::MetricValue(gt::testing::HttpGet(cluster.dispatcher_metrics_port(), "/metrics"),
+                                        "gt_host_messages_received_total");
+  } while (!(received && *received >= 1) && std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(received && *received >= 1) << "the dispatcher never got the batch";
+  ASSERT_EQ(gt::testing::MetricValue(gt::testing::HttpGet(cluster.dispatcher_metrics_port(), "/metrics"),
+                                     "gt_host_workers_connected"),
+            0.0);
+  LateWorker worker(cluster.endpoint());
+  ASSERT_TRUE(worker.started());
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  gt::wire::Envelope done;
+  EXPECT_EQ(gt::testing::FetchFloats(client, 3, 4, &done), (std::vector<float>{1, 2, 3}));
+  bool named = false;
+  for (const gt::wire::OpError& e : done.errors())
+    named = named || (e.seq() == 2 && e.message().find("shard.workers[1]") != std::string::npos);
+  EXPECT_TRUE(named) << "the stage error of the held creation did not reach its client: " << done.DebugString();
+  client.Bye();
 }
 
 }  // namespace
