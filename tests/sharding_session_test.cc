@@ -72,7 +72,8 @@ void ExpectClose(const gt::Tensor& got, const gt::Tensor& want, const std::strin
   ASSERT_EQ(got.shape(), want.shape()) << what;
   std::vector<float> g = got.to_vector<float>();
   std::vector<float> w = want.to_vector<float>();
-  for (size_t i = 0; i < g.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::fabs(w[i])) << what << " element " << i;
+  for (size_t i = 0; i < g.size(); ++i)
+    ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::fabs(w[i])) << what << " element " << i;
 }
 
 TEST_F(ShardingSessionTest, TensorsFromBeforeTheFirstConfigMixWithShards) {
@@ -88,7 +89,8 @@ TEST_F(ShardingSessionTest, TensorsFromBeforeTheFirstConfigMixWithShards) {
   }
   gt::Tensor x1 = gt::randn({8, 6}, DType::kFloat32, 53);
   ExpectClose((x.matmul(w2) + b).relu(), (x1.matmul(w2) + b).relu(), "sharded @ early weights");
-  ExpectClose(x.matmul(w2).sum({0}) + w2.sum({0}), x1.matmul(w2).sum({0}) + w2.sum({0}), "reduction mixed with an early tensor");
+  ExpectClose(x.matmul(w2).sum({0}) + w2.sum({0}), x1.matmul(w2).sum({0}) + w2.sum({0}),
+              "reduction mixed with an early tensor");
   {
     gt::SignalScope scope("dp");  // early tensors used inside a scope
     ExpectClose(w2 * 3, w * 6, "early tensors in a scope");
@@ -162,7 +164,8 @@ TEST(ShardingBeforeWorkersTest, StageErrorsOfHeldInstructionsReachTheirClient) {
   gt::testing::ClusterOptions options;
   options.workers = 0;
   options.dispatcher_manifest = gt::testing::WriteTempFile(
-      "sharding-late-dispatcher.yaml", "host: dispatcher\nid: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
+      "sharding-late-dispatcher.yaml",
+      "host: dispatcher\nid: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
   gt::testing::ProcessCluster cluster(options);
   zmq::context_t context(1);
   gt::testing::RawClient client(context, cluster.endpoint());
