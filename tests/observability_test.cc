@@ -146,7 +146,8 @@ struct Cluster {
   Cluster(const TempDir& dir, int workers, int discovery_port, Stages stages = Stages::kLogOnly) {
     ClusterOptions options;
     options.workers = workers;
-    // With hotpath and compile too, their metrics are held to the spec. The
+    // With hotpath and compile too (and sharding last in the dispatcher),
+    // their metrics are held to the spec. The
     // per-sequence hotpath series appear only once a sequence is hot, so both
     // hosts must find one: the dispatcher runs compile before hotpath (its
     // compile stage exports its series but sees no markers), and passes its
@@ -159,7 +160,7 @@ struct Cluster {
     const std::string modifiers = more ? hotpath + compile : std::string();
     std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 1500\n"
                     "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n" +
-                    dispatcher_modifiers;
+                    dispatcher_modifiers + (more ? "  - name: sharding\n    plugin: sharding\n" : "");
     if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
     WriteFile(dir / "dispatcher.yaml", d);
     // Every worker's log path comes from $GT_INSTRUCTION_LOG; they share it,

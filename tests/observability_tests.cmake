@@ -13,7 +13,7 @@ target_compile_definitions(observability_test PRIVATE
   # Empty when Prometheus is not installed: the tests that need it skip.
   GT_PROMETHEUS_BIN="$<$<BOOL:${GT_PROMETHEUS}>:${GT_PROMETHEUS}>")
 # The hosts, the plugins they load and `gt` come from the build tree.
-add_dependencies(observability_test gt gt-dispatcher gt-worker gt_torch gt_instruction_log gt_hotpath gt_compile)
+add_dependencies(observability_test gt gt-dispatcher gt-worker gt_torch gt_instruction_log gt_hotpath gt_compile gt_sharding)
 
 # The shipped Prometheus configuration is valid.
 if(GT_PROMTOOL)

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -17,6 +18,7 @@
 
 #include "cluster.h"
 #include "gt/gt.h"
+#include "gt/instruction.h"
 
 namespace {
 
@@ -88,6 +90,12 @@ std::vector<gt::Tensor> In(const std::string& signal, F program) {
   std::optional<gt::SignalScope> scope;
   if (!signal.empty()) scope.emplace(signal);
   return program();
+}
+
+double Sum(const std::vector<double>& v) {
+  double total = 0;
+  for (double x : v) total += x;
+  return total;
 }
 
 TEST_F(ShardingTest, DataParallelMatchesOneWorker) {
@@ -307,6 +315,111 @@ TEST_F(ShardingTest, BackwardSignalRunsGradientsOnItsWorkers) {
     EXPECT_EQ(e.backward_signal, "stage1_bwd");
   }
   EXPECT_TRUE(found) << "the loss is not on the tape";
+}
+
+// Shard-local where the math allows: softmax, slice and select along an
+// unsharded axis, cat of identically sharded operands along one. No
+// collective runs and every worker gains exactly one tensor per result
+// (its shard); a select along the sharded axis runs on the one shard that
+// holds the index. The values match the one-worker run.
+TEST_F(ShardingTest, SoftmaxSliceSelectCatStayOnTheShards) {
+  gt::register_config("rows4", {.shard = gt::ShardConfig{0, {0, 1, 2, 3}}});
+  auto inputs = [](const std::string& signal) {
+    return In(signal, [] {
+      return std::vector<gt::Tensor>{gt::randn({10, 6}, DType::kFloat32, 31), gt::randn({10, 4}, DType::kFloat32, 32)};
+    });
+  };
+  auto local_ops = [](const gt::Tensor& x, const gt::Tensor& y) {
+    return std::vector<gt::Tensor>{x.softmax(1),     x.log_softmax(-1), x.slice(1, 1, 5),
+                                   x.select(1, 2),   gt::cat({x, y}, 1), gt::cat({y, x}, -1).softmax(1)};
+  };
+  std::vector<gt::Tensor> sharded_in = inputs("rows4");
+  gt::sync();
+  gt::sync();
+  const std::vector<double> live_before = PerWorker("gt_worker_live_tensors");
+  const double collectives_before = Sum(PerWorker("gt_collectives_total"));
+  std::vector<gt::Tensor> sharded = local_ops(sharded_in[0], sharded_in[1]);
+  gt::Tensor picked = sharded_in[0].select(0, 7);  // rows 6..8 live on the third shard
+  gt::sync();
+  gt::sync();
+  // Each result is one shard per worker (the second cat's intermediate was freed
+  // by the client already), plus the one selected row on one worker.
+  std::vector<double> grown = Delta(PerWorker("gt_worker_live_tensors"), live_before);
+  EXPECT_EQ(Sum(grown), 6.0 * kWorkers + 1) << ::testing::PrintToString(grown);
+  for (double g : grown) EXPECT_GE(g, 6.0) << ::testing::PrintToString(grown);
+  EXPECT_EQ(Sum(PerWorker("gt_collectives_total")), collectives_before) << "a shard-local op ran a collective";
+
+  std::vector<gt::Tensor> whole_in = inputs("");
+  std::vector<gt::Tensor> whole = local_ops(whole_in[0], whole_in[1]);
+  for (size_t i = 0; i < whole.size(); ++i) ExpectClose(sharded[i], whole[i], "shard-local result " + std::to_string(i));
+  ExpectClose(picked, whole_in[0].select(0, 7), "select along the sharded axis");
+  // Along the sharded axis the operands are assembled first: still right.
+  const gt::Tensor& x = sharded_in[0];
+  const gt::Tensor& x1 = whole_in[0];
+  ExpectClose(x.softmax(0), x1.softmax(0), "softmax along the shards");
+  ExpectClose(x.slice(0, 2, 9), x1.slice(0, 2, 9), "slice along the shards");
+  ExpectClose(gt::cat({x, x}, 0), gt::cat({x1, x1}, 0), "cat along the shards");
+  ExpectClose(x.select(0, -1), x1.select(0, -1), "select of the last row");
+  // Mixed layouts (sharded with whole) are assembled too.
+  ExpectClose(gt::cat({x, whole_in[1]}, 1), gt::cat({x1, whole_in[1]}, 1), "cat of sharded and whole");
+}
+
+// A select that drops a dim in front of the sharded one shifts the shard
+// axis: the result is sharded on axis 0, and a reduction over it all-reduces.
+TEST_F(ShardingTest, SelectBeforeTheShardedAxisShiftsIt) {
+  gt::register_config("cols2", {.shard = gt::ShardConfig{1, {1, 2}}});
+  gt::Tensor z = In("cols2", [] { return std::vector<gt::Tensor>{gt::randn({3, 8, 2}, DType::kFloat32, 41)}; })[0];
+  gt::Tensor z1 = gt::randn({3, 8, 2}, DType::kFloat32, 41);
+  ExpectClose(z.select(0, 1), z1.select(0, 1), "select dim 0");
+  ExpectClose(z.select(0, 2).sum({0}), z1.select(0, 2).sum({0}), "sum over the shifted shard axis");
+  ExpectClose(z.select(2, 0).softmax(0), z1.select(2, 0).softmax(0), "select after the shard axis, softmax along it");
+  ExpectClose(z.slice(2, 1, 2).log_softmax(2), z1.slice(2, 1, 2).log_softmax(2), "slice then log_softmax");
+}
+
+// A client that leaves takes its state in the sharding stage with it: its
+// configs and placement records are gone (the dispatcher's gauges), and the
+// workers freed its shards.
+TEST_F(ShardingTest, DepartedClientStateIsDropped) {
+  using gt::Instruction;
+  using gt::Op;
+  gt::sync();
+  gt::sync();
+  const double clients_before = Dispatcher("gt_sharding_clients");
+  const double tensors_before = Dispatcher("gt_sharding_tracked_tensors");
+  const std::vector<double> live_before = PerWorker("gt_worker_live_tensors");
+  zmq::context_t context(1);
+  {
+    gt::testing::RawClient leaver(context, cluster_->endpoint());
+    Instruction configure = gt::testing::MakeInstruction(Op::kConfigure, 1, {}, {});
+    configure.signal = "leaving";
+    configure.attrs.axes = {0};
+    configure.attrs.shape = {0, 1, 2, 3};
+    Instruction make = gt::testing::MakeInstruction(Op::kZeros, 2, {1}, {});
+    make.signal = "leaving";
+    make.attrs.shape = {8, 4};
+    Instruction twice = gt::testing::MakeInstruction(Op::kMul, 3, {2}, {1});
+    twice.attrs.scalar = 2;
+    twice.attrs.scalar_side = gt::ScalarSide::kRight;
+    leaver.Send({configure, make, twice});
+    ASSERT_TRUE(leaver.Sync().has_value());
+    EXPECT_EQ(Dispatcher("gt_sharding_clients"), clients_before + 1);
+    EXPECT_EQ(Dispatcher("gt_sharding_tracked_tensors"), tensors_before + 2);
+    leaver.Bye();
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((Dispatcher("gt_sharding_clients") != clients_before ||
+          Dispatcher("gt_sharding_tracked_tensors") != tensors_before) &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(Dispatcher("gt_sharding_clients"), clients_before);
+  EXPECT_EQ(Dispatcher("gt_sharding_tracked_tensors"), tensors_before);
+  std::vector<double> live;
+  do {
+    gt::sync();
+    gt::sync();
+    live = PerWorker("gt_worker_live_tensors");
+  } while (live != live_before && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(live, live_before) << "the departed client's shards are still on the workers";
 }
 
 TEST_F(ShardingTest, UnknownBackwardSignalIsNamedAtScopeUse) {

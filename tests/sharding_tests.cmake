@@ -1,3 +1,11 @@
 gt_add_test(sharding_test sharding_test.cc)
 target_link_libraries(sharding_test PRIVATE gt_client)
 add_dependencies(sharding_test gt-dispatcher gt-worker gt_torch gt_sharding)
+
+# A session of its own (tensors before the first config; a collective with a
+# failed operand): the workers run the test plugin "throwing"
+# (manifest_tests.cmake builds it into GT_TEST_PLUGIN_DIR).
+gt_add_test(sharding_session_test sharding_session_test.cc)
+target_link_libraries(sharding_session_test PRIVATE gt_client)
+target_compile_definitions(sharding_session_test PRIVATE GT_TEST_PLUGIN_DIR="${GT_TEST_PLUGIN_DIR}")
+add_dependencies(sharding_session_test gt-dispatcher gt-worker gt_torch gt_sharding gt_test_plugin_throwing)

@@ -163,10 +163,7 @@ class Dispatcher::Impl final : public Terminal {
     auto it = clients_.find(inst.client);
     if (it == clients_.end()) return Internal("instruction for unknown client " + std::to_string(inst.client));
     ClientState& c = it->second;
-    if (!ever_had_worker_) {
-      backlog_.push_back(std::move(inst));  // replayed when the first worker registers
-      return Status::Ok();
-    }
+    if (inst.op == Op::kDropClient) return SendDrop(c, inst);
     if (inst.op == Op::kSync) return BeginSync(c, inst);
     if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
     if (Status s = CheckIds(c, inst); !s.ok()) return MarkFailed(c, inst, s);
@@ -302,7 +299,10 @@ class Dispatcher::Impl final : public Terminal {
         RecordError({c.id, wi.seq(), op}, InvalidArgument("drop_client is reserved for the dispatcher"));
         continue;
       }
-      pipeline_->Push(std::move(*inst));
+      // Held until the first worker registers and the stages know it, so
+      // that every stage error names the client's own instruction.
+      if (!ever_had_worker_) backlog_.push_back(std::move(*inst));
+      else pipeline_->Push(std::move(*inst));
     }
     pipeline_->EndBatch();
   }
@@ -355,13 +355,12 @@ class Dispatcher::Impl final : public Terminal {
 
   void ReplayBacklog() {
     ever_had_worker_ = true;
+    AnnounceMembership();
     std::deque<Instruction> pending;
     pending.swap(backlog_);
-    for (Instruction& inst : pending) {
-      OpRef ref{inst.client, inst.seq, inst.op};
-      if (Status s = Accept(std::move(inst)); !s.ok()) RecordError(ref, s);
-    }
-    FlushWorkers();
+    for (Instruction& inst : pending)
+      if (clients_.count(inst.client)) pipeline_->Push(std::move(inst));  // a client gone meanwhile is skipped
+    pipeline_->EndBatch();
   }
 
   void CheckLiveness() {
@@ -618,20 +617,27 @@ class Dispatcher::Impl final : public Terminal {
     it->second.errors.push_back(MakeOpError(named, status, manifest_.id));
   }
 
+  // The drop goes through the stages (they free what they keep for the
+  // client) and reaches the workers from the router (SendDrop).
   void DropClient(ClientId id) {
     auto it = clients_.find(id);
     if (it == clients_.end()) return;
-    ClientState& c = it->second;
     Instruction drop;
     drop.op = Op::kDropClient;
     drop.client = id;
-    for (size_t w : c.ever)
-      if (workers_[w].alive) Enqueue(w, c, drop);
-    FlushWorkers();
+    pipeline_->Push(std::move(drop));
+    pipeline_->EndBatch();
+    ClientState& c = it->second;  // the pipeline pass adds no client: `it` is still valid
     client_by_route_.erase(c.route);
     if (c.token) client_by_token_.erase(c.token);
     clients_.erase(it);
     metrics_.clients_connected.Decrement();
+  }
+
+  Status SendDrop(ClientState& c, const Instruction& drop) {
+    for (size_t w : c.ever)
+      if (workers_[w].alive) Enqueue(w, c, drop);
+    return Status::Ok();
   }
 
   // ---- outgoing ------------------------------------------------------------

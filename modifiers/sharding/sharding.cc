@@ -2,11 +2,16 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <set>
 #include <sstream>
+
+#include "gt/metrics.h"
 
 namespace gt::sharding {
 namespace {
@@ -21,8 +26,14 @@ std::string Name(TensorId id) { return "%" + std::to_string(id); }
 
 bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-bool SameShards(const Placement& a, const Placement& b) {
-  return a.sharded() && b.sharded() && a.workers == b.workers && a.sizes == b.sizes;
+// `dim` counted from the front (a negative one counts from the back).
+int64_t Wrap(int64_t dim, size_t rank) { return dim < 0 ? dim + static_cast<int64_t>(rank) : dim; }
+
+// Same kind on the same workers, and for shards the same axis and sizes:
+// member r of each holds the same part of its tensor.
+bool SameLayout(const Placement& a, const Placement& b) {
+  if (a.kind != b.kind || a.workers != b.workers) return false;
+  return !a.sharded() || (a.axis == b.axis && a.sizes == b.sizes);
 }
 
 }  // namespace
@@ -67,55 +78,99 @@ Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context
     return Unavailable("sharding: cannot host the rendezvous store on " + host + ":" + std::to_string(port) + ": " +
                        e.what());
   }
+  Gauges gauges;
+  if (context.registry) {
+    const prometheus::Labels labels = StageLabels(context);
+    auto gauge = [&](const char* name, const char* help) {
+      return &prometheus::BuildGauge().Name(name).Help(help).Register(*context.registry).Add(labels);
+    };
+    try {
+      gauges.clients = gauge("gt_sharding_clients", "Clients a sharding stage keeps state for (configs, placements).");
+      gauges.tensors = gauge("gt_sharding_tracked_tensors",
+                             "Client tensors whose placement a sharding stage records, all clients together.");
+    } catch (const std::exception& e) {
+      return PluginError(std::string("sharding: cannot register metrics: ") + e.what());
+    }
+  }
   std::string rendezvous = host + ":" + std::to_string(store->getPort());
-  return std::unique_ptr<Stage>(new ShardingStage(std::move(rendezvous), explain, auto_shard, std::move(store)));
+  return std::unique_ptr<Stage>(
+      new ShardingStage(std::move(rendezvous), explain, auto_shard, std::move(store), gauges));
 }
 
 ShardingStage::ShardingStage(std::string rendezvous, bool explain, bool auto_shard,
-                             std::shared_ptr<c10d::TCPStore> store)
-    : rendezvous_(std::move(rendezvous)), explain_(explain), auto_shard_(auto_shard), store_(std::move(store)) {}
+                             std::shared_ptr<c10d::TCPStore> store, Gauges gauges)
+    : rendezvous_(std::move(rendezvous)),
+      explain_(explain),
+      auto_shard_(auto_shard),
+      store_(std::move(store)),
+      gauges_(gauges) {}
 ShardingStage::~ShardingStage() = default;
 
 // ---- the stream --------------------------------------------------------------
 
+// The dispatcher announces its workers before any client instruction
+// reaches its stages; should every worker be lost, a client's ops fail here
+// at once (reported to that client) rather than wait.
 Status ShardingStage::Process(Instruction inst, Emitter& out) {
-  if (inst.op == Op::kMembership) {
-    live_.assign(inst.attrs.shape.begin(), inst.attrs.shape.end());
-    out.Emit(inst);
-    if (live_.empty()) return Status::Ok();
-    std::deque<Instruction> waiting;
-    waiting.swap(waiting_);
-    Status first;
-    for (Instruction& w : waiting) {
-      Status s = Handle(std::move(w), out);
-      if (!s.ok() && first.ok()) first = s;  // later ones are lost from the report; the first is kept
-    }
-    return first;
+  switch (inst.op) {
+    case Op::kMembership: live_.assign(inst.attrs.shape.begin(), inst.attrs.shape.end()); break;
+    case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it
+    default: return Handle(std::move(inst), out);
   }
-  if (live_.empty()) {
-    waiting_.push_back(std::move(inst));
-    return Status::Ok();
-  }
-  return Handle(std::move(inst), out);
+  out.Emit(std::move(inst));
+  return Status::Ok();
 }
 
-Status ShardingStage::Handle(Instruction inst, Emitter& out) {
+Status ShardingStage::EndBatch(Emitter& out) {
+  (void)out;
+  if (!gauges_.tensors) return Status::Ok();
+  size_t tensors = 0;
+  for (const auto& [id, c] : clients_) tensors += c.tensors.size();
+  gauges_.tensors->Set(static_cast<double>(tensors));
+  gauges_.clients->Set(static_cast<double>(clients_.size()));
+  return Status::Ok();
+}
+
+Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
   Client& c = clients_[inst.client];
   switch (inst.op) {
     case Op::kConfigure: return Configure(c, inst);
     case Op::kSync: out.Emit(std::move(inst)); return Status::Ok();
-    case Op::kFree: return Free(c, std::move(inst), out);
-    case Op::kFetch: return Fetch(c, std::move(inst), out);
-    case Op::kDropClient: clients_.erase(inst.client); out.Emit(std::move(inst)); return Status::Ok();
     default: break;
   }
-  if (KindOf(inst.op) == OpKind::kCollective || inst.op == Op::kMembership)
+  if (KindOf(inst.op) == OpKind::kCollective)
     return InvalidArgument(inst.Describe() + ": reserved for the dispatcher");
   if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
-  for (TensorId id : inst.results)
-    if (id >= kPhysicalIdBase) return InvalidArgument(inst.Describe() + ": tensor ids from " + Name(kPhysicalIdBase) + " up are reserved");
+  // The stage's shards and temporaries live in the client's namespace too:
+  // a client that named one could free or overwrite a shard behind its back.
+  for (const std::vector<TensorId>* ids : {&inst.results, &inst.operands})
+    for (TensorId id : *ids)
+      if (id >= kPhysicalIdBase)
+        return InvalidArgument(inst.Describe() + ": tensor ids from " + Name(kPhysicalIdBase) + " up are reserved");
+  if (live_.empty()) {
+    for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+    return Unavailable(inst.Describe() + ": no live worker");
+  }
+  if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
+  if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
+  if (inst.op == Op::kFetch) return Fetch(c, std::move(inst), out);
   if (KindOf(inst.op) == OpKind::kCreate) return Create(c, std::move(inst), out);
   return Compute(c, std::move(inst), out);
+}
+
+// Every tensor of such a client is whole on its worker, so nothing needs a
+// record: the router places each op by its operands.
+Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
+  if (!c.failed.empty()) {  // only after this stage refused one of its ops
+    if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
+    if (Status f = Failed(c, inst); !f.ok()) {
+      for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+      return f;
+    }
+  }
+  if (KindOf(inst.op) == OpKind::kCreate) inst.worker = DefaultWorker(c);
+  out.Emit(std::move(inst));
+  return Status::Ok();
 }
 
 Status ShardingStage::Configure(Client& c, const Instruction& inst) {
@@ -136,6 +191,7 @@ Status ShardingStage::Configure(Client& c, const Instruction& inst) {
   config.compile = inst.attrs.seed != 0;
   if (inst.payload) config.backward.assign(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
   c.configs[inst.signal] = std::move(config);
+  c.placing = true;  // from now on its tensors get records (older ones stay without)
   return Status::Ok();
 }
 
@@ -186,6 +242,29 @@ void ShardingStage::EmitOn(Step& s, int worker, Instruction inst) {
   if (inst.signal.empty()) inst.signal = s.inst->signal;
   inst.worker = worker;
   s.out->Emit(std::move(inst));
+}
+
+void ShardingStage::FreeTemporaries(Step& s) {
+  for (auto& [w, id] : s.temporaries) {
+    Instruction f;
+    f.op = Op::kFree;
+    f.operands = {id};
+    EmitOn(s, w, f);
+  }
+  s.temporaries.clear();
+}
+
+std::vector<TensorId> ShardingStage::EachMember(Step& s, const Placement& p) {
+  std::vector<TensorId> ids;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece = *s.inst;
+    piece.operands = {p.ids[r]};
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], std::move(piece));
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 Instruction ShardingStage::Collective(Step& s, Op op, const std::vector<int>& group, int rank) {
@@ -241,6 +320,8 @@ std::map<int, TensorId> ShardingStage::Replicate(Step& s, const Tensor& t, const
     Instruction g = Collective(s, Op::kAllGather, p.workers, static_cast<int>(r));
     g.attrs.axes = {static_cast<int64_t>(r), p.axis};
     g.attrs.axes.insert(g.attrs.axes.end(), p.sizes.begin(), p.sizes.end());
+    g.attrs.shape = t.meta.shape;  // this member's piece (a member whose piece failed stands in with one)
+    g.attrs.shape[static_cast<size_t>(p.axis)] = p.sizes[r];
     g.attrs.dtype = t.meta.dtype;
     g.operands = {p.ids[r]};
     TensorId id = NewId(*s.client);
@@ -288,6 +369,7 @@ std::vector<TensorId> ShardingStage::AllReduce(Step& s, const Placement& p, cons
   for (size_t r = 0; r < p.workers.size(); ++r) {
     Instruction a = Collective(s, Op::kAllReduce, p.workers, static_cast<int>(r));
     a.attrs.scalar = op;
+    a.attrs.shape = meta.shape;  // announced for a member whose operand failed (it stands in with one)
     a.attrs.dtype = meta.dtype;
     a.operands = {ids[r]};
     TensorId id = NewId(*s.client);
@@ -304,7 +386,9 @@ void ShardingStage::Explain(const Step& s, const std::vector<const Tensor*>& in,
   line << "gt explain: " << OpName(s.inst->op) << " #" << s.inst->seq;
   if (!s.inst->signal.empty()) line << " [" << s.inst->signal << "]";
   line << ":";
-  for (size_t i = 0; i < in.size(); ++i) line << (i ? "," : "") << " " << in[i]->placement.ToString();
+  for (size_t i = 0; i < in.size(); ++i)
+    line << (i ? "," : "") << " "
+         << (in[i] ? in[i]->placement.ToString() : "whole without a record (a tensor from before the first config)");
   line << " -> " << result.ToString() << "; collectives: ";
   if (s.collectives.empty()) line << "none";
   for (size_t i = 0; i < s.collectives.size(); ++i) line << (i ? ", " : "") << s.collectives[i];
@@ -412,26 +496,23 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
     EmitOn(s, p.workers[0], inst);
   }
   Explain(s, {}, p);
-  for (auto& [w, id] : s.temporaries) {
-    Instruction f;
-    f.op = Op::kFree;
-    f.operands = {id};
-    EmitOn(s, w, f);
-  }
+  FreeTemporaries(s);
   c.tensors[result] = Tensor{*meta, std::move(p)};
   return Status::Ok();
 }
 
+// Whole tensors stay in `inst` (compacted in place), which goes on to the
+// router; every shard or copy gets a free on its worker.
 Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
-  Instruction pass = inst;
-  pass.operands.clear();
   Step s{&c, &inst, &out, {}, {}};
-  for (TensorId id : inst.operands) {
+  size_t kept = 0;
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    const TensorId id = inst.operands[i];
     if (c.failed.erase(id)) continue;  // never made: nothing to free
     auto it = c.tensors.find(id);
     if (it == c.tensors.end() || it->second.placement.whole()) {
       if (it != c.tensors.end()) c.tensors.erase(it);
-      pass.operands.push_back(id);
+      inst.operands[kept++] = id;
       continue;
     }
     const Placement& p = it->second.placement;
@@ -443,7 +524,8 @@ Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
     }
     c.tensors.erase(it);
   }
-  if (!pass.operands.empty()) out.Emit(std::move(pass));
+  inst.operands.resize(kept);
+  if (kept) out.Emit(std::move(inst));
   return Status::Ok();
 }
 
@@ -466,12 +548,7 @@ Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
   fetch.operands = {whole};
   EmitOn(s, worker, fetch);
   Explain(s, {&t}, Placement{Placement::Kind::kWhole, {worker}, {whole}, 0, {}});
-  for (auto& [w, id] : s.temporaries) {
-    Instruction f;
-    f.op = Op::kFree;
-    f.operands = {id};
-    EmitOn(s, w, f);
-  }
+  FreeTemporaries(s);
   return Status::Ok();
 }
 
@@ -481,14 +558,13 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     return f;
   }
   std::vector<const Tensor*> in;
+  bool unrecorded = false;
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);
-    if (it == c.tensors.end()) {  // unknown here: the router names it
-      out.Emit(std::move(inst));
-      return Status::Ok();
-    }
-    in.push_back(&it->second);
+    unrecorded = unrecorded || it == c.tensors.end();
+    in.push_back(it == c.tensors.end() ? nullptr : &it->second);
   }
+  if (unrecorded) return Unrecorded(c, std::move(inst), in, out);
   const bool produces = ProducesTensor(inst.op);
   TensorMeta meta;
   if (produces) {
@@ -505,9 +581,9 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   // Inside a scope whose config names workers the op runs on them: operands
   // living elsewhere are moved in first (pipeline stages, backward signals).
   std::vector<Tensor> moved;
-  moved.reserve(in.size());
   auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
   if (config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
+    moved.reserve(in.size());  // `in` points into it
     if (Status st = CheckConfig(inst.signal, config->second, c, nullptr); !st.ok()) {
       for (TensorId r : inst.results) c.failed[r] = inst.seq;
       return st;
@@ -522,16 +598,29 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   bool all_whole = true;
   for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
+  if (all_whole && moved.empty() && !in.empty() && !explain_) {
+    const int worker = in[0]->placement.workers[0];
+    bool together = true;
+    for (const Tensor* t : in) together = together && t->placement.workers[0] == worker;
+    // Nothing to assemble: the op itself goes to their worker, uncopied.
+    if (together) return Forward(c, std::move(inst), worker, std::move(meta), out);
+  }
   Result<Placement> placed = Internal("no strategy");
   if (all_whole || in.empty()) {
     placed = Whole(s, in, meta);
+  } else if (inst.op == Op::kSoftmax || inst.op == Op::kLogSoftmax) {
+    placed = Softmax(s, *in[0], meta);
   } else if (KindOf(inst.op) == OpKind::kBinary || KindOf(inst.op) == OpKind::kMutate ||
-             (KindOf(inst.op) == OpKind::kUnary && inst.op != Op::kSoftmax && inst.op != Op::kLogSoftmax)) {
+             KindOf(inst.op) == OpKind::kUnary) {
     placed = Elementwise(s, in, meta);
   } else if (inst.op == Op::kMatmul) {
     placed = Matmul(s, in, meta);
   } else if (KindOf(inst.op) == OpKind::kReduce) {
     placed = Reduce(s, *in[0], meta);
+  } else if (inst.op == Op::kCat) {
+    placed = Cat(s, in, meta);
+  } else if (inst.op == Op::kSlice || inst.op == Op::kSelect) {
+    placed = SliceOrSelect(s, *in[0], meta);
   } else if (KindOf(inst.op) == OpKind::kMovement && in.size() == 1) {
     placed = Movement(s, *in[0], meta);
   } else {
@@ -542,13 +631,42 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     return placed.status();
   }
   Explain(s, in, *placed);
-  for (auto& [w, id] : s.temporaries) {
-    Instruction f;
-    f.op = Op::kFree;
-    f.operands = {id};
-    EmitOn(s, w, f);
-  }
+  FreeTemporaries(s);
   if (produces) c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
+  return Status::Ok();
+}
+
+Status ShardingStage::Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out) {
+  if (ProducesTensor(inst.op)) {
+    const TensorId result = inst.results.at(0);
+    c.tensors[result] = Tensor{std::move(meta), Placement{Placement::Kind::kWhole, {worker}, {result}, 0, {}}};
+  }
+  inst.worker = worker;
+  out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<const Tensor*>& in, Emitter& out) {
+  const int worker = c.default_worker;
+  if (worker < 0 || !Contains(live_, worker)) {  // it never made a tensor, or they are gone: the router names it
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  const Instruction original = inst;
+  Step s{&c, &original, &out, {}, {}};
+  if (KindOf(inst.op) == OpKind::kMutate && in[0] &&
+      !(in[0]->placement.whole() && in[0]->placement.workers[0] == worker)) {
+    for (size_t i = 1; i < in.size(); ++i)
+      if (!in[i])
+        return FailedPrecondition(inst.Describe() + ": cannot write " + Name(inst.operands[i]) +
+                                  " (made before this client's first signal config; its shape is not known to the "
+                                  "sharding stage) into a tensor that is " + in[0]->placement.ToString());
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i]) inst.operands[i] = WholeOn(s, *in[i], worker);
+  EmitOn(s, worker, std::move(inst));
+  Explain(s, in, Placement{Placement::Kind::kWhole, {worker}, {}, 0, {}});
+  FreeTemporaries(s);
   return Status::Ok();
 }
 
@@ -720,18 +838,7 @@ Result<Placement> ShardingStage::Matmul(Step& s, const std::vector<const Tensor*
 // shard-local (its sharded axis follows the swap); the rest is made whole.
 Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const TensorMeta& meta) {
   const Placement& p = t.placement;
-  auto local = [&] {
-    std::vector<TensorId> ids;
-    for (size_t r = 0; r < p.workers.size(); ++r) {
-      Instruction piece = *s.inst;
-      piece.operands = {p.ids[r]};
-      TensorId id = NewId(*s.client);
-      piece.results = {id};
-      EmitOn(s, p.workers[r], piece);
-      ids.push_back(id);
-    }
-    return ids;
-  };
+  auto local = [&] { return EachMember(s, p); };
   if (p.replicated()) return Placement{Placement::Kind::kReplicated, p.workers, local(), 0, {}};
   const int64_t rank = static_cast<int64_t>(t.meta.shape.size());
   if (p.sharded() && s.inst->op == Op::kTranspose && rank >= 2) {
@@ -765,6 +872,66 @@ Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const Tensor
     return out;
   }
   return Whole(s, {&t}, meta);
+}
+
+// Softmax normalises along one dim: with the shards cut along another,
+// each shard holds whole rows of it.
+Result<Placement> ShardingStage::Softmax(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  const bool along_shards = p.sharded() && Wrap(s.inst->attrs.axes.at(0), t.meta.shape.size()) == p.axis;
+  if (p.whole() || along_shards) return Whole(s, {&t}, meta);
+  Placement out = p;
+  out.ids = EachMember(s, p);
+  return out;
+}
+
+// Along an unsharded dim every shard is sliced (or indexed) alike; a select
+// along the sharded dim needs only the shard holding the index.
+Result<Placement> ShardingStage::SliceOrSelect(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  const std::vector<int64_t>& a = s.inst->attrs.axes;  // checked by shape inference
+  const bool select = s.inst->op == Op::kSelect;
+  if (p.whole()) return Whole(s, {&t}, meta);
+  const int64_t dim = p.sharded() ? Wrap(a.at(0), t.meta.shape.size()) : -1;
+  if (p.replicated() || dim != p.axis) {
+    Placement out = p;
+    out.ids = EachMember(s, p);
+    if (select && p.sharded() && dim < p.axis) --out.axis;  // the dropped dim was before the sharded one
+    return out;
+  }
+  if (!select) return Whole(s, {&t}, meta);
+  const int64_t index = a.at(1) < 0 ? a.at(1) + t.meta.shape[static_cast<size_t>(dim)] : a.at(1);
+  int64_t start = 0;
+  for (size_t r = 0; r < p.workers.size(); start += p.sizes[r], ++r) {
+    if (index >= start + p.sizes[r]) continue;
+    Instruction piece = *s.inst;
+    piece.attrs.axes = {dim, index - start};
+    piece.operands = {p.ids[r]};
+    EmitOn(s, p.workers[r], std::move(piece));
+    return Placement{Placement::Kind::kWhole, {p.workers[r]}, {s.inst->results.at(0)}, 0, {}};
+  }
+  return Internal(s.inst->Describe() + ": index " + std::to_string(index) + " lies in no shard of " + p.ToString());
+}
+
+// Operands laid out alike and joined along a dim that is not cut: member r
+// joins its pieces.
+Result<Placement> ShardingStage::Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Placement& p = in[0]->placement;
+  bool alike = !p.whole();
+  for (const Tensor* t : in) alike = alike && SameLayout(t->placement, p);
+  if (alike && p.sharded()) alike = Wrap(s.inst->attrs.axes.at(0), in[0]->meta.shape.size()) != p.axis;
+  if (!alike) return Whole(s, in, meta);
+  Placement out = p;
+  out.ids.clear();
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece = *s.inst;
+    for (size_t i = 0; i < in.size(); ++i) piece.operands[i] = in[i]->placement.ids[r];
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], std::move(piece));
+    out.ids.push_back(id);
+  }
+  return out;
 }
 
 Result<Placement> ShardingStage::Reduce(Step& s, const Tensor& t, const TensorMeta& meta) {

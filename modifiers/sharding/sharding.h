@@ -23,8 +23,21 @@
 //   op in a scope whose config names      operands living elsewhere moved onto them first
 //     workers                             (sharded: cut on the config's axis; whole: to its
 //                                         first worker; replicated: copied)
+//   softmax / log_softmax, slice, select  shard-local (select drops a dim: the sharded
+//     along an unsharded axis               axis shifts when the dropped one was before it)
+//   select along the sharded axis         on the one shard holding the index: whole there
+//   cat along an unsharded axis of        shard-local
+//     identically sharded operands
 //   fetch of a sharded tensor             all-gather, fetch from the first shard's worker
 //   anything else                         operands assembled whole on one worker
+//
+// A client that never registered a config (and with auto-sharding off) costs
+// next to nothing: its tensors are all whole on one worker, so the stage
+// keeps no record of them, puts its creations on its worker and passes
+// everything else on for the router to place by operand. After its first
+// config a tensor without a record is such a tensor (whole on the client's
+// worker, shape unknown here): an op that mixes one with placed tensors runs
+// whole on that worker, the others assembled there first.
 //
 // Collective bytes never pass through the dispatcher: each collective is one
 // instruction per member, executed by the members' backends (Gloo), who meet
@@ -33,7 +46,6 @@
 // Thread-safety: as every Stage (one pipeline thread).
 #pragma once
 
-#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -47,6 +59,9 @@
 
 namespace c10d {
 class TCPStore;
+}
+namespace prometheus {
+class Gauge;
 }
 
 namespace gt::sharding {
@@ -73,7 +88,8 @@ class ShardingStage final : public Stage {
   ~ShardingStage() override;
 
   Status Process(Instruction inst, Emitter& out) override;
-  size_t Buffered() const override { return waiting_.size(); }
+  // Publishes the gauges (clients and tensors with state here).
+  Status EndBatch(Emitter& out) override;
 
  private:
   struct Tensor {
@@ -81,10 +97,13 @@ class ShardingStage final : public Stage {
     Placement placement;
   };
   struct Client {
+    // False until the client registers its first config (always true with
+    // auto-sharding): until then no tensor of it has a record here.
+    bool placing = false;
     std::map<std::string, Config> configs;
     std::unordered_map<TensorId, Tensor> tensors;
     std::unordered_map<TensorId, uint64_t> failed;  // id -> seq of the op that failed to make it
-    int default_worker = -1;
+    int default_worker = -1;  // where its whole tensors are made (and every unrecorded one lives)
     TensorId next_physical = kPhysicalIdBase;
   };
   // The op being expanded: where emitted instructions go, temporaries to
@@ -97,20 +116,40 @@ class ShardingStage final : public Stage {
     std::vector<std::string> collectives;
   };
 
-  ShardingStage(std::string rendezvous, bool explain, bool auto_shard, std::shared_ptr<c10d::TCPStore> store);
+  // The stage's own gauges; owned by the host's registry.
+  struct Gauges {
+    prometheus::Gauge* clients = nullptr;
+    prometheus::Gauge* tensors = nullptr;
+  };
 
-  Status Handle(Instruction inst, Emitter& out);
+  ShardingStage(std::string rendezvous, bool explain, bool auto_shard, std::shared_ptr<c10d::TCPStore> store,
+                Gauges gauges);
+
+  Status Handle(Instruction&& inst, Emitter& out);
+  // A client without configs: creations go to its worker, the rest passes on.
+  Status PassOn(Client& c, Instruction&& inst, Emitter& out);
   Status Configure(Client& c, const Instruction& inst);
   Status Create(Client& c, Instruction inst, Emitter& out);
   Status Free(Client& c, Instruction inst, Emitter& out);
   Status Fetch(Client& c, Instruction inst, Emitter& out);
   Status Compute(Client& c, Instruction inst, Emitter& out);
+  // `inst`, whose operands are all whole on `worker`, sent there as it is.
+  Status Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out);
+  // An op with an operand that has no record (made before the client's first
+  // config): the placed operands assembled whole on the client's worker, the
+  // op run there; its result has no record either.
+  Status Unrecorded(Client& c, Instruction inst, const std::vector<const Tensor*>& in, Emitter& out);
 
   // Strategies; each returns the result's placement (ids filled in).
   Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
   Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
   Result<Placement> Reduce(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> Movement(Step& s, const Tensor& in, const TensorMeta& meta);
+  Result<Placement> Softmax(Step& s, const Tensor& in, const TensorMeta& meta);
+  Result<Placement> SliceOrSelect(Step& s, const Tensor& in, const TensorMeta& meta);
+  Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+  // The op run on every member of `p` with member r's id as its only operand.
+  std::vector<TensorId> EachMember(Step& s, const Placement& p);
   Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 
   // Collectives and moves; the ids they return are temporaries of `s`.
@@ -132,6 +171,8 @@ class ShardingStage final : public Stage {
   static void Keep(Step& s, const std::vector<TensorId>& ids);
   // Emits one instruction for `worker` made from the op being expanded.
   void EmitOn(Step& s, int worker, Instruction inst);
+  // Frees the step's temporaries where they live.
+  void FreeTemporaries(Step& s);
   TensorId NewId(Client& c) { return c.next_physical++; }
   Instruction Collective(Step& s, Op op, const std::vector<int>& group, int rank);
   void Explain(const Step& s, const std::vector<const Tensor*>& in, const Placement& result);
@@ -145,10 +186,10 @@ class ShardingStage final : public Stage {
   bool explain_;
   bool auto_shard_;  // creation without a config: axis 0 over every live worker when it divides, else replicated
   std::shared_ptr<c10d::TCPStore> store_;
+  Gauges gauges_;
   std::vector<int> live_;  // live worker indexes, from kMembership
   size_t next_default_ = 0;
   std::unordered_map<ClientId, Client> clients_;
-  std::deque<Instruction> waiting_;  // client instructions seen before any worker
 };
 
 }  // namespace gt::sharding

@@ -7,6 +7,7 @@
 
 #include <prometheus/counter.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,23 @@ Result<at::Tensor> Collectives::Run(const Instruction& inst, const at::Tensor* o
     if (counters_.bytes[k]) counters_.bytes[k]->Increment(bytes);
   }
   return out;
+}
+
+Status Collectives::StandIn(const Instruction& inst, at::ScalarType dtype, const Status& why) {
+  const Status failed(why.code(), why.message() + " (" + std::string(OpName(inst.op)) +
+                                      ": this member took part with a stand-in so the others do not wait)");
+  const Shape& shape = inst.attrs.shape;
+  for (int64_t d : shape)
+    if (d < 0) return failed;
+  const bool all_gather_shape_ok = inst.op != Op::kAllGather ||
+                                   (inst.attrs.axes.size() >= 2 && inst.attrs.axes[1] >= 0 &&
+                                    inst.attrs.axes[1] < static_cast<int64_t>(shape.size()));
+  if (!all_gather_shape_ok) return failed;  // nothing sensible to stand in with: the others time out
+  const at::TensorOptions options = at::TensorOptions().dtype(dtype);
+  const at::Tensor stand_in = at::isFloatingType(dtype) ? at::full(shape, NAN, options) : at::zeros(shape, options);
+  Result<at::Tensor> ignored = Run(inst, &stand_in, dtype);
+  (void)ignored;  // what matters is that the others got their share
+  return failed;
 }
 
 Result<at::Tensor> Collectives::Broadcast(const Instruction& inst, Group& group, const at::Tensor* operand,

@@ -9,8 +9,9 @@
 //
 // Blocking: a collective returns when every member has taken part. Members
 // execute a group's collectives in one order because the dispatcher emits
-// them together; a member that never arrives (it died, or its operand failed
-// to be made) makes the others fail after `timeout_ms`.
+// them together. A member whose operand failed to be made still takes part
+// with a stand-in (StandIn), so only a member that died makes the others
+// fail after `timeout_ms`.
 //
 // Thread-safety: none; the worker's pipeline thread calls everything.
 #pragma once
@@ -57,6 +58,16 @@ class Collectives {
   // tensor (none for a non-root member of a broadcast, which makes its
   // result with `dtype`). Returns the result; errors name the instruction.
   Result<at::Tensor> Run(const Instruction& inst, const at::Tensor* operand, at::ScalarType dtype);
+
+  // Takes part in `inst` for a member whose operand is missing (`why`: the
+  // op that should have made it failed, or the id is unknown here), so the
+  // other members finish now instead of waiting for the timeout. The stand-in
+  // has the shape the dispatcher announced (attrs.shape) and holds NaN (0 for
+  // an integer dtype), so what the others compute from it is visibly wrong
+  // rather than plausible; the client learns of the failure from `why`,
+  // which is returned (with the collective named) whether or not taking part
+  // worked.
+  Status StandIn(const Instruction& inst, at::ScalarType dtype, const Status& why);
 
  private:
   struct Group;

@@ -395,9 +395,10 @@ Result<at::Tensor> TorchBackend::ExecuteCollective(const Instruction& inst) cons
   // Only a broadcast's non-root members come without an operand.
   const size_t count = inst.op == Op::kBroadcast ? inst.operands.size() : 1;
   if (count > 1) return Invalid(inst, "expects at most one operand");
-  Result<std::vector<at::Tensor>> operands = Operands(inst, count);
-  if (!operands.ok()) return operands.status();
   if (!IsValid(inst.attrs.dtype)) return Invalid(inst, "bad dtype");
+  Result<std::vector<at::Tensor>> operands = Operands(inst, count);
+  // The other members are already waiting for this one.
+  if (!operands.ok()) return collectives_->StandIn(inst, ToScalarType(inst.attrs.dtype), operands.status());
   const at::Tensor* operand = operands->empty() ? nullptr : &(*operands)[0];
   return collectives_->Run(inst, operand, ToScalarType(inst.attrs.dtype));
 }
