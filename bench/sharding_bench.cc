@@ -1,5 +1,6 @@
-// Sharding benchmark: the embedded default with 2 workers (LibTorch held to
-// one intra-op thread, so each worker computes on its own thread), in one run:
+// Sharding benchmark: the embedded default with 2 workers (LibTorch and
+// OpenBLAS held to one thread, GT_INTRA_OP_THREADS=1, so each worker computes
+// on its own thread), in one run:
 //
 //   2048x2048 matmul, whole on one worker        vs row-sharded over 2 workers
 //                                                  (B replicated beforehand; no communication)
@@ -8,11 +9,11 @@
 // Each timing is the median of several runs after a warm-up; the matmul
 // result is reduced to a scalar and only that is fetched.
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -35,13 +36,16 @@ gt::Tensor Make(const char* signal, const std::function<gt::Tensor()>& make) {
 }  // namespace
 
 int main() {
-  at::set_num_threads(1);
+  // One thread per worker, for LibTorch and OpenBLAS alike; both settings are
+  // process-wide, so the in-process reference below runs on one thread too.
+  setenv("GT_INTRA_OP_THREADS", "1", 1);
   gt::workers(2);
   gt::register_config("rows", {.shard = gt::ShardConfig{0, {0, 1}}});
   gt::register_config("both", {.replicated = true});
   constexpr int64_t n = 2048;
   constexpr int reps = 7;
 
+  (void)gt::zeros({1}).item();  // starts the embedded cluster, whose workers set the thread counts
   at::Tensor la = at::randn({n, n}), lb = at::randn({n, n});
   const double local = MedianSeconds(reps, [&] { (void)at::matmul(la, lb).sum().item<float>(); });
 

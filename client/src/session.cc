@@ -26,6 +26,14 @@ int DefaultWorkers() {
   return n > 0 ? n : 2;
 }
 
+// GT_INTRA_OP_THREADS: LibTorch and OpenBLAS threads of the embedded
+// workers (process-wide, as both pools are); unset or 0 keeps their defaults.
+int64_t DefaultIntraOpThreads() {
+  const char* env = std::getenv("GT_INTRA_OP_THREADS");
+  int64_t n = env ? std::atoll(env) : 0;
+  return n > 0 ? n : 0;
+}
+
 std::mutex global_mu;
 std::shared_ptr<Session>& GlobalSession() {  // GUARDED_BY(global_mu)
   static auto* session = new std::shared_ptr<Session>();
@@ -86,6 +94,7 @@ void Session::EnsureStartedLocked() {
   if (address_.empty()) {
     EmbeddedClusterOptions options;
     options.workers = workers_ > 0 ? workers_ : DefaultWorkers();
+    options.intra_op_threads = DefaultIntraOpThreads();
     Result<std::unique_ptr<EmbeddedCluster>> cluster = EmbeddedCluster::Start(*context_, options);
     if (!cluster.ok()) throw Error(cluster.status().code(), "gt: cannot start the embedded cluster: " + cluster.status().message());
     cluster_ = std::move(*cluster);

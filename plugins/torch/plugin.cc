@@ -19,7 +19,7 @@ namespace {
 // Each default is written here and nowhere else.
 constexpr OptionSpec kOptions[] = {
     {"intra_op_threads", OptionType::kInt, "0", "threads",
-     "LibTorch intra-op thread pool size (process-wide); 0 keeps LibTorch's default", 0, 256},
+     "LibTorch intra-op thread pool size and OpenBLAS thread count (both process-wide); 0 keeps their defaults", 0, 256},
     {"collective_host", OptionType::kString, "127.0.0.1", "",
      "address this worker's Gloo endpoint binds for worker-to-worker collectives; peers must reach it", 0, 0},
     {"collective_timeout_ms", OptionType::kInt, "60000", "ms",

@@ -3,6 +3,7 @@
 #include "unit_plan.h"
 
 #include <ATen/Parallel.h>  // at::set_num_threads; not pulled in by ATen.h
+#include <dlfcn.h>
 #include <malloc.h>
 #include <prometheus/counter.h>
 
@@ -237,6 +238,16 @@ Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
   return at::transpose(a, -2, -1);
 }
 
+// LibTorch's intra-op pool does not cover OpenBLAS, which keeps threads of
+// its own (one per core by default): without this a worker held to one
+// thread still ran every matmul on every core, and two such workers on two
+// cores gained nothing from splitting one. Found at run time: a LibTorch on
+// another BLAS has no such symbol and is left alone.
+void SetBlasThreads(int threads) {
+  using SetThreads = void (*)(int);
+  if (auto set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) set(threads);
+}
+
 }  // namespace
 
 // ---- TorchBackend ----------------------------------------------------------
@@ -245,7 +256,10 @@ TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounter
     : collectives_(std::make_unique<Collectives>(options.collectives, counters)),
       unit_trial_runs_(options.unit_trial_runs),
       unit_counters_(units) {
-  if (options.intra_op_threads > 0) at::set_num_threads(static_cast<int>(options.intra_op_threads));
+  if (options.intra_op_threads > 0) {
+    at::set_num_threads(static_cast<int>(options.intra_op_threads));
+    SetBlasThreads(static_cast<int>(options.intra_op_threads));
+  }
   if (options.malloc_keep_mib > 0) {
     constexpr int kLargestHeapBlock = 32 << 20;  // the most glibc accepts for M_MMAP_THRESHOLD on 64-bit
     const int64_t keep = std::min<int64_t>(options.malloc_keep_mib << 20, std::numeric_limits<int>::max());

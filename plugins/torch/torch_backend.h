@@ -83,7 +83,7 @@ struct UnitCounters {
 
 class TorchBackend final : public gt::Backend {
  public:
-  // Applies `options.intra_op_threads` to LibTorch when it is > 0.
+  // Applies `options.intra_op_threads` to LibTorch and OpenBLAS when it is > 0.
   // `counters` count the collectives (null entries: not counted).
   // `units` count what happens to compiled units (null entries: not counted).
   explicit TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters = {},
