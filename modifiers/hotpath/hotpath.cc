@@ -106,7 +106,7 @@ HotpathStage::HotpathStage(const HotpathOptions& options, const HotpathMetrics& 
 Status HotpathStage::Process(Instruction inst, Emitter& out) {
   ++position_;
   Pending& pending = pending_[inst.client];
-  if (!sequence::Sequenceable(inst) || !tracker_.KnowsOperands(inst)) {
+  if (!sequence::Sequenceable(inst) || !KnowsOperands(pending, inst)) {
     Flush(inst.client, pending, out);
     // A client's compile scope (signature 0) is compiled as a whole; no
     // detected sequence is marked inside it.
@@ -121,8 +121,9 @@ Status HotpathStage::Process(Instruction inst, Emitter& out) {
     out.Emit(std::move(inst));
     return Status::Ok();
   }
+  // The tracker learns what the candidate makes when it is flushed: from the
+  // metadata a hot sequence recorded, or by observing each instruction.
   pending.builder.Add(inst, tracker_);
-  tracker_.Observe(inst);
   pending.instructions.push_back(std::move(inst));
   ++buffered_;
   if (static_cast<int64_t>(pending.builder.size()) >= options_.max_length) Flush(pending.instructions.front().client, pending, out);
@@ -135,16 +136,41 @@ Status HotpathStage::EndBatch(Emitter& out) {
   return Status::Ok();
 }
 
+bool HotpathStage::KnowsOperands(const Pending& pending, const Instruction& inst) const {
+  for (TensorId id : inst.operands)
+    if (!pending.builder.Produces(id) && tracker_.Find(inst.client, id) == nullptr) return false;
+  return true;
+}
+
+void HotpathStage::Learn(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions,
+                         Seen* seen) {
+  if (seen != nullptr && seen->outputs_known) {
+    for (int64_t index : s.consumed) tracker_.Forget(client, s.inputs[index]);
+    for (size_t k = 0; k < s.outputs.size(); ++k) tracker_.Set(client, s.outputs[k], seen->output_metas[k]);
+    return;
+  }
+  for (const Instruction& inst : instructions) tracker_.Observe(inst);
+  if (seen == nullptr) return;
+  seen->output_metas.clear();
+  for (TensorId out : s.outputs) {
+    const TensorMeta* meta = tracker_.Find(client, out);
+    if (meta == nullptr) return;  // inference failed somewhere: observe this sequence every time
+    seen->output_metas.push_back(*meta);
+  }
+  seen->outputs_known = true;
+}
+
 void HotpathStage::Flush(ClientId client, Pending& pending, Emitter& out) {
   if (pending.instructions.empty()) return;
-  std::vector<Instruction> instructions;
-  instructions.swap(pending.instructions);
+  std::vector<Instruction>& instructions = pending.instructions;
   buffered_ -= instructions.size();
   sequence::Sequence s = pending.builder.Finish();
-  bool hot = false;
-  if (!pending.in_scope && static_cast<int64_t>(s.length) >= options_.min_length) hot = Record(s);
-  if (!hot) {
+  Seen* seen = nullptr;
+  if (!pending.in_scope && static_cast<int64_t>(s.length) >= options_.min_length) seen = Record(s);
+  Learn(client, s, instructions, seen);
+  if (seen == nullptr || !seen->hot) {
     for (Instruction& inst : instructions) out.Emit(std::move(inst));
+    instructions.clear();
     return;
   }
   Instruction start;
@@ -159,12 +185,13 @@ void HotpathStage::Flush(ClientId client, Pending& pending, Emitter& out) {
   end.seq = instructions.back().seq;
   out.Emit(std::move(start));
   for (Instruction& inst : instructions) out.Emit(std::move(inst));
+  instructions.clear();
   out.Emit(std::move(end));
   metrics_.marked->Increment();
   metrics_.marked_instructions->Increment(static_cast<double>(s.length));
 }
 
-bool HotpathStage::Record(const sequence::Sequence& s) {
+HotpathStage::Seen* HotpathStage::Record(const sequence::Sequence& s) {
   metrics_.candidates->Increment();
   // Age the window first.
   while (!history_.empty() && history_.front().second + static_cast<uint64_t>(options_.window) < position_) {
@@ -174,7 +201,7 @@ bool HotpathStage::Record(const sequence::Sequence& s) {
   }
   auto it = seen_.find(s.signature);
   if (it == seen_.end()) {
-    if (seen_.size() >= kMaxSignatures) return false;  // full: look again once the window moved on
+    if (seen_.size() >= kMaxSignatures) return nullptr;  // full: look again once the window moved on
     it = seen_.emplace(s.signature, Seen{}).first;
     it->second.stats = {s.id, s.length, 0};
   }
@@ -190,7 +217,7 @@ bool HotpathStage::Record(const sequence::Sequence& s) {
     metrics_.hot_sequences->Increment();
     Report(seen);
   }
-  return seen.hot;
+  return &seen;
 }
 
 void HotpathStage::Report(Seen& seen) {

@@ -131,11 +131,19 @@ class HotpathStage final : public Stage {
     bool hot = false;
     HotSequence stats;
     prometheus::Counter* occurrences = nullptr;  // its series, when it has one
+    // The outputs' metadata (Sequence::outputs order), once one occurrence
+    // was observed instruction by instruction; later ones reuse it.
+    std::vector<TensorMeta> output_metas;
+    bool outputs_known = false;
   };
 
   void Flush(ClientId client, Pending& pending, Emitter& out);
-  // Records one occurrence; true when the sequence is hot.
-  bool Record(const sequence::Sequence& s);
+  // Records one occurrence; its entry (hot or not), or null when none is kept.
+  Seen* Record(const sequence::Sequence& s);
+  // Operands the tracker knows or the pending candidate makes.
+  bool KnowsOperands(const Pending& pending, const Instruction& inst) const;
+  // Teaches the tracker what a flushed candidate made.
+  void Learn(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions, Seen* seen);
   // Gives a sequence that just became hot its series, if any are left.
   void Report(Seen& seen);
 

@@ -197,11 +197,20 @@ UnitTemplate MakeUnit(const Sequence& s, const std::vector<Instruction>& instruc
 }
 
 uint64_t HashSignature(const std::string& signature) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : signature) {
-    h ^= c;
-    h *= 1099511628211ull;
+  // Eight bytes per step (a training step's signature is several KiB and is
+  // hashed once per occurrence); collisions are caught by comparing the full
+  // signature wherever units are keyed.
+  constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+  uint64_t h = 0xcbf29ce484222325ull ^ signature.size();
+  size_t i = 0;
+  for (; i + 8 <= signature.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, signature.data() + i, 8);
+    h = (h ^ word) * kMul;
+    h ^= h >> 32;
   }
+  for (; i < signature.size(); ++i) h = (h ^ static_cast<unsigned char>(signature[i])) * kMul;
+  h ^= h >> 29;
   return h ? h : 1;
 }
 

@@ -80,6 +80,11 @@ class Builder {
   // REQUIRES: Sequenceable(inst); not mixed with Add() in one sequence.
   void AddWiring(const Instruction& inst);
   size_t size() const { return length_; }
+  // Whether `id` is a result of an instruction added so far.
+  bool Produces(TensorId id) const {
+    auto it = placeholder_.find(id);
+    return it != placeholder_.end() && !(it->second >> 63);
+  }
   // The sequence so far; the builder is left empty (its buffers are kept:
   // the same step is built again and again).
   Sequence Finish();
