@@ -15,6 +15,8 @@ by its config) is the one the gradient computation of ops recorded inside
 it runs under: backward() computes their gradients in that signal's scope,
 on its workers (pipeline parallelism). Opening a scope whose backward signal
 has no registered config raises gt.Error naming the signal and the field.
+`compile=True` (or `compile: true` in the signal's config) makes the scope a
+compile unit: a compile stage replays it as one instruction from its first use.
 """
 
 import threading
@@ -39,12 +41,14 @@ def _check(name, what):
         raise TypeError(f"{what}: a signal name must be a non-empty str, got {name!r}")
 
 
-def enter(name, backward=None):
+def enter(name, backward=None, compile=False):
     """Opens scope `name` on this thread (close it with exit(name))."""
     _check(name, "signal.enter")
     if backward is not None:
         _check(backward, "signal.enter: backward")
-    _C.signal_enter(name, backward=backward or "")
+    if not isinstance(compile, bool):
+        raise TypeError(f"signal.enter: compile must be a bool, got {compile!r}")
+    _C.signal_enter(name, compile=compile, backward=backward or "")
     _stack().append((name, backward))
 
 
@@ -61,18 +65,19 @@ def exit(name):
 
 
 class context:
-    """`with gt.signal.context(name, backward=None):` a scope for the block
-    (also usable as a decorator)."""
+    """`with gt.signal.context(name, backward=None, compile=False):` a scope
+    for the block (also usable as a decorator)."""
 
-    def __init__(self, name, backward=None):
+    def __init__(self, name, backward=None, compile=False):
         _check(name, "signal.context")
         if backward is not None:
             _check(backward, "signal.context: backward")
         self.name = name
         self.backward = backward
+        self.compile = compile
 
     def __enter__(self):
-        enter(self.name, self.backward)
+        enter(self.name, self.backward, self.compile)
         return self
 
     def __exit__(self, *exc):
