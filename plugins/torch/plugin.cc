@@ -29,6 +29,10 @@ constexpr OptionSpec kOptions[] = {
     {"unit_trial_runs", OptionType::kInt, "3", "runs",
      "timed runs of each unit strategy (interpreted, graph, fused) before the fastest is kept; 0 always interprets",
      0, 100},
+    {"plan_units", OptionType::kBool, "true", "",
+     "rewrite each unit once when it is defined (constants run once, repeats shared, dead code dropped; unit_plan.h); "
+     "false interprets units as sent",
+     0, 0},
 };
 
 // Collectives by kind, in the order CollectiveCounters indexes them.
@@ -93,7 +97,8 @@ Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
       context.options->GetInt("intra_op_threads"),
       CollectiveOptions{context.options->GetString("collective_host"),
                         std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
-      context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs")};
+      context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs"),
+      context.options->GetBool("plan_units")};
   try {
     return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context), MakeUnitCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin

@@ -255,6 +255,7 @@ void SetBlasThreads(int threads) {
 TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters, UnitCounters units)
     : collectives_(std::make_unique<Collectives>(options.collectives, counters)),
       unit_trial_runs_(options.unit_trial_runs),
+      plan_units_(options.plan_units),
       unit_counters_(units) {
   if (options.intra_op_threads > 0) {
     at::set_num_threads(static_cast<int>(options.intra_op_threads));
@@ -519,7 +520,11 @@ Status TorchBackend::DefineUnit(const Instruction& inst) {
   compiled->unit = std::move(*unit);
   compiled->interface = std::move(*interface);
   compiled->instructions = compiled->unit.body.size();
-  compiled->plan = PlanUnit(compiled->unit, compiled->interface);
+  if (plan_units_) {
+    compiled->plan = PlanUnit(compiled->unit, compiled->interface);
+  } else {
+    compiled->plan.body = compiled->unit.body;
+  }
   compiled->available[static_cast<size_t>(UnitStrategy::kInterpreted)] = true;
   compiled->decided = unit_trial_runs_ <= 0;
   if (!compiled->decided) {

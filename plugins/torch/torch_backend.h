@@ -54,6 +54,9 @@ struct TorchBackendOptions {
   // More runs choose more reliably and spend longer on slower strategies;
   // 0 always interprets. Default: plugin.cc.
   int64_t unit_trial_runs;
+  // The interpreter runs each unit's plan (unit_plan.h) instead of its body
+  // as sent. Default: plugin.cc.
+  bool plan_units = true;
 };
 
 // What the backend did with compiled units, for stats (all counts since start).
@@ -169,6 +172,7 @@ class TorchBackend final : public gt::Backend {
   std::unordered_map<ClientId, Namespace> namespaces_;
   std::unordered_map<uint64_t, std::shared_ptr<CompiledUnit>> units_;
   int64_t unit_trial_runs_ = 0;
+  bool plan_units_ = true;
   UnitStats unit_stats_;
   UnitCounters unit_counters_;
   // While a unit's body runs, operands are looked up here instead of in the
