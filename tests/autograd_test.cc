@@ -789,4 +789,47 @@ TEST_F(AutogradTest, OptimizersUpdateInPlace) {
   }
 }
 
+// PyTorch's version-counter rule: a gradient that needs values changed in
+// place after the forward op read them is refused, not silently wrong.
+TEST_F(AutogradTest, ChangingSavedValuesInPlaceIsRefusedAtBackward) {
+  at::Tensor x0 = Normal({2, 3}, 300), w0 = Normal({2, 3}, 301);
+  gt::Tensor w = Send(w0).requires_grad_();
+  gt::Tensor x = Send(x0);  // needs no grad: changing it in place is allowed
+  gt::Tensor y = (x * w).sum();
+  x.fill_(2.0);
+  ExpectError([&] { y.backward(); }, gt::Code::kFailedPrecondition, {"mul", "changed in place", "version 0, now 1"});
+
+  // Through a view: the view shares its base's data, so its change counts.
+  gt::Tensor x2 = Send(x0);
+  gt::Tensor z = (x2 * w).sum();
+  gt::Tensor row = x2.slice(0, 0, 1);
+  row.fill_(0.0);
+  ExpectError([&] { z.backward(); }, gt::Code::kFailedPrecondition, {"mul", "changed in place"});
+
+  // An op whose gradient reads only its output (exp): changing the input is fine.
+  gt::Tensor x3 = Send(x0);
+  gt::Tensor e = (x3 * 0.0 + w).exp().sum();
+  x3.fill_(5.0);
+  EXPECT_NO_THROW(e.backward());
+  ExpectClose(w.grad(), at::exp(w0));
+}
+
+TEST_F(AutogradTest, ChangesTheGradientDoesNotReadAreAllowed) {
+  at::Tensor x0 = Normal({4}, 310), w0 = Normal({4}, 311);
+  gt::Tensor w = Send(w0).requires_grad_();
+  gt::Tensor x = Send(x0);
+  gt::Tensor y = (x + w).sum();  // add reads no values
+  x.fill_(7.0);
+  y.backward();
+  ExpectClose(w.grad(), at::ones({4}, at::kDouble));
+  // A parameter updated under no_grad after its step's backward: the next step is recorded anew.
+  {
+    gt::NoGradGuard no_grad;
+    w.copy_(w - w.grad() * 0.1);
+  }
+  w.set_grad(gt::Tensor());
+  (w * w).sum().backward();
+  ExpectClose(w.grad(), 2 * (w0 - 0.1));
+}
+
 }  // namespace

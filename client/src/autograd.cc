@@ -298,6 +298,74 @@ std::vector<Tensor> InputGrads(const Node& n, const Tensor& g) {
 
 // ---- the engine ----------------------------------------------------------------
 
+// Which values the gradient formulas above read: the inputs (by position)
+// and whether the output. Kept next to the formulas, which it must match.
+struct ValuesRead {
+  std::vector<size_t> inputs;
+  bool output = false;
+};
+
+ValuesRead ValuesReadBy(const Node& n) {
+  auto grad = [&](size_t i) { return i < n.inputs.size() && n.inputs[i].requires_grad(); };
+  ValuesRead r;
+  switch (n.op) {
+    case Op::kMul: case Op::kMatmul:  // each operand's gradient reads the other one
+      if (n.inputs.size() == 2) {
+        if (grad(1)) r.inputs.push_back(0);
+        if (grad(0)) r.inputs.push_back(1);
+      }
+      break;
+    case Op::kDiv:
+      if (n.inputs.size() == 2) {
+        if (grad(1)) r.inputs.push_back(0);
+        r.inputs.push_back(1);
+      } else if (n.attrs.scalar_side == ScalarSide::kLeft) {
+        r.inputs.push_back(0);  // s / a
+      }
+      break;
+    case Op::kPow:
+      if (n.inputs.size() == 2) {
+        r.inputs = {0, 1};
+        r.output = true;
+      } else if (n.attrs.scalar_side == ScalarSide::kLeft) {
+        r.output = true;  // s ^ a
+      } else {
+        r.inputs.push_back(0);  // a ^ s
+      }
+      break;
+    case Op::kRelu: case Op::kLog: case Op::kAbs: r.inputs.push_back(0); break;
+    case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kSqrt: case Op::kSoftmax: case Op::kLogSoftmax:
+      r.output = true;
+      break;
+    case Op::kMax: case Op::kMin:
+      r.inputs.push_back(0);
+      r.output = true;
+      break;
+    default: break;  // sums, movement, add, sub, neg, clone: shapes only
+  }
+  return r;
+}
+
+// PyTorch's rule: a gradient may not use values that an in-place op changed
+// after the forward op read (or made) them; the result would be silently wrong.
+void CheckUnchanged(const Node& n) {
+  const ValuesRead read = ValuesReadBy(n);
+  auto fail = [&](const std::string& which, uint64_t then, uint64_t now) {
+    throw Error(Code::kFailedPrecondition,
+                "backward: " + which + " of " + std::string(OpName(n.op)) + " (tape #" + std::to_string(n.index) +
+                    "), which its gradient needs, was changed in place after the op (version " + std::to_string(then) +
+                    ", now " + std::to_string(now) + "); change a clone() instead, or call backward() first");
+  };
+  for (size_t i : read.inputs) {
+    const uint64_t now = TensorFactory::Record(n.inputs[i])->Version();
+    if (now != n.input_versions[i]) fail("input " + std::to_string(i), n.input_versions[i], now);
+  }
+  if (read.output) {
+    const uint64_t now = TensorFactory::Record(n.output)->Version();
+    if (now != n.output_version) fail("the output", n.output_version, now);
+  }
+}
+
 Tensor Accumulate(const Tensor& existing, const Tensor& more) {
   return existing.defined() ? existing + more : more;
 }
@@ -354,6 +422,8 @@ void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>
   node->attrs = attrs;
   node->inputs = inputs;
   node->output = out.detach();
+  for (const Tensor& t : inputs) node->input_versions.push_back(TensorFactory::Record(t)->Version());
+  node->output_version = TensorFactory::Record(out)->Version();
   node->index = AppendToTape(op, inputs, out);
   node->signal = current_signal();
   node->backward_signal = current_backward_signal();
@@ -402,6 +472,7 @@ void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) 
     // Pipeline parallelism: the gradient ops run where the backward signal's config places them.
     std::optional<SignalScope> scope;
     if (!node->backward_signal.empty()) scope.emplace(node->backward_signal);
+    CheckUnchanged(*node);
     std::vector<Tensor> input_grads = InputGrads(*node, g);
     for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
       const Tensor& input = node->inputs[i];

@@ -62,6 +62,16 @@ Error RemoteError(const std::vector<wire::OpError>& errors) {
 
 }  // namespace
 
+void TensorRecord::BumpVersion() const {
+  if (!version) version = std::make_shared<uint64_t>(0);
+  ++*version;
+}
+
+void TensorRecord::ShareVersionWith(const TensorRecord& view) const {
+  if (!version) version = std::make_shared<uint64_t>(0);
+  view.version = version;
+}
+
 TensorRecord::~TensorRecord() {
   if (session) session->Free(id);
 }

@@ -37,6 +37,16 @@ struct TensorRecord {
   TensorId id;
   TensorMeta meta;
   std::shared_ptr<Session> session;
+  // Bumped by every in-place change of the tensor's data and shared with the
+  // tensors that view the same data (reshape, transpose, slice, ... are
+  // views on the worker), so that backward() can refuse a gradient that
+  // needs values changed since they were used, as PyTorch does. Made on
+  // first need; none means version 0.
+  mutable std::shared_ptr<uint64_t> version;
+  uint64_t Version() const { return version ? *version : 0; }
+  void BumpVersion() const;
+  // `view` sees this tensor's data: share the counter.
+  void ShareVersionWith(const TensorRecord& view) const;
   ~TensorRecord();
 };
 

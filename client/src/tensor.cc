@@ -25,6 +25,15 @@ const TensorRecord& Require(const Tensor& t, const char* what) {
   return *r;
 }
 
+// Ops whose result the worker makes as a view of operand 0 (ATen views).
+bool IsView(Op op) {
+  switch (op) {
+    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze:
+    case Op::kPermute: case Op::kSlice: case Op::kSelect: return true;
+    default: return false;
+  }
+}
+
 // Issues `inst` on `inputs` and records it for autograd.
 Tensor Issue(Instruction inst, const std::vector<Tensor>& inputs) {
   std::vector<const TensorRecord*> operands;
@@ -34,6 +43,7 @@ Tensor Issue(Instruction inst, const std::vector<Tensor>& inputs) {
   Attributes attrs = inst.attrs;
   Op op = inst.op;
   Tensor out = TensorFactory::Make(Session::Get()->Issue(std::move(inst), operands));
+  if (IsView(op)) operands[0]->ShareVersionWith(*TensorFactory::Record(out));
   client_internal::RecordForAutograd(op, attrs, inputs, out);
   return out;
 }
@@ -77,6 +87,7 @@ void CheckInPlaceAllowed(const Tensor& t, const char* what) {
 void Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands) {
   if (!signal_stack.empty()) inst.signal = signal_stack.back();
   Session::Get()->Mutate(std::move(inst), operands);
+  operands[0]->BumpVersion();  // the destination's data changed
 }
 
 Tensor WithAxes(const Tensor& t, Op op, std::vector<int64_t> axes) {

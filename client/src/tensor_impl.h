@@ -22,6 +22,10 @@ struct Node {
   std::string signal;          // the scope it was recorded in
   std::string backward_signal; // the scope its gradients are computed in; "" for backward()'s caller's
   bool released = false;       // a backward() without retain_graph used it up
+  // Data versions (TensorRecord::Version) of the inputs and the output when
+  // the op ran: backward() checks those its formula reads are unchanged.
+  std::vector<uint64_t> input_versions;
+  uint64_t output_version = 0;
 };
 
 struct TensorImpl {

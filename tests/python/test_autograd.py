@@ -211,3 +211,17 @@ def test_pow_tensor_exponent_gradients_at_zero_are_finite():
     (a ** b).sum().backward()
     np.testing.assert_allclose(a.grad.numpy(), [0.0, 12.0, 0.0])
     np.testing.assert_allclose(b.grad.numpy(), [0.0, 8.0 * np.log(2.0), 0.0])
+
+
+def test_changing_a_saved_tensor_in_place_is_refused_like_pytorch():
+    w = gt.randn(3, requires_grad=True)
+    x = gt.randn(3)
+    y = (x * w).sum()
+    x += 1.0  # x needs no grad, so this is allowed; mul's gradient reads it
+    with pytest.raises(gt.Error, match="changed in place"):
+        y.backward()
+    # Add reads no values: the same change is harmless there.
+    z = (x + w).sum()
+    x.zero_()
+    z.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones(3, np.float32))
