@@ -353,7 +353,8 @@ TEST_F(ShardingTest, SoftmaxSliceSelectCatStayOnTheShards) {
   std::vector<gt::Tensor> whole = local_ops(whole_in[0], whole_in[1]);
   for (size_t i = 0; i < whole.size(); ++i) ExpectClose(sharded[i], whole[i], "shard-local result " + std::to_string(i));
   ExpectClose(picked, whole_in[0].select(0, 7), "select along the sharded axis");
-  // Along the sharded axis the operands are assembled first: still right.
+  // Along the sharded axis cat is assembled first; softmax and slices stay
+  // on the shards (SoftmaxAndSlicesAlongTheShardedAxisStayOnTheShards).
   const gt::Tensor& x = sharded_in[0];
   const gt::Tensor& x1 = whole_in[0];
   ExpectClose(x.softmax(0), x1.softmax(0), "softmax along the shards");
@@ -362,6 +363,45 @@ TEST_F(ShardingTest, SoftmaxSliceSelectCatStayOnTheShards) {
   ExpectClose(x.select(0, -1), x1.select(0, -1), "select of the last row");
   // Mixed layouts (sharded with whole) are assembled too.
   ExpectClose(gt::cat({x, whole_in[1]}, 1), gt::cat({x1, whole_in[1]}, 1), "cat of sharded and whole");
+}
+
+// Along the sharded axis: softmax agrees on the max and the sum by two
+// all-reduces and stays sharded; a slice keeps the pieces of the range each
+// shard holds, sharded over those shards, without any communication.
+TEST_F(ShardingTest, SoftmaxAndSlicesAlongTheShardedAxisStayOnTheShards) {
+  gt::register_config("rows4", {.shard = gt::ShardConfig{0, {0, 1, 2, 3}}});  // 10 rows: sizes 3, 3, 3, 1
+  gt::Tensor x = In("rows4", [] { return std::vector<gt::Tensor>{gt::randn({10, 6}, DType::kFloat32, 51)}; })[0];
+  gt::Tensor x1 = gt::randn({10, 6}, DType::kFloat32, 51);
+  gt::sync();
+  gt::sync();
+  std::vector<double> live = PerWorker("gt_worker_live_tensors");
+  double collectives = Sum(PerWorker("gt_collectives_total"));
+  gt::Tensor soft = x.softmax(0), log_soft = x.log_softmax(0);
+  gt::sync();
+  gt::sync();
+  std::vector<double> grown = Delta(PerWorker("gt_worker_live_tensors"), live);
+  EXPECT_EQ(grown, std::vector<double>(kWorkers, 2.0)) << "one shard of each result per worker";
+  EXPECT_EQ(Sum(PerWorker("gt_collectives_total")) - collectives, 2.0 * 2 * kWorkers) << "max and sum, 4 members each";
+  ExpectClose(soft, x1.softmax(0), "softmax along the shards");
+  ExpectClose(log_soft, x1.log_softmax(0), "log_softmax along the shards");
+
+  gt::sync();  // the fetches' gathered temporaries are freed: count from here
+  gt::sync();
+  live = PerWorker("gt_worker_live_tensors");
+  collectives = Sum(PerWorker("gt_collectives_total"));
+  gt::Tensor every_third = x.slice(0, 1, 10, 3);  // rows 1, 4, 7: on workers 0, 1, 2
+  gt::Tensor middle = x.slice(0, 2, 9);           // rows 2..8: on workers 0, 1, 2
+  gt::sync();
+  gt::sync();
+  grown = Delta(PerWorker("gt_worker_live_tensors"), live);
+  std::sort(grown.begin(), grown.end());  // scrapes come in process order, not worker order
+  EXPECT_EQ(grown, (std::vector<double>{0, 2, 2, 2})) << "two pieces on each of the three workers holding rows";
+  EXPECT_EQ(Sum(PerWorker("gt_collectives_total")), collectives) << "a slice ran a collective";
+  ExpectClose(every_third, x1.slice(0, 1, 10, 3), "every third row");
+  ExpectClose(middle, x1.slice(0, 2, 9), "rows 2..8");
+  // Results with uneven shards keep working: elementwise with each other, reductions, fetches.
+  ExpectClose((middle * 2.0).sum({0}), (x1.slice(0, 2, 9) * 2.0).sum({0}), "sum over uneven shards");
+  ExpectClose(x.slice(0, 4, 5), x1.slice(0, 4, 5), "one row: whole on its worker");
 }
 
 // A select that drops a dim in front of the sharded one shifts the shard

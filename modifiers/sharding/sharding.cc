@@ -875,13 +875,102 @@ Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const Tensor
 }
 
 // Softmax normalises along one dim: with the shards cut along another,
-// each shard holds whole rows of it.
+// each shard holds whole rows of it; cut along it, the shards agree on the
+// maximum and the sum by all-reduces and stay where they are.
 Result<Placement> ShardingStage::Softmax(Step& s, const Tensor& t, const TensorMeta& meta) {
   const Placement& p = t.placement;
   const bool along_shards = p.sharded() && Wrap(s.inst->attrs.axes.at(0), t.meta.shape.size()) == p.axis;
+  const bool empty_shard = std::find(p.sizes.begin(), p.sizes.end(), 0) != p.sizes.end();
+  if (along_shards && !empty_shard) return SoftmaxAlongShards(s, t);
   if (p.whole() || along_shards) return Whole(s, {&t}, meta);
   Placement out = p;
   out.ids = EachMember(s, p);
+  return out;
+}
+
+std::vector<TensorId> ShardingStage::PerMember(Step& s, const Placement& p, Op op, const Attributes& attrs,
+                                               const std::function<std::vector<TensorId>(size_t)>& operands,
+                                               bool temporary) {
+  std::vector<TensorId> ids;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece;
+    piece.op = op;
+    piece.attrs = attrs;
+    piece.operands = operands(r);
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], std::move(piece));
+    if (temporary) s.temporaries.emplace_back(p.workers[r], id);
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// softmax(x) = exp(x - max) / sum(exp(x - max)) and
+// log_softmax(x) = (x - max) - log(sum(exp(x - max))), with the max and the
+// sum over the whole dim: local ones all-reduced (max, then sum).
+Result<Placement> ShardingStage::SoftmaxAlongShards(Step& s, const Tensor& t) {
+  const Placement& p = t.placement;
+  Attributes over_dim;
+  over_dim.axes = {p.axis};
+  over_dim.keepdims = true;
+  TensorMeta reduced = t.meta;
+  reduced.shape[static_cast<size_t>(p.axis)] = 1;
+  auto each = [](const std::vector<TensorId>& ids) { return [&ids](size_t r) { return std::vector<TensorId>{ids[r]}; }; };
+  auto pairs = [](const std::vector<TensorId>& a, const std::vector<TensorId>& b) {
+    return [&a, &b](size_t r) { return std::vector<TensorId>{a[r], b[r]}; };
+  };
+  const std::vector<TensorId> local_max = PerMember(s, p, Op::kMax, over_dim, each(p.ids), true);
+  const std::vector<TensorId> max = AllReduce(s, p, local_max, reduced, 1);
+  for (size_t r = 0; r < max.size(); ++r) s.temporaries.emplace_back(p.workers[r], max[r]);
+  const std::vector<TensorId> shifted = PerMember(s, p, Op::kSub, {}, pairs(p.ids, max), true);
+  const std::vector<TensorId> exp = PerMember(s, p, Op::kExp, {}, each(shifted), true);
+  const std::vector<TensorId> local_sum = PerMember(s, p, Op::kSum, over_dim, each(exp), true);
+  const std::vector<TensorId> sum = AllReduce(s, p, local_sum, reduced, 0);
+  for (size_t r = 0; r < sum.size(); ++r) s.temporaries.emplace_back(p.workers[r], sum[r]);
+  Placement out = p;
+  if (s.inst->op == Op::kSoftmax) {
+    out.ids = PerMember(s, p, Op::kDiv, {}, pairs(exp, sum), false);
+  } else {
+    const std::vector<TensorId> log_sum = PerMember(s, p, Op::kLog, {}, each(sum), true);
+    out.ids = PerMember(s, p, Op::kSub, {}, pairs(shifted, log_sum), false);
+  }
+  return out;
+}
+
+// A slice along the sharded dim: each shard slices what of the range it
+// holds, and the result stays sharded over the shards that hold any of it
+// (no communication).
+Result<Placement> ShardingStage::SliceAlongShards(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  const std::vector<int64_t>& a = s.inst->attrs.axes;  // {dim, start, stop, step}: clamped, step > 0
+  const int64_t start = a.at(1), stop = a.at(2), step = a.at(3);
+  struct Piece {
+    size_t member;
+    int64_t first, end, count;  // local to the shard
+  };
+  std::vector<Piece> pieces;
+  int64_t offset = 0;
+  for (size_t r = 0; r < p.workers.size(); offset += p.sizes[r], ++r) {
+    const int64_t end = std::min(stop, offset + p.sizes[r]);
+    // The first index of the range at or after this shard's first row.
+    const int64_t first = offset <= start ? start : start + (offset - start + step - 1) / step * step;
+    if (first < end) pieces.push_back({r, first - offset, end - offset, (end - first + step - 1) / step});
+  }
+  if (pieces.empty()) return Whole(s, {&t}, meta);  // an empty range: made whole, as before
+  // One piece: the result is whole on that worker, under the client's id.
+  const bool whole = pieces.size() == 1;
+  Placement out{whole ? Placement::Kind::kWhole : Placement::Kind::kSharded, {}, {}, whole ? 0 : p.axis, {}};
+  for (const Piece& piece : pieces) {
+    Instruction slice = *s.inst;
+    slice.attrs.axes = {p.axis, piece.first, piece.end, step};
+    slice.operands = {p.ids[piece.member]};
+    if (!whole) slice.results = {NewId(*s.client)};
+    out.workers.push_back(p.workers[piece.member]);
+    out.ids.push_back(slice.results.at(0));
+    if (!whole) out.sizes.push_back(piece.count);
+    EmitOn(s, p.workers[piece.member], std::move(slice));
+  }
   return out;
 }
 
@@ -899,7 +988,7 @@ Result<Placement> ShardingStage::SliceOrSelect(Step& s, const Tensor& t, const T
     if (select && p.sharded() && dim < p.axis) --out.axis;  // the dropped dim was before the sharded one
     return out;
   }
-  if (!select) return Whole(s, {&t}, meta);
+  if (!select) return SliceAlongShards(s, t, meta);
   const int64_t index = a.at(1) < 0 ? a.at(1) + t.meta.shape[static_cast<size_t>(dim)] : a.at(1);
   int64_t start = 0;
   for (size_t r = 0; r < p.workers.size(); start += p.sizes[r], ++r) {

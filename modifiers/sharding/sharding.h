@@ -26,6 +26,10 @@
 //   softmax / log_softmax, slice, select  shard-local (select drops a dim: the sharded
 //     along an unsharded axis               axis shifts when the dropped one was before it)
 //   select along the sharded axis         on the one shard holding the index: whole there
+//   slice along the sharded axis          each shard slices its part of the range; sharded
+//                                         over the shards holding any (whole if one)
+//   softmax / log_softmax along the       local max, all-reduce (max), exp, local sum,
+//     sharded axis                        all-reduce (sum), divide: stays sharded
 //   cat along an unsharded axis of        shard-local
 //     identically sharded operands
 //   fetch of a sharded tensor             all-gather, fetch from the first shard's worker
@@ -46,6 +50,7 @@
 // Thread-safety: as every Stage (one pipeline thread).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -146,6 +151,12 @@ class ShardingStage final : public Stage {
   Result<Placement> Reduce(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> Movement(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> Softmax(Step& s, const Tensor& in, const TensorMeta& meta);
+  Result<Placement> SoftmaxAlongShards(Step& s, const Tensor& in);
+  Result<Placement> SliceAlongShards(Step& s, const Tensor& in, const TensorMeta& meta);
+  // Emits `op` with `attrs` on every member r of `p`, on operands(r); the
+  // results, one per member, are kept as temporaries when `temporary`.
+  std::vector<TensorId> PerMember(Step& s, const Placement& p, Op op, const Attributes& attrs,
+                                  const std::function<std::vector<TensorId>(size_t)>& operands, bool temporary);
   Result<Placement> SliceOrSelect(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
   // The op run on every member of `p` with member r's id as its only operand.
