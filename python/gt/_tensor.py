@@ -428,7 +428,10 @@ class Tensor:
         return _wrap(out)
 
     def __setitem__(self, key, value):
-        raise TypeError("gt tensors do not support item assignment; compute the new value and copy_() it in")
+        """`x[key] = value` for the basic indices __getitem__ takes: `value` (a
+        tensor, array or scalar that broadcasts to the indexed part) is written
+        into x's data in place; x[key] is a view of x on its worker."""
+        self[key].copy_(value)
 
     def __iter__(self):
         if not self.shape:

@@ -353,8 +353,41 @@ def test_indexing_errors():
         x[::-1]
     with pytest.raises(TypeError, match="basic indices"):
         x[gt.tensor([0, 1])]
-    with pytest.raises(TypeError, match="item assignment"):
-        x[0] = 1
+    with pytest.raises(TypeError, match="basic indices"):
+        x[gt.tensor([0, 1])] = 1.0
+
+
+@pytest.mark.parametrize("key", INDEX_CASES, ids=[repr(k) for k in INDEX_CASES])
+def test_item_assignment_matches_numpy(rng, key):
+    a = rng.standard_normal((4, 3, 5)).astype(np.float32)
+    x = g(a)
+    part_shape = a[key].shape
+    value = rng.standard_normal(part_shape).astype(np.float32)
+    x[key] = value          # an array of the indexed part's shape
+    a[key] = value
+    np.testing.assert_array_equal(x.numpy(), a)
+    x[key] = 2.5            # a scalar
+    a[key] = 2.5
+    np.testing.assert_array_equal(x.numpy(), a)
+
+
+def test_item_assignment_broadcasts_and_is_seen_by_views(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    x = g(a)
+    row = x[1]              # a view of x's data on its worker
+    x[:, 1:3] = gt.tensor([7.0, 8.0])
+    a[:, 1:3] = [7.0, 8.0]
+    np.testing.assert_array_equal(x.numpy(), a)
+    np.testing.assert_array_equal(row.numpy(), a[1])
+
+
+def test_item_assignment_on_a_tensor_that_requires_grad_needs_no_grad():
+    w = gt.zeros(3, requires_grad=True)
+    with pytest.raises(gt.Error, match="in place"):
+        w[0] = 1.0
+    with gt.no_grad():
+        w[0] = 1.0
+    np.testing.assert_array_equal(w.detach().numpy(), [1, 0, 0])
 
 
 def test_len_and_iteration(rng):
