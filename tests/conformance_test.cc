@@ -281,6 +281,21 @@ std::vector<Case> Cases() {
       [](const V& v) { return v[0].max({0}, true); }, [](const A& a) { return at::amax(a[0], at::IntArrayRef{0}, true); });
   add("mean_float64_axis0", {Op::kMean}, {Normal({3, 4}, 61, at::kDouble)},
       [](const V& v) { return v[0].mean({0}); }, [](const A& a) { return at::mean(a[0], at::IntArrayRef{0}); });
+  // Positions: int64, first occurrence on ties (the int32 input has ties).
+  for (Op op : {Op::kArgMax, Op::kArgMin}) {
+    const bool is_max = op == Op::kArgMax;
+    auto remote = [is_max](std::optional<int64_t> dim, bool k) {
+      return [is_max, dim, k](const V& v) { return is_max ? v[0].argmax(dim, k) : v[0].argmin(dim, k); };
+    };
+    auto local = [is_max](c10::optional<int64_t> dim, bool k) {
+      return [is_max, dim, k](const A& a) { return is_max ? at::argmax(a[0], dim, k) : at::argmin(a[0], dim, k); };
+    };
+    const std::string name(gt::OpName(op));
+    add(name + "_all", {op}, cube, remote(std::nullopt, false), local(c10::nullopt, false));
+    add(name + "_axis1", {op}, cube, remote(1, false), local(1, false));
+    add(name + "_axis_neg1_keepdims", {op}, cube, remote(-1, true), local(-1, true));
+    add(name + "_int32_ties_axis0", {op}, {Ints({3, 4}, at::kInt).remainder(2)}, remote(0, false), local(0, false));
+  }
 
   // -- movement
   const A block = {Normal({2, 3, 4}, 70)};

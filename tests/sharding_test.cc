@@ -402,6 +402,10 @@ TEST_F(ShardingTest, SoftmaxAndSlicesAlongTheShardedAxisStayOnTheShards) {
   // Results with uneven shards keep working: elementwise with each other, reductions, fetches.
   ExpectClose((middle * 2.0).sum({0}), (x1.slice(0, 2, 9) * 2.0).sum({0}), "sum over uneven shards");
   ExpectClose(x.slice(0, 4, 5), x1.slice(0, 4, 5), "one row: whole on its worker");
+  // Positions: along the other axis per shard; along the sharded one on the whole axis.
+  EXPECT_EQ(x.argmax(1).to_vector<int64_t>(), x1.argmax(1).to_vector<int64_t>());
+  EXPECT_EQ(x.argmin(0).to_vector<int64_t>(), x1.argmin(0).to_vector<int64_t>());
+  EXPECT_EQ(x.argmax().item(), x1.argmax().item());
 }
 
 // A select that drops a dim in front of the sharded one shifts the shard

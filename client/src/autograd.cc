@@ -31,9 +31,10 @@ bool Differentiable(Op op) {
       return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kDiv || op == Op::kPow;
     case OpKind::kContract:
     case OpKind::kUnary:
-    case OpKind::kReduce:
     case OpKind::kMovement:
       return true;
+    case OpKind::kReduce:
+      return op != Op::kArgMax && op != Op::kArgMin;  // positions have no gradient
     default:
       return false;
   }

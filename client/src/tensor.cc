@@ -205,6 +205,12 @@ Tensor Tensor::pow(const Tensor& exponent) const { return Binary(*this, exponent
 Tensor Tensor::abs() const { return Unary(*this, Op::kAbs); }
 Tensor Tensor::clone() const { return Unary(*this, Op::kClone); }
 Tensor Tensor::min(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMin, std::move(axes), keepdims); }
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdims) const {
+  return Reduce(*this, Op::kArgMax, dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdims && dim);
+}
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdims) const {
+  return Reduce(*this, Op::kArgMin, dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdims && dim);
+}
 Tensor Tensor::softmax(int64_t dim) const { return WithAxes(*this, Op::kSoftmax, {dim}); }
 Tensor Tensor::log_softmax(int64_t dim) const { return WithAxes(*this, Op::kLogSoftmax, {dim}); }
 

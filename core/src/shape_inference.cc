@@ -120,8 +120,26 @@ Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const T
   return TensorMeta{in[0]->shape, dtype};
 }
 
+// argmax / argmin: one dim or none (the flattened tensor), int64 positions.
+Result<TensorMeta> InferArgReduce(const Instruction& inst, const TensorMeta& in) {
+  const std::string name(OpName(inst.op));
+  if (NumElements(in.shape) == 0) return InvalidArgument(name + ": tensor of shape " + ShapeToString(in.shape) + " is empty");
+  if (inst.attrs.axes.empty()) return TensorMeta{{}, DType::kInt64};
+  if (inst.attrs.axes.size() != 1)
+    return InvalidArgument(name + ": takes one dim or none, got " + std::to_string(inst.attrs.axes.size()));
+  Result<std::vector<int64_t>> axes = NormalizeAxes(inst.attrs.axes, in.shape.size());
+  if (!axes.ok()) return InvalidArgument(Where(inst) + ": " + axes.status().message());
+  Shape out;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (static_cast<int64_t>(d) != (*axes)[0]) out.push_back(in.shape[d]);
+    else if (inst.attrs.keepdims) out.push_back(1);
+  }
+  return TensorMeta{out, DType::kInt64};
+}
+
 Result<TensorMeta> InferReduce(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   if (in.size() != 1) return ArityError(inst, 1, in.size());
+  if (inst.op == Op::kArgMax || inst.op == Op::kArgMin) return InferArgReduce(inst, *in[0]);
   const Shape& shape = in[0]->shape;
   Result<std::vector<int64_t>> axes = NormalizeAxes(inst.attrs.axes, shape.size());
   if (!axes.ok()) return InvalidArgument(Where(inst) + ": " + axes.status().message());

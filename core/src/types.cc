@@ -139,6 +139,8 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kBroadcast, "broadcast", OpKind::kCollective},
     {Op::kAllReduce, "all_reduce", OpKind::kCollective},
     {Op::kAllGather, "all_gather", OpKind::kCollective},
+    {Op::kArgMax, "argmax", OpKind::kReduce},
+    {Op::kArgMin, "argmin", OpKind::kReduce},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

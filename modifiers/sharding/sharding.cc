@@ -1044,6 +1044,9 @@ Result<Placement> ShardingStage::Reduce(Step& s, const Tensor& t, const TensorMe
   };
   if (p.replicated()) return Placement{Placement::Kind::kReplicated, p.workers, local(inst.op), 0, {}};
   const bool over_shard_axis = std::find(axes->begin(), axes->end(), p.axis) != axes->end();
+  // Positions need the whole axis (local ones would count from each shard's start).
+  const bool positions = inst.op == Op::kArgMax || inst.op == Op::kArgMin;
+  if (positions && over_shard_axis) return Whole(s, {&t}, meta);
   if (!over_shard_axis) {
     Placement out = p;
     out.ids = local(inst.op);

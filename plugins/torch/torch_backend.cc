@@ -357,6 +357,12 @@ Result<at::Tensor> TorchBackend::ExecuteReduce(const Instruction& inst) const {
   Result<std::vector<at::Tensor>> operands = Operands(inst, 1);
   if (!operands.ok()) return operands.status();
   const at::Tensor& a = (*operands)[0];
+  if (inst.op == Op::kArgMax || inst.op == Op::kArgMin) {
+    const c10::optional<int64_t> dim =
+        inst.attrs.axes.empty() ? c10::nullopt : c10::optional<int64_t>(inst.attrs.axes[0]);
+    const bool keepdim = dim.has_value() && inst.attrs.keepdims;
+    return inst.op == Op::kArgMax ? at::argmax(a, dim, keepdim) : at::argmin(a, dim, keepdim);
+  }
   // Every dim rather than an empty list: what ATen makes of `[]` differs
   // between ops and releases.
   const std::vector<int64_t> dims = inst.attrs.axes.empty() ? AllDims(a) : inst.attrs.axes;

@@ -297,7 +297,7 @@ class Tensor:
     # ---- reductions -------------------------------------------------------
     # dim (or axis): None for every dimension, an int, or a tuple of ints.
     # max and min return the values only (NumPy's amax/amin), not PyTorch's
-    # (values, indices) pair.
+    # (values, indices) pair; argmax / argmin give the positions.
 
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _wrap(self._c.sum(_dims_arg(dim, axis, "sum"), _keepdims_arg(keepdim, keepdims)))
@@ -310,6 +310,14 @@ class Tensor:
 
     def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _wrap(self._c.min(_dims_arg(dim, axis, "min"), _keepdims_arg(keepdim, keepdims)))
+
+    def argmax(self, dim=None, keepdim=False):
+        """Positions (int64) of the first maximum along `dim`, or in the flattened tensor."""
+        return _wrap(self._c.argmax(None if dim is None else _index(dim, "argmax"), bool(keepdim)))
+
+    def argmin(self, dim=None, keepdim=False):
+        """Positions (int64) of the first minimum along `dim`, or in the flattened tensor."""
+        return _wrap(self._c.argmin(None if dim is None else _index(dim, "argmin"), bool(keepdim)))
 
     def softmax(self, dim=-1):
         return _wrap(self._c.softmax(_index(dim, "softmax")))

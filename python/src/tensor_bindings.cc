@@ -150,6 +150,8 @@ void BindTensor(py::module_& m) {
       .def("mean", &Tensor::mean, py::arg("axes"), py::arg("keepdims"))
       .def("max", &Tensor::max, py::arg("axes"), py::arg("keepdims"))
       .def("min", &Tensor::min, py::arg("axes"), py::arg("keepdims"))
+      .def("argmax", &Tensor::argmax, py::arg("dim"), py::arg("keepdims"))
+      .def("argmin", &Tensor::argmin, py::arg("dim"), py::arg("keepdims"))
       .def("softmax", &Tensor::softmax)
       .def("log_softmax", &Tensor::log_softmax)
       // Movement.

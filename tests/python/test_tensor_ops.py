@@ -463,3 +463,17 @@ def test_remote_errors_and_sync():
     y = x + 1
     gt.sync()
     np.testing.assert_array_equal(y.numpy(), [2, 3])
+
+
+def test_argmax_argmin_match_numpy(rng):
+    a = rng.standard_normal((4, 5, 3)).astype(np.float32)
+    x = g(a)
+    for dim in (0, 1, -1):
+        np.testing.assert_array_equal(x.argmax(dim).numpy(), a.argmax(dim))
+        np.testing.assert_array_equal(x.argmin(dim).numpy(), a.argmin(dim))
+    assert x.argmax(1, keepdim=True).shape == (4, 1, 3)
+    assert x.argmax().item() == a.argmax() and x.argmin().item() == a.argmin()
+    assert x.argmax(0).dtype == gt.int64
+    # Accuracy, as a classifier computes it.
+    labels = g(a[:, :, 0].argmax(1))
+    assert (x[:, :, 0].argmax(1) == labels).float().mean().item() == 1.0

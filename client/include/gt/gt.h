@@ -90,6 +90,10 @@ class Tensor {
   Tensor sum(std::vector<int64_t> axes = {}, bool keepdims = false) const;
   Tensor mean(std::vector<int64_t> axes = {}, bool keepdims = false) const;
   Tensor max(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+  // Positions (int64) of the first maximum / minimum along `dim`, or in the
+  // flattened tensor without one (a 0-d result; `keepdims` then ignored).
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdims = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdims = false) const;
 
   Tensor reshape(Shape shape) const;  // one dimension may be -1
   Tensor transpose(int64_t dim0, int64_t dim1) const;

@@ -83,6 +83,11 @@ enum class Op : uint16_t {
   kBroadcast,   // collective: the root's operand, copied to every member
   kAllReduce,   // collective: elementwise sum (scalar 0), max (1) or min (2) over members
   kAllGather,   // collective: the members' pieces concatenated along a dim
+  // Index reductions (after the rest so that older ops keep their numbers):
+  // axes = {dim} (keepdims applies) or empty (over the flattened tensor: a
+  // 0-d result); the result is int64 positions of the first maximum/minimum.
+  kArgMax,
+  kArgMin,
   kCount
 };
 
