@@ -8,8 +8,11 @@
 //   chain         an arithmetic-only elementwise chain (16 ops) on 1M floats,
 //                 one fetch of one element per iteration
 //
-// Reported: time per step (median of rounds), the ratio, and per step the
-// messages and instructions the worker received.
+// Timing starts once every compiled unit settled on a strategy. Reported:
+// time per step (median of rounds), the ratio, and per timed step the
+// messages and instructions the worker received and the time inside the
+// worker's backend and the dispatcher's stages (the hosts' own metrics, read
+// through gt::worker_stats() by the child before and after its timed steps).
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -40,7 +43,55 @@ double Median(std::vector<double> v) {
 
 // ---- the child: runs a program and prints seconds per step -----------------
 
-double MlpSteps(int warmup, int steps) {
+// Worker and dispatcher counters, read through gt::worker_stats() (a STATS
+// request: the hosts' own metrics) before and after the timed steps.
+struct Counters {
+  double worker_messages = 0, worker_instructions = 0, backend_seconds = 0, dispatcher_seconds = 0;
+  double units_defined = 0, units_chosen = 0;
+};
+
+Counters Read() {
+  Counters c;
+  for (const gt::HostStats& h : gt::worker_stats().hosts) {
+    const bool worker = h.host == "worker";
+    for (const gt::MetricSample& m : h.samples) {
+      auto stage = m.labels.find("stage");
+      const bool backend = stage != m.labels.end() && stage->second == "backend";
+      if (worker && m.name == "gt_host_messages_received_total") c.worker_messages += m.value;
+      if (worker && backend && m.name == "gt_stage_instructions_received_total") c.worker_instructions += m.value;
+      if (worker && backend && m.name == "gt_stage_processing_seconds_sum") c.backend_seconds += m.value;
+      if (!worker && m.name == "gt_stage_processing_seconds_sum") c.dispatcher_seconds += m.value;
+      if (worker && m.name == "gt_backend_units_chosen_total") c.units_chosen += m.value;
+    }
+    if (worker) c.units_defined += static_cast<double>(h.unit_cache_misses);
+  }
+  return c;
+}
+
+// Runs `warmup` steps, then more until every unit the workers defined
+// settled on a strategy (the fuser compiles on a thread of its own, which can
+// take seconds; at most 60 s), then `steps` timed ones. Prints seconds per
+// step and, per timed step, what the worker received and the hosts' times.
+template <typename Step>
+void Timed(int warmup, int steps, Step& step) {
+  for (int i = 0; i < warmup; ++i) step();
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  for (Counters c = Read(); c.units_chosen < c.units_defined && Clock::now() < deadline; c = Read())
+    for (int i = 0; i < 5; ++i) step();
+  const Counters before = Read();
+  const auto start = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const Counters after = Read();
+  const double n = steps;
+  // The worker also received the second STATS request: not a step's.
+  std::printf("%.9f %.4f %.4f %.9f %.9f\n", seconds / n, (after.worker_messages - before.worker_messages - 1) / n,
+              (after.worker_instructions - before.worker_instructions) / n,
+              (after.backend_seconds - before.backend_seconds) / n,
+              (after.dispatcher_seconds - before.dispatcher_seconds) / n);
+}
+
+void MlpSteps(int warmup, int steps) {
   gt::nn::Linear fc1(64, 128, true, 1), fc2(128, 10, true, 2);
   std::vector<gt::Tensor> params = fc1.parameters();
   for (const gt::Tensor& p : fc2.parameters()) params.push_back(p);
@@ -54,13 +105,10 @@ double MlpSteps(int warmup, int steps) {
     volatile double sink = loss.item();
     (void)sink;
   };
-  for (int i = 0; i < warmup; ++i) step();
-  auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  return std::chrono::duration<double>(Clock::now() - start).count() / steps;
+  Timed(warmup, steps, step);
 }
 
-double ChainSteps(int warmup, int steps) {
+void ChainSteps(int warmup, int steps) {
   gt::Tensor a = gt::rand({1 << 20}, gt::DType::kFloat32, 5), b = gt::rand({1 << 20}, gt::DType::kFloat32, 6);
   auto step = [&] {
     gt::Tensor c = a * 1.5 + b;
@@ -68,10 +116,7 @@ double ChainSteps(int warmup, int steps) {
     volatile float sink = c.slice(0, 0, 1).to_vector<float>()[0];
     (void)sink;
   };
-  for (int i = 0; i < warmup; ++i) step();
-  auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  return std::chrono::duration<double>(Clock::now() - start).count() / steps;
+  Timed(warmup, steps, step);
 }
 
 int Child(const std::string& endpoint, const std::string& program, int steps) {
@@ -80,8 +125,11 @@ int Child(const std::string& endpoint, const std::string& program, int steps) {
   } else {
     gt::connect(endpoint);
   }
-  double seconds = program == "mlp" ? MlpSteps(kMlpWarmup, steps) : ChainSteps(kChainWarmup, steps);
-  std::printf("%.9f\n", seconds);
+  if (program == "mlp") {
+    MlpSteps(kMlpWarmup, steps);
+  } else {
+    ChainSteps(kChainWarmup, steps);
+  }
   gt::shutdown();
   return 0;
 }
@@ -114,31 +162,20 @@ Measure RunOnce(const char* self, const std::string& program, bool compile, int 
   Measure m;
   if (!cluster.WaitForWorkers(1)) return m;
   int port = cluster.worker_metrics_ports()[0];
-  auto scrape = [&](const char* name, std::map<std::string, std::string> labels) {
-    return gt::testing::MetricValue(gt::testing::HttpGet(port, "/metrics"), name, labels).value_or(0);
-  };
   std::string command = std::string(self) + " child " + cluster.endpoint() + " " + program + " " + std::to_string(steps);
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return m;
-  char line[128] = {0};
-  if (std::fgets(line, sizeof line, pipe)) m.seconds = std::atof(line);
+  char line[256] = {0};
+  if (std::fgets(line, sizeof line, pipe))
+    std::sscanf(line, "%lf %lf %lf %lf %lf", &m.seconds, &m.worker_messages, &m.worker_instructions,
+                &m.backend_seconds, &m.dispatcher_seconds);
   pclose(pipe);
-  // The warm-up steps count too; spread over all steps of the child.
-  const int warmup = program == "mlp" ? kMlpWarmup : kChainWarmup;
-  m.worker_messages = scrape("gt_host_messages_received_total", {}) / (steps + warmup);
-  m.worker_instructions = scrape("gt_stage_instructions_received_total", {{"stage", "backend"}}) / (steps + warmup);
-  m.backend_seconds = scrape("gt_stage_processing_seconds_sum", {{"stage", "backend"}}) / (steps + warmup);
   const std::string worker_metrics = gt::testing::HttpGet(port, "/metrics");
   for (const char* strategy : {"interpreted", "graph", "fused"}) {
     const double units =
         gt::testing::MetricValue(worker_metrics, "gt_backend_units_chosen_total", {{"strategy", strategy}}).value_or(0);
     if (units > 0) m.strategies += std::string(m.strategies.empty() ? "" : ", ") + strategy + " " + std::to_string(static_cast<int>(units));
   }
-  m.dispatcher_seconds =
-      gt::testing::MetricValue(gt::testing::HttpGet(cluster.dispatcher_metrics_port(), "/metrics"),
-                               "gt_stage_processing_seconds_sum", {})
-          .value_or(0) /
-      (steps + warmup);
   return m;
 }
 
@@ -149,7 +186,7 @@ double RunEmbedded(const char* self, const std::string& program, bool compile, i
                         " " + std::to_string(steps);
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return 0;
-  char line[128] = {0};
+  char line[256] = {0};
   double seconds = std::fgets(line, sizeof line, pipe) ? std::atof(line) : 0;
   pclose(pipe);
   return seconds;

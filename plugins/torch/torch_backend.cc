@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <future>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -499,8 +500,17 @@ struct TorchBackend::CompiledUnit {
   std::array<bool, kStrategies> available = {};
   std::array<int64_t, kStrategies> runs = {};
   std::array<double, kStrategies> best = {};
-  std::unique_ptr<UnitGraph> graph;  // kGraph
-  std::unique_ptr<UnitGraph> fused;  // kFused
+  std::shared_ptr<UnitGraph> graph;  // kGraph
+  std::shared_ptr<UnitGraph> fused;  // kFused
+  // The fuser's first run of a shape compiles C++ with the system compiler
+  // (about a second): it runs on a thread of its own, on copies of the
+  // inputs, while this unit keeps running interpreted; its trials start once
+  // it is done. Holds whether that first run worked and how long it took.
+  struct Warmup {
+    bool ok = false;
+    double seconds = 0;
+  };
+  std::future<Warmup> fused_warmup;
 
   UnitGraph* GraphFor(UnitStrategy s) const {
     return s == UnitStrategy::kGraph ? graph.get() : s == UnitStrategy::kFused ? fused.get() : nullptr;
@@ -604,6 +614,33 @@ Result<std::vector<at::Tensor>> TorchBackend::Interpret(const Instruction& run, 
   return outputs;
 }
 
+bool TorchBackend::FusedWarmedUp(CompiledUnit& unit, const std::vector<at::Tensor>& inputs) {
+  if (!unit.fused_warmup.valid()) {
+    std::vector<at::Tensor> copies;
+    copies.reserve(inputs.size());
+    for (const at::Tensor& t : inputs) copies.push_back(t.clone());
+    unit.fused_warmup = std::async(std::launch::async, [graph = unit.fused, copies = std::move(copies)]() mutable {
+      CompiledUnit::Warmup w;
+      const auto start = Clock::now();
+      try {
+        (void)graph->Run(std::move(copies));
+        w.ok = true;
+      } catch (const std::exception&) {
+        w.ok = false;
+      }
+      w.seconds = SecondsSince(start);
+      return w;
+    });
+    return false;
+  }
+  if (unit.fused_warmup.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return false;
+  const CompiledUnit::Warmup w = unit.fused_warmup.get();
+  unit_stats_.compile_seconds += w.seconds;
+  Bump(unit_counters_.compile_seconds, w.seconds);
+  if (!w.ok) unit.available[static_cast<size_t>(UnitStrategy::kFused)] = false;
+  return w.ok;
+}
+
 Result<std::vector<at::Tensor>> TorchBackend::RunStrategy(const Instruction& run, CompiledUnit& unit,
                                                           const std::vector<at::Tensor>& inputs) {
   const auto count = [&](UnitStrategy s) {
@@ -631,6 +668,10 @@ Result<std::vector<at::Tensor>> TorchBackend::RunStrategy(const Instruction& run
     return RunStrategy(run, unit, inputs);
   }
   const UnitStrategy strategy = static_cast<UnitStrategy>(s);
+  if (strategy == UnitStrategy::kFused && unit.runs[s] == 0 && !FusedWarmedUp(unit, inputs)) {
+    count(UnitStrategy::kInterpreted);
+    return Interpret(run, unit, inputs);
+  }
   const bool warmup = unit.runs[s]++ == 0;
   const auto start = Clock::now();
   UnitGraph* graph = unit.GraphFor(strategy);

@@ -146,6 +146,9 @@ class TorchBackend final : public gt::Backend {
   Result<std::vector<at::Tensor>> Interpret(const Instruction& run, const CompiledUnit& unit,
                                             const std::vector<at::Tensor>& inputs);
   // The unit's outputs by the strategy it settled on, or by the next trial.
+  // False until the unit's fused graph finished its first (compiling) run on
+  // its own thread, which this starts; then whether that run worked.
+  bool FusedWarmedUp(CompiledUnit& unit, const std::vector<at::Tensor>& inputs);
   Result<std::vector<at::Tensor>> RunStrategy(const Instruction& run, CompiledUnit& unit,
                                               const std::vector<at::Tensor>& inputs);
 
