@@ -23,8 +23,8 @@ from . import _C, _dtype
 from ._C import Error
 from ._dtype import dtype, float32, float64, int32, int64
 from ._grad import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from ._tensor import (Tensor, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like, randn,
-                      randn_like, stack, tensor, zeros, zeros_like)
+from ._tensor import (MinMax, Tensor, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
+                      randn, randn_like, stack, tensor, zeros, zeros_like)
 from . import config, debug, nn, optim, signal
 from .config import (ConfigError, ShardConfig, SignalConfig, clear_configs, configs, get_config, load_config,
                      load_config_string, register_config)
@@ -32,7 +32,7 @@ from .config import (ConfigError, ShardConfig, SignalConfig, clear_configs, conf
 bool = _dtype.bool_  # gt.bool, as torch.bool (shadows the builtin only as gt.bool)
 
 __all__ = [
-    "Error", "Tensor", "dtype", "float32", "float64", "int32", "int64", "bool",
+    "Error", "Tensor", "MinMax", "dtype", "float32", "float64", "int32", "int64", "bool",
     "tensor", "from_numpy", "randn", "rand", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
     "randn_like", "rand_like", "cat", "stack", "manual_seed",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",

@@ -7,6 +7,7 @@ This module turns Python idiom (operators with scalars on either side,
 indexing, varargs shapes, NumPy inputs) into calls on the C++ client.
 """
 
+import collections
 import numbers
 import operator
 import threading
@@ -16,6 +17,9 @@ import numpy as np
 from . import _C
 from . import _dtype
 from ._dtype import float32, int64
+
+# What max / min over one dim return, as torch.return_types.max does.
+MinMax = collections.namedtuple("MinMax", ["values", "indices"])
 
 # Python and NumPy scalars that ops take as scalars (no tensor is made).
 _SCALAR_TYPES = (int, float, np.integer, np.floating, np.bool_)
@@ -296,8 +300,8 @@ class Tensor:
 
     # ---- reductions -------------------------------------------------------
     # dim (or axis): None for every dimension, an int, or a tuple of ints.
-    # max and min return the values only (NumPy's amax/amin), not PyTorch's
-    # (values, indices) pair; argmax / argmin give the positions.
+    # max and min: over one int dim, PyTorch's (values, indices) pair; over
+    # every dim, several dims or `axis=`, the values only (NumPy's amax/amin).
 
     def sum(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         return _wrap(self._c.sum(_dims_arg(dim, axis, "sum"), _keepdims_arg(keepdim, keepdims)))
@@ -306,10 +310,18 @@ class Tensor:
         return _wrap(self._c.mean(_dims_arg(dim, axis, "mean"), _keepdims_arg(keepdim, keepdims)))
 
     def max(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        return _wrap(self._c.max(_dims_arg(dim, axis, "max"), _keepdims_arg(keepdim, keepdims)))
+        return self._extreme("max", dim, keepdim, axis, keepdims)
 
     def min(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
-        return _wrap(self._c.min(_dims_arg(dim, axis, "min"), _keepdims_arg(keepdim, keepdims)))
+        return self._extreme("min", dim, keepdim, axis, keepdims)
+
+    def _extreme(self, which, dim, keepdim, axis, keepdims):
+        keep = _keepdims_arg(keepdim, keepdims)
+        if axis is None and isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
+            values = getattr(self._c, which)([int(dim)], keep)
+            indices = getattr(self._c, "arg" + which)(int(dim), keep)
+            return MinMax(_wrap(values), _wrap(indices))
+        return _wrap(getattr(self._c, which)(_dims_arg(dim, axis, which), keep))
 
     def argmax(self, dim=None, keepdim=False):
         """Positions (int64) of the first maximum along `dim`, or in the flattened tensor."""

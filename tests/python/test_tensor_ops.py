@@ -262,12 +262,18 @@ def test_reductions(rng, name, dim, keepdim):
     np_axis = None if dim in (None, ()) else dim
     want = np_fn(a.astype(np.float64), axis=np_axis, keepdims=keepdim)
     got = getattr(x, name)(dim, keepdim)
+    if isinstance(got, gt.MinMax):  # max/min over one int dim, as in PyTorch
+        np.testing.assert_array_equal(got.indices.numpy(),
+                                      (np.argmax if name == "max" else np.argmin)(a, axis=dim) if not keepdim else
+                                      np.expand_dims((np.argmax if name == "max" else np.argmin)(a, axis=dim), dim))
+        got = got.values
     assert got.shape == np.shape(want)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-5)
     # The NumPy spellings.
     got2 = getattr(x, name)(axis=dim, keepdims=keepdim)
     np.testing.assert_allclose(got2.numpy(), want, rtol=1e-5, atol=1e-5)
     got3 = getattr(x, name)(dim=dim, keepdim=keepdim)
+    got3 = got3.values if isinstance(got3, gt.MinMax) else got3
     np.testing.assert_allclose(got3.numpy(), want, rtol=1e-5, atol=1e-5)
 
 
@@ -477,3 +483,24 @@ def test_argmax_argmin_match_numpy(rng):
     # Accuracy, as a classifier computes it.
     labels = g(a[:, :, 0].argmax(1))
     assert (x[:, :, 0].argmax(1) == labels).float().mean().item() == 1.0
+
+
+def test_max_min_over_one_dim_return_values_and_indices_like_pytorch(rng):
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    x = g(a)
+    values, indices = x.max(1)
+    np.testing.assert_array_equal(values.numpy(), a.max(1))
+    np.testing.assert_array_equal(indices.numpy(), a.argmax(1))
+    r = x.min(0, keepdim=True)
+    assert r.values.shape == (1, 5) and r.indices.shape == (1, 5)
+    np.testing.assert_array_equal(r.indices.numpy()[0], a.argmin(0))
+    # Every dim, several dims or axis=: the values only (NumPy's amax).
+    assert x.max().item() == a.max()
+    np.testing.assert_array_equal(x.max(axis=1).numpy(), a.max(1))
+    np.testing.assert_array_equal(x.max((0, 1)).numpy(), a.max((0, 1)))
+    # The values still carry a gradient.
+    w = gt.from_numpy(a, requires_grad=True)
+    w.max(1).values.sum().backward()
+    want = np.zeros_like(a)
+    want[np.arange(4), a.argmax(1)] = 1
+    np.testing.assert_array_equal(w.grad.numpy(), want)
