@@ -408,6 +408,33 @@ TEST_F(ShardingTest, SoftmaxAndSlicesAlongTheShardedAxisStayOnTheShards) {
   EXPECT_EQ(x.argmax().item(), x1.argmax().item());
 }
 
+// Reshapes that keep each shard's rows whole, unsqueeze, squeeze of another
+// dim and permute stay on the shards (no collective); a reshape that would
+// cut a shard's rows is assembled, and right either way.
+TEST_F(ShardingTest, ReshapesAndDimensionMovesStayOnTheShards) {
+  gt::register_config("rows4", {.shard = gt::ShardConfig{0, {0, 1, 2, 3}}});  // 8 rows: sizes 2 each
+  gt::Tensor x = In("rows4", [] { return std::vector<gt::Tensor>{gt::randn({8, 3, 4}, DType::kFloat32, 61)}; })[0];
+  gt::Tensor x1 = gt::randn({8, 3, 4}, DType::kFloat32, 61);
+  gt::sync();
+  gt::sync();
+  const double collectives = Sum(PerWorker("gt_collectives_total"));
+  std::vector<gt::Tensor> local = {x.reshape({24, 4}), x.reshape({4, 24}), x.reshape({24, 4}).reshape({8, 3, 4}),
+                                   x.reshape({1, 96}), x.unsqueeze(0), x.unsqueeze(-1).squeeze(3),
+                                   x.permute({2, 0, 1})};
+  gt::sync();
+  gt::sync();
+  EXPECT_EQ(Sum(PerWorker("gt_collectives_total")), collectives) << "a shard-local reshape ran a collective";
+  std::vector<gt::Tensor> want = {x1.reshape({24, 4}), x1.reshape({4, 24}), x1.reshape({24, 4}).reshape({8, 3, 4}),
+                                  x1.reshape({1, 96}), x1.unsqueeze(0), x1.unsqueeze(-1).squeeze(3),
+                                  x1.permute({2, 0, 1})};
+  for (size_t i = 0; i < local.size(); ++i) ExpectClose(local[i], want[i], "shard-local move " + std::to_string(i));
+  // The moved axis is where the next op finds it: a reduction over it all-reduces.
+  ExpectClose(x.permute({2, 0, 1}).sum({1}), x1.permute({2, 0, 1}).sum({1}), "sum over the permuted shard axis");
+  ExpectClose(x.reshape({24, 4}).mean({0}), x1.reshape({24, 4}).mean({0}), "mean over the merged shard axis");
+  // Rows cut mid-shard (2 rows of 12 per shard into rows of 32): assembled, still right.
+  ExpectClose(x.reshape({3, 32}), x1.reshape({3, 32}), "reshape across shard boundaries");
+}
+
 // A select that drops a dim in front of the sharded one shifts the shard
 // axis: the result is sharded on axis 0, and a reduction over it all-reduces.
 TEST_F(ShardingTest, SelectBeforeTheShardedAxisShiftsIt) {

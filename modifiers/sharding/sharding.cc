@@ -871,7 +871,75 @@ Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const Tensor
     }
     return out;
   }
+  if (p.sharded() && s.inst->op == Op::kReshape) {
+    if (std::optional<Placement> out = ReshapeRows(s, t, meta)) return *out;
+  }
+  if (p.sharded() && (s.inst->op == Op::kUnsqueeze || s.inst->op == Op::kSqueeze || s.inst->op == Op::kPermute)) {
+    if (std::optional<int64_t> axis = AxisAfter(*s.inst, p.axis, rank)) {
+      Placement out = p;
+      out.axis = *axis;
+      out.ids = local();
+      return out;
+    }
+  }
   return Whole(s, {&t}, meta);
+}
+
+// Where the sharded axis goes under unsqueeze / squeeze / permute, or none
+// when the op touches it (squeezing it, or squeezing every size-1 dim, which
+// could squeeze a shard of size 1).
+std::optional<int64_t> ShardingStage::AxisAfter(const Instruction& inst, int64_t axis, int64_t rank) {
+  const std::vector<int64_t>& a = inst.attrs.axes;
+  if (inst.op == Op::kUnsqueeze && a.size() == 1) {
+    const int64_t dim = a[0] < 0 ? a[0] + rank + 1 : a[0];
+    return dim <= axis ? axis + 1 : axis;
+  }
+  if (inst.op == Op::kSqueeze && a.size() == 1) {
+    const int64_t dim = a[0] < 0 ? a[0] + rank : a[0];
+    if (dim == axis) return std::nullopt;
+    return dim < axis ? axis - 1 : axis;
+  }
+  if (inst.op == Op::kPermute && static_cast<int64_t>(a.size()) == rank) {
+    for (int64_t i = 0; i < rank; ++i)
+      if ((a[i] < 0 ? a[i] + rank : a[i]) == axis) return i;
+  }
+  return std::nullopt;
+}
+
+// A tensor sharded on axis 0 holds a contiguous range of its elements per
+// shard (row-major). A reshape keeps the shards where they are when every
+// shard's range is whole rows of the new first non-1 dim: e.g. [B, T, D]
+// sharded on B to [B*T, D] (sizes times T), or back when each size divides.
+std::optional<Placement> ShardingStage::ReshapeRows(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  if (p.axis != 0 || meta.shape.empty()) return std::nullopt;
+  int64_t inner_old = 1;
+  for (size_t d = 1; d < t.meta.shape.size(); ++d) inner_old *= t.meta.shape[d];
+  size_t b = 0;
+  while (b + 1 < meta.shape.size() && meta.shape[b] == 1) ++b;
+  int64_t inner_new = 1;
+  for (size_t d = b + 1; d < meta.shape.size(); ++d) inner_new *= meta.shape[d];
+  if (inner_old == 0 || inner_new == 0) return std::nullopt;
+  std::vector<int64_t> sizes;
+  for (int64_t size : p.sizes) {  // each shard's start is a sum of sizes: whole rows if every size is
+    if ((size * inner_old) % inner_new != 0) return std::nullopt;
+    sizes.push_back(size * inner_old / inner_new);
+  }
+  Placement out = p;
+  out.axis = static_cast<int64_t>(b);
+  out.sizes = sizes;
+  out.ids.clear();
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece = *s.inst;
+    piece.attrs.shape = meta.shape;
+    piece.attrs.shape[b] = sizes[r];
+    piece.operands = {p.ids[r]};
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], piece);
+    out.ids.push_back(id);
+  }
+  return out;
 }
 
 // Softmax normalises along one dim: with the shards cut along another,

@@ -17,6 +17,10 @@
 //   reduction over the sharded axis       local partial, all-reduce (mean weighted by count)
 //   reduction over other axes             shard-local
 //   transpose of a sharded tensor         shard-local, the sharded axis follows the swap
+//   unsqueeze, permute, squeeze of        shard-local, the sharded axis renumbered
+//     another dim
+//   reshape of a tensor sharded on axis 0 shard-local when each shard's rows stay whole
+//     (merging or splitting leading dims)   rows of the new first dim (sizes rescaled)
 //   reshape keeping the dims up to the    shard-local
 //     sharded one
 //   movement of a replicated tensor       on every replica
@@ -152,6 +156,8 @@ class ShardingStage final : public Stage {
   Result<Placement> Movement(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> Softmax(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> SoftmaxAlongShards(Step& s, const Tensor& in);
+  static std::optional<int64_t> AxisAfter(const Instruction& inst, int64_t axis, int64_t rank);
+  std::optional<Placement> ReshapeRows(Step& s, const Tensor& in, const TensorMeta& meta);
   Result<Placement> SliceAlongShards(Step& s, const Tensor& in, const TensorMeta& meta);
   // Emits `op` with `attrs` on every member r of `p`, on operands(r); the
   // results, one per member, are kept as temporaries when `temporary`.
