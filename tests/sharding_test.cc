@@ -58,6 +58,21 @@ class ShardingTest : public ::testing::Test {
       out.push_back(MetricValue(HttpGet(port, "/metrics"), name, labels).value_or(-1));
     return out;
   }
+  // The workers' gt_worker_live_tensors once it stopped moving: the gauge is
+  // set at the end of each batch a worker runs, and on a loaded machine a
+  // worker may still be finishing one (e.g. another test's frees) when a
+  // sync returns.
+  static std::vector<double> SettledLiveTensors() {
+    std::vector<double> last = PerWorker("gt_worker_live_tensors");
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::vector<double> now = PerWorker("gt_worker_live_tensors");
+      if (now == last) break;
+      last = std::move(now);
+    }
+    return last;
+  }
   static double Dispatcher(const std::string& name) {
     return MetricValue(HttpGet(cluster_->dispatcher_metrics_port(), "/metrics"), name).value_or(-1);
   }
@@ -116,20 +131,20 @@ TEST_F(ShardingTest, DataParallelMatchesOneWorker) {
 TEST_F(ShardingTest, ShardsLiveOnTheirWorkers) {
   gt::register_config("dp4", {.shard = gt::ShardConfig{0, {}}});  // every live worker
   // A worker updates its gauges at the end of each batch, after it answered
-  // the batch's sync: a second sync makes sure the first batch has ended.
+  // the batch's sync (and a second sync reaches only the workers touched
+  // since the first): SettledLiveTensors waits for the gauges to stop moving.
   gt::sync();
-  gt::sync();
-  std::vector<double> before = PerWorker("gt_worker_live_tensors");
+  std::vector<double> before = SettledLiveTensors();
   gt::Tensor x = In("dp4", [] { return std::vector<gt::Tensor>{gt::zeros({10, 3})}; })[0];  // 3, 3, 3, 1 rows
   gt::sync();
   gt::sync();
-  EXPECT_EQ(Delta(PerWorker("gt_worker_live_tensors"), before), std::vector<double>(kWorkers, 1.0));
+  EXPECT_EQ(Delta(SettledLiveTensors(), before), std::vector<double>(kWorkers, 1.0));
   std::vector<float> values = (x + 2).to_vector<float>();
   EXPECT_EQ(values, std::vector<float>(30, 2.0f));
   x = gt::Tensor();
   gt::sync();
   gt::sync();
-  EXPECT_EQ(Delta(PerWorker("gt_worker_live_tensors"), before), std::vector<double>(kWorkers, 0.0))
+  EXPECT_EQ(Delta(SettledLiveTensors(), before), std::vector<double>(kWorkers, 0.0))
       << "before: " << ::testing::PrintToString(before)
       << " now: " << ::testing::PrintToString(PerWorker("gt_worker_live_tensors"));
 }
@@ -336,7 +351,7 @@ TEST_F(ShardingTest, SoftmaxSliceSelectCatStayOnTheShards) {
   std::vector<gt::Tensor> sharded_in = inputs("rows4");
   gt::sync();
   gt::sync();
-  const std::vector<double> live_before = PerWorker("gt_worker_live_tensors");
+  const std::vector<double> live_before = SettledLiveTensors();
   const double collectives_before = Sum(PerWorker("gt_collectives_total"));
   std::vector<gt::Tensor> sharded = local_ops(sharded_in[0], sharded_in[1]);
   gt::Tensor picked = sharded_in[0].select(0, 7);  // rows 6..8 live on the third shard
@@ -344,7 +359,7 @@ TEST_F(ShardingTest, SoftmaxSliceSelectCatStayOnTheShards) {
   gt::sync();
   // Each result is one shard per worker (the second cat's intermediate was freed
   // by the client already), plus the one selected row on one worker.
-  std::vector<double> grown = Delta(PerWorker("gt_worker_live_tensors"), live_before);
+  std::vector<double> grown = Delta(SettledLiveTensors(), live_before);
   EXPECT_EQ(Sum(grown), 6.0 * kWorkers + 1) << ::testing::PrintToString(grown);
   for (double g : grown) EXPECT_GE(g, 6.0) << ::testing::PrintToString(grown);
   EXPECT_EQ(Sum(PerWorker("gt_collectives_total")), collectives_before) << "a shard-local op ran a collective";
@@ -374,12 +389,12 @@ TEST_F(ShardingTest, SoftmaxAndSlicesAlongTheShardedAxisStayOnTheShards) {
   gt::Tensor x1 = gt::randn({10, 6}, DType::kFloat32, 51);
   gt::sync();
   gt::sync();
-  std::vector<double> live = PerWorker("gt_worker_live_tensors");
+  std::vector<double> live = SettledLiveTensors();
   double collectives = Sum(PerWorker("gt_collectives_total"));
   gt::Tensor soft = x.softmax(0), log_soft = x.log_softmax(0);
   gt::sync();
   gt::sync();
-  std::vector<double> grown = Delta(PerWorker("gt_worker_live_tensors"), live);
+  std::vector<double> grown = Delta(SettledLiveTensors(), live);
   EXPECT_EQ(grown, std::vector<double>(kWorkers, 2.0)) << "one shard of each result per worker";
   EXPECT_EQ(Sum(PerWorker("gt_collectives_total")) - collectives, 2.0 * 2 * kWorkers) << "max and sum, 4 members each";
   ExpectClose(soft, x1.softmax(0), "softmax along the shards");
@@ -387,13 +402,13 @@ TEST_F(ShardingTest, SoftmaxAndSlicesAlongTheShardedAxisStayOnTheShards) {
 
   gt::sync();  // the fetches' gathered temporaries are freed: count from here
   gt::sync();
-  live = PerWorker("gt_worker_live_tensors");
+  live = SettledLiveTensors();
   collectives = Sum(PerWorker("gt_collectives_total"));
   gt::Tensor every_third = x.slice(0, 1, 10, 3);  // rows 1, 4, 7: on workers 0, 1, 2
   gt::Tensor middle = x.slice(0, 2, 9);           // rows 2..8: on workers 0, 1, 2
   gt::sync();
   gt::sync();
-  grown = Delta(PerWorker("gt_worker_live_tensors"), live);
+  grown = Delta(SettledLiveTensors(), live);
   std::sort(grown.begin(), grown.end());  // scrapes come in process order, not worker order
   EXPECT_EQ(grown, (std::vector<double>{0, 2, 2, 2})) << "two pieces on each of the three workers holding rows";
   EXPECT_EQ(Sum(PerWorker("gt_collectives_total")), collectives) << "a slice ran a collective";
@@ -457,7 +472,7 @@ TEST_F(ShardingTest, DepartedClientStateIsDropped) {
   gt::sync();
   const double clients_before = Dispatcher("gt_sharding_clients");
   const double tensors_before = Dispatcher("gt_sharding_tracked_tensors");
-  const std::vector<double> live_before = PerWorker("gt_worker_live_tensors");
+  const std::vector<double> live_before = SettledLiveTensors();
   zmq::context_t context(1);
   {
     gt::testing::RawClient leaver(context, cluster_->endpoint());
@@ -488,7 +503,7 @@ TEST_F(ShardingTest, DepartedClientStateIsDropped) {
   do {
     gt::sync();
     gt::sync();
-    live = PerWorker("gt_worker_live_tensors");
+    live = SettledLiveTensors();
   } while (live != live_before && std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(live, live_before) << "the departed client's shards are still on the workers";
 }

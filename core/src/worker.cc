@@ -88,6 +88,8 @@ class Worker::Impl final : public Terminal, public ReplySink {
   // ---- Terminal ------------------------------------------------------------
 
   Status Accept(Instruction inst) override {
+    // A client reads metrics after its sync points: they must include its work.
+    if (inst.op == Op::kSync || inst.op == Op::kFetch) UpdateGauges();
     if (inst.op == Op::kSync) return AcknowledgeSync(inst);
     if (inst.op == Op::kDropClient) {
       failed_.erase(inst.client);
@@ -112,7 +114,9 @@ class Worker::Impl final : public Terminal, public ReplySink {
     return status;
   }
 
-  void EndBatch() override {
+  void EndBatch() override { UpdateGauges(); }
+
+  void UpdateGauges() {
     BackendStats stats = backend_->Stats();
     metrics_.live_tensors.Set(static_cast<double>(stats.live_tensors));
     metrics_.resident_bytes.Set(static_cast<double>(stats.resident_bytes));
