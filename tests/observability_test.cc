@@ -158,7 +158,9 @@ struct Cluster {
     const std::string compile = "  - name: compile\n    plugin: compile\n";
     const std::string dispatcher_modifiers = more ? compile + hotpath : std::string();
     const std::string modifiers = more ? hotpath + compile : std::string();
-    std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 1500\n"
+    // A heartbeat timeout well above a loaded 2-core machine's scheduling
+    // stalls: a worker declared dead mid-test drops out of discovery and `gt top`.
+    std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 5000\n"
                     "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n" +
                     dispatcher_modifiers + (more ? "  - name: sharding\n    plugin: sharding\n" : "");
     if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
