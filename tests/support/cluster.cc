@@ -13,7 +13,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -110,7 +112,11 @@ bool ProcessCluster::WaitForWorkers(int n, int timeout_ms) const {
   return false;
 }
 
-int FreeTcpPort() {
+namespace {
+
+// A port the kernel says is free now; it may hand the same one out again
+// once the probe socket is closed.
+int ProbeFreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
@@ -121,6 +127,21 @@ int FreeTcpPort() {
   getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   int port = ntohs(addr.sin_port);
   close(fd);
+  return port;
+}
+
+}  // namespace
+
+// Never the same port twice in one test process: a port handed out but not
+// bound yet (a discovery port chosen before its dispatcher starts) looks free
+// to the kernel, and two hosts given it cannot both serve.
+int FreeTcpPort() {
+  static std::mutex mu;
+  static std::set<int> given;
+  std::lock_guard<std::mutex> lock(mu);
+  int port = ProbeFreePort();
+  for (int attempt = 0; attempt < 100 && given.count(port); ++attempt) port = ProbeFreePort();
+  given.insert(port);
   return port;
 }
 
