@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "expect_tensors.h"
 #include "gt/gt.h"
 #include "gt/instruction.h"
 
@@ -68,13 +69,7 @@ class ShardingSessionTest : public ::testing::Test {
 gt::testing::ProcessCluster* ShardingSessionTest::cluster_ = nullptr;
 bool ShardingSessionTest::ready_ = false;
 
-void ExpectClose(const gt::Tensor& got, const gt::Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<float> g = got.to_vector<float>();
-  std::vector<float> w = want.to_vector<float>();
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::fabs(w[i])) << what << " element " << i;
-}
+using gt::testing::ExpectClose;
 
 TEST_F(ShardingSessionTest, TensorsFromBeforeTheFirstConfigMixWithShards) {
   gt::Tensor w = gt::randn({6, 4}, DType::kFloat32, 51);

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "expect_tensors.h"
 #include "gt/gt.h"
 #include "gt/instruction.h"
 
@@ -84,14 +85,7 @@ class ShardingTest : public ::testing::Test {
 gt::testing::ProcessCluster* ShardingTest::cluster_ = nullptr;
 bool ShardingTest::ready_ = false;
 
-void ExpectClose(const gt::Tensor& got, const gt::Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  std::vector<float> g = got.to_vector<float>();
-  std::vector<float> w = want.to_vector<float>();
-  ASSERT_EQ(g.size(), w.size()) << what;
-  for (size_t i = 0; i < g.size(); ++i)
-    ASSERT_NEAR(g[i], w[i], 1e-3 + 1e-4 * std::fabs(w[i])) << what << " element " << i;
-}
+using gt::testing::ExpectClose;
 
 std::vector<double> Delta(const std::vector<double>& after, const std::vector<double>& before) {
   std::vector<double> d;

@@ -108,7 +108,7 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
   }
   if (pending.mode == Mode::kReplay) {
     const bool fits = sequence::Sequenceable(inst) && SameWorker(pending, inst) &&
-                      pending.instructions.size() < units_[pending.replay].ops.size();
+                      pending.instructions.size() < units_.at(pending.replay).ops.size();
     if (fits) {
       if (inst.worker >= 0) pending.worker = inst.worker;
       pending.instructions.push_back(std::move(inst));

@@ -104,31 +104,18 @@ namespace {
 constexpr TensorId kInputTag = TensorId{1} << 63;
 }  // namespace
 
-void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
-  Put<uint16_t>(signature_, static_cast<uint16_t>(inst.op));
-  PutAttributes(signature_, inst.attrs);
-  Put<uint32_t>(signature_, static_cast<uint32_t>(inst.operands.size()));
-  for (TensorId id : inst.operands) {
-    auto [it, added] = placeholder_.try_emplace(id, kInputTag | inputs_.size());
-    if (added) {
-      // A new input: placeholders of inputs are renumbered in Finish(), once
-      // their count is known; until then they are tagged with the top bit.
-      inputs_.push_back(id);
-      Put<uint8_t>(signature_, 'i');
-      Put<uint64_t>(signature_, inputs_.size() - 1);
-      const TensorMeta* meta = tracker.Find(inst.client, id);
-      PutInts(signature_, meta ? meta->shape : Shape{-1});
-      Put<uint8_t>(signature_, meta ? static_cast<uint8_t>(meta->dtype) : 0xff);
-    } else if (it->second & kInputTag) {
-      Put<uint8_t>(signature_, 'i');
-      Put<uint64_t>(signature_, it->second & ~kInputTag);
-    } else {
-      Put<uint8_t>(signature_, 'p');
-      Put<uint64_t>(signature_, it->second);  // production index: relative to the sequence, never an id
-    }
-    operands_.push_back(it->second);
-    if (inst.op == Op::kFree) freed_.push_back(it->second);
-  }
+TensorId Builder::WireOperand(const Instruction& inst, TensorId id, bool* new_input) {
+  // A new input: placeholders of inputs are renumbered in Finish(), once
+  // their count is known; until then they are tagged with the top bit.
+  auto [it, added] = placeholder_.try_emplace(id, kInputTag | inputs_.size());
+  if (added) inputs_.push_back(id);
+  operands_.push_back(it->second);
+  if (inst.op == Op::kFree) freed_.push_back(it->second);
+  *new_input = added;
+  return it->second;
+}
+
+void Builder::WireResult(const Instruction& inst) {
   if (ProducesTensor(inst.op)) {
     placeholder_[inst.results[0]] = produced_ids_.size();
     produced_ids_.push_back(inst.results[0]);
@@ -136,18 +123,33 @@ void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
   ++length_;
 }
 
-void Builder::AddWiring(const Instruction& inst) {
+void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
+  Put<uint16_t>(signature_, static_cast<uint16_t>(inst.op));
+  PutAttributes(signature_, inst.attrs);
+  Put<uint32_t>(signature_, static_cast<uint32_t>(inst.operands.size()));
   for (TensorId id : inst.operands) {
-    auto [it, added] = placeholder_.try_emplace(id, kInputTag | inputs_.size());
-    if (added) inputs_.push_back(id);
-    operands_.push_back(it->second);
-    if (inst.op == Op::kFree) freed_.push_back(it->second);
+    bool new_input = false;
+    const TensorId placeholder = WireOperand(inst, id, &new_input);
+    if (placeholder & kInputTag) {
+      Put<uint8_t>(signature_, 'i');
+      Put<uint64_t>(signature_, placeholder & ~kInputTag);
+      if (new_input) {  // an input's shape and dtype at its first use
+        const TensorMeta* meta = tracker.Find(inst.client, id);
+        PutInts(signature_, meta ? meta->shape : Shape{-1});
+        Put<uint8_t>(signature_, meta ? static_cast<uint8_t>(meta->dtype) : 0xff);
+      }
+    } else {
+      Put<uint8_t>(signature_, 'p');
+      Put<uint64_t>(signature_, placeholder);  // production index: relative to the sequence, never an id
+    }
   }
-  if (ProducesTensor(inst.op)) {
-    placeholder_[inst.results[0]] = produced_ids_.size();
-    produced_ids_.push_back(inst.results[0]);
-  }
-  ++length_;
+  WireResult(inst);
+}
+
+void Builder::AddWiring(const Instruction& inst) {
+  bool new_input = false;
+  for (TensorId id : inst.operands) (void)WireOperand(inst, id, &new_input);
+  WireResult(inst);
 }
 
 Sequence Builder::Finish() {

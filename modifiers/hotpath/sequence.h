@@ -90,6 +90,11 @@ class Builder {
   Sequence Finish();
 
  private:
+  // Records one operand of `inst`; its placeholder (inputs tagged, see Add).
+  TensorId WireOperand(const Instruction& inst, TensorId id, bool* new_input);
+  // Records what `inst` makes and counts it.
+  void WireResult(const Instruction& inst);
+
   std::string signature_;
   std::unordered_map<TensorId, TensorId> placeholder_;  // client id -> placeholder
   std::vector<TensorId> inputs_;

@@ -858,17 +858,7 @@ Result<Placement> ShardingStage::Movement(Step& s, const Tensor& t, const Tensor
   if (p.sharded() && s.inst->op == Op::kReshape && static_cast<int64_t>(meta.shape.size()) > p.axis &&
       std::equal(t.meta.shape.begin(), t.meta.shape.begin() + p.axis + 1, meta.shape.begin())) {
     Placement out = p;
-    out.ids.clear();
-    for (size_t r = 0; r < p.workers.size(); ++r) {
-      Instruction piece = *s.inst;
-      piece.attrs.shape = meta.shape;
-      piece.attrs.shape[p.axis] = p.sizes[r];
-      piece.operands = {p.ids[r]};
-      TensorId id = NewId(*s.client);
-      piece.results = {id};
-      EmitOn(s, p.workers[r], piece);
-      out.ids.push_back(id);
-    }
+    out.ids = ReshapeEach(s, p, meta.shape, p.axis, p.sizes);
     return out;
   }
   if (p.sharded() && s.inst->op == Op::kReshape) {
@@ -928,18 +918,25 @@ std::optional<Placement> ShardingStage::ReshapeRows(Step& s, const Tensor& t, co
   Placement out = p;
   out.axis = static_cast<int64_t>(b);
   out.sizes = sizes;
-  out.ids.clear();
+  out.ids = ReshapeEach(s, p, meta.shape, out.axis, sizes);
+  return out;
+}
+
+// Reshapes member r's piece of `p` to `shape` with `sizes[r]` along `axis`.
+std::vector<TensorId> ShardingStage::ReshapeEach(Step& s, const Placement& p, const Shape& shape, int64_t axis,
+                                                 const std::vector<int64_t>& sizes) {
+  std::vector<TensorId> ids;
   for (size_t r = 0; r < p.workers.size(); ++r) {
     Instruction piece = *s.inst;
-    piece.attrs.shape = meta.shape;
-    piece.attrs.shape[b] = sizes[r];
+    piece.attrs.shape = shape;
+    piece.attrs.shape[static_cast<size_t>(axis)] = sizes[r];
     piece.operands = {p.ids[r]};
     TensorId id = NewId(*s.client);
     piece.results = {id};
     EmitOn(s, p.workers[r], piece);
-    out.ids.push_back(id);
+    ids.push_back(id);
   }
-  return out;
+  return ids;
 }
 
 // Softmax normalises along one dim: with the shards cut along another,
@@ -1098,17 +1095,7 @@ Result<Placement> ShardingStage::Reduce(Step& s, const Tensor& t, const TensorMe
   Result<std::vector<int64_t>> axes = NormalizeAxes(inst.attrs.axes, rank);
   if (!axes.ok()) return axes.status();
   auto local = [&](Op op) {
-    std::vector<TensorId> ids;
-    for (size_t r = 0; r < p.workers.size(); ++r) {
-      Instruction piece = inst;
-      piece.op = op;
-      piece.operands = {p.ids[r]};
-      TensorId id = NewId(*s.client);
-      piece.results = {id};
-      EmitOn(s, p.workers[r], piece);
-      ids.push_back(id);
-    }
-    return ids;
+    return PerMember(s, p, op, inst.attrs, [&p](size_t r) { return std::vector<TensorId>{p.ids[r]}; }, false);
   };
   if (p.replicated()) return Placement{Placement::Kind::kReplicated, p.workers, local(inst.op), 0, {}};
   const bool over_shard_axis = std::find(axes->begin(), axes->end(), p.axis) != axes->end();

@@ -158,6 +158,8 @@ class ShardingStage final : public Stage {
   Result<Placement> SoftmaxAlongShards(Step& s, const Tensor& in);
   static std::optional<int64_t> AxisAfter(const Instruction& inst, int64_t axis, int64_t rank);
   std::optional<Placement> ReshapeRows(Step& s, const Tensor& in, const TensorMeta& meta);
+  std::vector<TensorId> ReshapeEach(Step& s, const Placement& p, const Shape& shape, int64_t axis,
+                                    const std::vector<int64_t>& sizes);
   Result<Placement> SliceAlongShards(Step& s, const Tensor& in, const TensorMeta& meta);
   // Emits `op` with `attrs` on every member r of `p`, on operands(r); the
   // results, one per member, are kept as temporaries when `temporary`.
