@@ -233,9 +233,21 @@ TEST(UnitPlanTest, FoldsConstantsSharesRepeatsDropsTransposePairsAndDeadCode) {
   // ones, reshape, ones, mul, div: the prologue; kept under their placeholders.
   ASSERT_EQ(plan.prologue.size(), 5u);
   EXPECT_EQ(plan.constants, (std::vector<TensorId>{3, 4, 5, 6, 7}));
-  // Left: mul, add (g*a + g*a), add (+ w), mul, sub, copy_into.
-  EXPECT_EQ(Kernels(plan.body), 6u);
-  EXPECT_EQ(plan.kernels_saved, Kernels(unit.body) - 6u);
+  // Left: mul, add (g*a + g*a), add (+ w), and w -= 0.1 * out as one fused
+  // kernel (mul, sub, copy_into in the template).
+  EXPECT_EQ(Kernels(plan.body), 4u);
+  EXPECT_EQ(plan.kernels_saved, Kernels(unit.body) - 4u);
+  ASSERT_EQ(plan.fusions.size(), plan.body.size());
+  size_t fused = 0;
+  for (size_t i = 0; i < plan.body.size(); ++i) {
+    if (plan.fusions[i] == Fusion::kNone) continue;
+    ++fused;
+    EXPECT_EQ(plan.fusions[i], Fusion::kScaledSubtractInto);
+    EXPECT_EQ(plan.body[i].op, Op::kCopyInto);
+    EXPECT_EQ(plan.body[i].operands, (std::vector<TensorId>{2, 13}));
+    EXPECT_EQ(plan.body[i].attrs.scalar, 0.1);
+  }
+  EXPECT_EQ(fused, 1u);
   // The replayed body is still a valid unit body once constants are inputs:
   // nothing is used after it is freed and the output is never freed.
   std::set<TensorId> freed;
@@ -285,6 +297,73 @@ TEST_F(UnitStrategyTest, PlannedStepMatchesEagerAcrossReplays) {
     EXPECT_TRUE(at::allclose(Fetch(100).reshape({4, 3}), out, 1e-6, 1e-30)) << "run " << r;
     EXPECT_TRUE(at::allclose(Fetch(2).reshape({4, 3}), w_eager, 1e-6, 1e-30)) << "run " << r;
     ASSERT_TRUE(backend_->Execute(Make(Op::kFree, {100}, {}), sink_).ok());
+  }
+}
+
+// relu forward and backward as autograd emits them: x = %1, g = %2 (the
+// incoming gradient). The mask gt(x, 0) feeds one mul: fused into relu's
+// gradient. A second mask that is also an output stays as it is.
+std::vector<Instruction> ReluGradientBody() {
+  return {
+      Make(Op::kRelu, {1}, {3}),                                      // output
+      WithScalar(Make(Op::kGt, {1}, {4}), 0, ScalarSide::kRight),
+      Make(Op::kMul, {4, 2}, {5}),                                    // output: mask * g
+      WithScalar(Make(Op::kGt, {1}, {6}), 0, ScalarSide::kRight),     // output too: not fused
+      Make(Op::kMul, {2, 6}, {7}),                                    // output
+      Make(Op::kFree, {4}, {}),
+  };
+}
+
+TEST(UnitPlanTest, FusesReluGradientOnlyWhereTheMaskHasNoOtherUse) {
+  UnitTemplate unit{2, ReluGradientBody()};
+  Result<UnitInterface> interface = AnalyzeUnit(unit);
+  ASSERT_TRUE(interface.ok()) << interface.status().message();
+  UnitPlan plan = PlanUnit(unit, *interface);
+  ASSERT_EQ(plan.fusions.size(), plan.body.size());
+  std::vector<Op> ops;
+  for (size_t i = 0; i < plan.body.size(); ++i) {
+    if (plan.body[i].op == Op::kFree) continue;
+    ops.push_back(plan.body[i].op);
+    if (plan.fusions[i] == Fusion::kReluGradient) {
+      EXPECT_EQ(plan.body[i].operands, (std::vector<TensorId>{2, 1}));  // {g, x}
+      EXPECT_EQ(plan.body[i].results, (std::vector<TensorId>{5}));
+    }
+  }
+  EXPECT_EQ(ops, (std::vector<Op>{Op::kRelu, Op::kMul, Op::kGt, Op::kMul}));
+  EXPECT_EQ(std::count(plan.fusions.begin(), plan.fusions.end(), Fusion::kReluGradient), 1);
+}
+
+TEST_F(UnitStrategyTest, FusedReluGradientMatchesEager) {
+  at::Tensor x = at::randn({64, 32}), g = at::randn({64, 32});
+  at::Tensor mask = (x > 0).to(at::kFloat);
+  RunChecked(0, ReluGradientBody(), x, g, {at::relu(x), mask * g, mask, g * mask}, 3);
+}
+
+// An update whose gradient broadcasts over the parameter ([3] into [4, 3]):
+// the fused kernel's preconditions fail and the pattern runs op by op.
+TEST_F(UnitStrategyTest, FusedUpdateFallsBackWhenShapesDiffer) {
+  backend_ = std::make_unique<TorchBackend>(TorchBackendOptions{1, {}, 256, 0});
+  at::Tensor w = at::rand({4, 3}), g = at::rand({3});
+  Store(1, w);
+  Store(2, g);
+  UnitTemplate unit{2, {WithScalar(Make(Op::kMul, {2}, {3}), 0.5, ScalarSide::kRight), Make(Op::kSub, {1, 3}, {4}),
+                        Make(Op::kCopyInto, {1, 4}, {}), Make(Op::kFree, {3, 4}, {})}};
+  Result<UnitInterface> interface = AnalyzeUnit(unit);
+  ASSERT_TRUE(interface.ok()) << interface.status().message();
+  UnitPlan plan = PlanUnit(unit, *interface);
+  EXPECT_EQ(std::count(plan.fusions.begin(), plan.fusions.end(), Fusion::kScaledSubtractInto), 1);
+  Instruction define = Make(Op::kDefineUnit, {}, {});
+  define.attrs.seed = 11;
+  define.payload = EncodeUnit(unit);
+  ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+  at::Tensor w_eager = w.clone();
+  for (int r = 0; r < 3; ++r) {
+    w_eager.copy_(w_eager - g * 0.5);
+    Instruction run = Make(Op::kRunUnit, {1, 2}, {});
+    run.attrs.seed = 11;
+    Status s = backend_->Execute(run, sink_);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_TRUE(at::allclose(Fetch(1).reshape({4, 3}), w_eager, 1e-6, 1e-30)) << "run " << r;
   }
 }
 

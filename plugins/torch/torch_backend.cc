@@ -1,5 +1,6 @@
 #include "torch_backend.h"
 
+#include "fused_kernels.h"
 #include "unit_plan.h"
 
 #include <ATen/Parallel.h>  // at::set_num_threads; not pulled in by ATen.h
@@ -577,7 +578,8 @@ Status TorchBackend::DefineUnit(const Instruction& inst) {
   return Status::Ok();
 }
 
-Status TorchBackend::RunBody(const Instruction& run, const std::vector<Instruction>& instructions, UnitEnv& env) {
+Status TorchBackend::RunBody(const Instruction& run, const std::vector<Instruction>& instructions,
+                             const std::vector<Fusion>& fusions, UnitEnv& env) {
   struct Restore {
     const UnitEnv*& slot;
     ~Restore() { slot = nullptr; }
@@ -586,7 +588,9 @@ Status TorchBackend::RunBody(const Instruction& run, const std::vector<Instructi
   for (size_t i = 0; i < instructions.size(); ++i) {
     const Instruction& body = instructions[i];
     Status status;
-    if (ProducesTensor(body.op)) {
+    if (!fusions.empty() && fusions[i] != Fusion::kNone) {
+      status = RunFused(body, fusions[i], env);
+    } else if (ProducesTensor(body.op)) {
       Result<at::Tensor> out = Compute(body);
       if (out.ok()) {
         env[body.results[0]] = std::move(out).value();
@@ -604,18 +608,36 @@ Status TorchBackend::RunBody(const Instruction& run, const std::vector<Instructi
   return Status::Ok();
 }
 
+Status TorchBackend::RunFused(const Instruction& step, Fusion fusion, UnitEnv& env) {
+  Result<std::vector<at::Tensor>> operands = Operands(step, 2);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& a = (*operands)[0];
+  const at::Tensor& b = (*operands)[1];
+  // The fused kernels assume what the patterns imply for a float training
+  // step; anything else takes the pattern's own ops.
+  if (fusion == Fusion::kScaledSubtractInto) {  // p -= s * g
+    at::Tensor p = a;
+    if (!ScaledSubtractInto(p, b, step.attrs.scalar)) p.copy_(at::sub(p, at::mul(b, WrappedScalar(step.attrs.scalar))));
+    return Status::Ok();
+  }
+  // relu's gradient: g where x > 0
+  const bool alike = a.scalar_type() == b.scalar_type() && a.is_floating_point() && a.sizes().equals(b.sizes());
+  env[step.results[0]] = alike ? at::threshold_backward(a, b, 0) : at::mul(a, Compare(Op::kGt, b, WrappedScalar(0)));
+  return Status::Ok();
+}
+
 Result<std::vector<at::Tensor>> TorchBackend::Interpret(const Instruction& run, const CompiledUnit& unit,
                                                         const std::vector<at::Tensor>& inputs) {
   UnitEnv env(1 + static_cast<size_t>(unit.interface.inputs) + unit.interface.produced);
   for (size_t j = 0; j < inputs.size(); ++j) env[j + 1] = inputs[j];
   const UnitPlan& plan = unit.plan;
   if (unit.constants.empty() && !plan.prologue.empty()) {
-    if (Status made = RunBody(run, plan.prologue, env); !made.ok()) return made;
+    if (Status made = RunBody(run, plan.prologue, {}, env); !made.ok()) return made;
     for (TensorId id : plan.constants) unit.constants.push_back(env[id]);
   } else {
     for (size_t k = 0; k < unit.constants.size(); ++k) env[plan.constants[k]] = unit.constants[k];
   }
-  Status status = RunBody(run, plan.body, env);
+  Status status = RunBody(run, plan.body, plan.fusions, env);
   if (!status.ok()) return status;
   std::vector<at::Tensor> outputs;
   outputs.reserve(unit.interface.outputs.size());

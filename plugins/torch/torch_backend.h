@@ -30,6 +30,7 @@
 #include "gt/status.h"
 #include "gt/unit.h"
 #include "unit_graph.h"
+#include "unit_plan.h"
 
 namespace gt::torch_backend {
 
@@ -140,8 +141,12 @@ class TorchBackend final : public gt::Backend {
   // A unit's tensors by placeholder (index 0 unused; an undefined tensor is
   // absent): placeholders are dense, so no map nodes are allocated per run.
   using UnitEnv = std::vector<at::Tensor>;
-  // Runs `unit`'s body on `env` (inputs filled in, sized for every placeholder).
-  Status RunBody(const Instruction& run, const std::vector<Instruction>& instructions, UnitEnv& env);
+  // Runs `unit`'s body on `env` (inputs filled in, sized for every placeholder);
+  // `fusions` is empty or says, per instruction, which fused kernel computes it.
+  Status RunBody(const Instruction& run, const std::vector<Instruction>& instructions,
+                 const std::vector<Fusion>& fusions, UnitEnv& env);
+  // One step the unit planner fused (unit_plan.h), on `env`.
+  Status RunFused(const Instruction& step, Fusion fusion, UnitEnv& env);
   // The unit's outputs for `inputs`, by interpretation.
   Result<std::vector<at::Tensor>> Interpret(const Instruction& run, const CompiledUnit& unit,
                                             const std::vector<at::Tensor>& inputs);

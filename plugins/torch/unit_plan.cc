@@ -77,15 +77,19 @@ class Planner {
   UnitPlan Finish() {
     UnitPlan plan;
     RemoveDeadCode();
-    for (Instruction& inst : kept_) {
+    std::vector<Fusion> fusions = FuseKernels();
+    std::vector<Fusion> body_fusions;
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      Instruction& inst = kept_[i];
       if (constants_.count(inst.results.empty() ? 0 : inst.results[0])) {
         plan.constants.push_back(inst.results[0]);
         plan.prologue.push_back(std::move(inst));
       } else {
         plan.body.push_back(std::move(inst));
+        body_fusions.push_back(fusions[i]);
       }
     }
-    plan.body = WithFrees(std::move(plan.body), plan.constants);
+    std::tie(plan.body, plan.fusions) = WithFrees(std::move(plan.body), std::move(body_fusions), plan.constants);
     size_t before = 0, after = 0;
     for (const Instruction& inst : unit_.body) before += inst.op == Op::kFree ? 0 : 1;
     for (const Instruction& inst : plan.body) after += inst.op == Op::kFree ? 0 : 1;
@@ -146,9 +150,71 @@ class Planner {
     kept_ = std::move(alive);
   }
 
+  // Rewrites the patterns of Fusion in kept_ (dead code already gone, so use
+  // counts are final) and returns each kept instruction's fusion.
+  std::vector<Fusion> FuseKernels() {
+    std::unordered_map<TensorId, int> uses;  // as an operand; an output counts as a use
+    std::unordered_map<TensorId, size_t> producer;
+    std::vector<size_t> mutations_before(kept_.size() + 1, 0);  // mutations among kept_[0, i)
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      for (TensorId id : kept_[i].operands) ++uses[id];
+      if (!kept_[i].results.empty()) producer[kept_[i].results[0]] = i;
+      mutations_before[i + 1] = mutations_before[i] + (IsMutation(kept_[i].op) ? 1 : 0);
+    }
+    for (TensorId out : outputs_) ++uses[out];
+    // The single-use producer of `id` with op `op`, if any, with no mutation
+    // between it and `user` (so its operands still hold what it read).
+    auto sole_producer = [&](TensorId id, Op op, size_t user) -> std::optional<size_t> {
+      auto it = producer.find(id);
+      if (it == producer.end() || uses[id] != 1 || kept_[it->second].op != op) return std::nullopt;
+      if (mutations_before[user] != mutations_before[it->second + 1]) return std::nullopt;
+      return it->second;
+    };
+    std::vector<Fusion> fusions(kept_.size(), Fusion::kNone);
+    std::vector<bool> dropped(kept_.size(), false);
+    for (size_t k = 0; k < kept_.size(); ++k) {
+      Instruction& inst = kept_[k];
+      if (inst.op == Op::kCopyInto && inst.operands.size() == 2) {
+        // copy_into(p, u), u = sub(p, t), t = mul(g, s)
+        const TensorId p = inst.operands[0];
+        std::optional<size_t> sub = sole_producer(inst.operands[1], Op::kSub, k);
+        if (!sub || kept_[*sub].attrs.scalar_side != ScalarSide::kNone || kept_[*sub].operands[0] != p) continue;
+        std::optional<size_t> mul = sole_producer(kept_[*sub].operands[1], Op::kMul, k);
+        if (!mul || kept_[*mul].attrs.scalar_side == ScalarSide::kNone) continue;
+        inst.operands = {p, kept_[*mul].operands[0]};
+        inst.attrs.scalar = kept_[*mul].attrs.scalar;
+        fusions[k] = Fusion::kScaledSubtractInto;
+        dropped[*sub] = dropped[*mul] = true;
+      } else if (inst.op == Op::kMul && inst.attrs.scalar_side == ScalarSide::kNone && inst.operands.size() == 2 &&
+                 inst.operands[0] != inst.operands[1] && !constants_.count(inst.results[0])) {
+        // mul(g, m) or mul(m, g), m = gt(x, 0); a constant product stays
+        // as it is (the prologue runs plain instructions)
+        for (size_t side = 0; side < 2; ++side) {
+          std::optional<size_t> gt = sole_producer(inst.operands[side], Op::kGt, k);
+          if (!gt || kept_[*gt].attrs.scalar_side != ScalarSide::kRight || kept_[*gt].attrs.scalar != 0) continue;
+          inst.operands = {inst.operands[1 - side], kept_[*gt].operands[0]};
+          fusions[k] = Fusion::kReluGradient;
+          dropped[*gt] = true;
+          break;
+        }
+      }
+    }
+    std::vector<Instruction> kept;
+    std::vector<Fusion> kept_fusions;
+    for (size_t i = 0; i < kept_.size(); ++i) {
+      if (dropped[i]) continue;
+      kept.push_back(std::move(kept_[i]));
+      kept_fusions.push_back(fusions[i]);
+    }
+    kept_ = std::move(kept);
+    return kept_fusions;
+  }
+
   // Frees every input and temporary right after its last use in `body`
-  // (outputs and constants are never freed here).
-  std::vector<Instruction> WithFrees(std::vector<Instruction> body, const std::vector<TensorId>& constants) const {
+  // (outputs and constants are never freed here); `fusions` follows.
+  std::pair<std::vector<Instruction>, std::vector<Fusion>> WithFrees(std::vector<Instruction> body,
+                                                                      std::vector<Fusion> fusions,
+                                                                      const std::vector<TensorId>& constants) const {
     std::unordered_set<TensorId> keep(outputs_.begin(), outputs_.end());
     keep.insert(constants.begin(), constants.end());
     std::unordered_map<TensorId, size_t> last_use;
@@ -160,17 +226,21 @@ class Planner {
     for (const auto& [id, index] : last_use)
       if (!keep.count(id)) frees[index].push_back(id);
     std::vector<Instruction> out;
+    std::vector<Fusion> out_fusions;
     out.reserve(body.size() * 2);
+    out_fusions.reserve(body.size() * 2);
     for (size_t i = 0; i < body.size(); ++i) {
       out.push_back(std::move(body[i]));
+      out_fusions.push_back(fusions[i]);
       if (frees[i].empty()) continue;
       std::sort(frees[i].begin(), frees[i].end());
       Instruction free;
       free.op = Op::kFree;
       free.operands = std::move(frees[i]);
       out.push_back(std::move(free));
+      out_fusions.push_back(Fusion::kNone);
     }
-    return out;
+    return {std::move(out), std::move(out_fusions)};
   }
 
   const UnitTemplate& unit_;

@@ -14,6 +14,9 @@
 //   transpose pairs
 //                  transpose(transpose(x)) over the same two dimensions is x
 //   dead code      results that reach no output and no mutation are not made
+//   fused kernels  two patterns that autograd and optimizers emit become one
+//                  kernel each (see Fusion): eager execution, one
+//                  instruction at a time, cannot see them
 //   frees          every temporary is released right after its last use
 //
 // What is never rewritten: random creation (fresh numbers each time),
@@ -33,10 +36,29 @@
 
 namespace gt::torch_backend {
 
+// How a body step is computed when the planner fused a pattern into it. The
+// step stays an instruction (its operands are what the fused kernel reads,
+// its result what it makes), so frees and lookups treat it like any other.
+// The backend checks each fused kernel's preconditions on every run (equal
+// dtypes and shapes, no partial overlap) and computes the pattern op by op
+// when they do not hold.
+enum class Fusion : uint8_t {
+  kNone = 0,
+  // copy_into(p, sub(p, mul(g, s))): p -= s * g in place, one pass over p
+  // and g and no temporaries (torch.optim.SGD's update). The step is
+  // kCopyInto {p, g} with attrs.scalar = s. Rounded as the pattern is.
+  kScaledSubtractInto,
+  // mul(g, gt(x, 0)), either operand order: relu's gradient, g where x > 0
+  // and 0 elsewhere. The step is kMul {g, x}. Equal to the pattern for finite
+  // values; where x is NaN it passes g on, as PyTorch's relu gradient does.
+  kReluGradient,
+};
+
 struct UnitPlan {
   std::vector<Instruction> prologue;  // run once; every result kept as a constant
   std::vector<TensorId> constants;    // placeholders the prologue's results stay under
   std::vector<Instruction> body;      // run on every replay, frees included
+  std::vector<Fusion> fusions;        // one per body instruction; empty: none fused
   size_t kernels_saved = 0;           // tensor instructions of the template that replays no longer run
 };
 
