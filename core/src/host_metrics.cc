@@ -1,5 +1,8 @@
 #include "host_metrics.h"
 
+#include <algorithm>
+#include <vector>
+
 namespace gt {
 namespace {
 
@@ -41,9 +44,24 @@ prometheus::Labels With(prometheus::Labels labels, const std::string& key, std::
 }  // namespace
 
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
-  static const prometheus::Histogram::BucketBoundaries kBuckets = {
-      1e-6, 4e-6, 1.6e-5, 6.4e-5, 2.56e-4, 1.024e-3, 4.096e-3, 1.6384e-2, 6.5536e-2, 0.262144, 1.048576, 4.194304};
+  static const prometheus::Histogram::BucketBoundaries kBuckets(kLatencyBounds.begin(), kLatencyBounds.end());
   return kBuckets;
+}
+
+void HistogramTally::Observe(double seconds) {
+  // A value equal to a bound belongs to that bound's bucket (le), as in Histogram::Observe.
+  const auto bucket = std::lower_bound(kLatencyBounds.begin(), kLatencyBounds.end(), seconds);
+  counts_[static_cast<size_t>(bucket - kLatencyBounds.begin())] += 1;
+  sum_ += seconds;
+  empty_ = false;
+}
+
+void HistogramTally::FlushTo(prometheus::Histogram& histogram) {
+  if (empty_) return;
+  histogram.ObserveMultiple(std::vector<double>(counts_.begin(), counts_.end()), sum_);
+  counts_.fill(0);
+  sum_ = 0;
+  empty_ = true;
 }
 
 HostMetrics::HostMetrics(HostKind host, std::string instance, prometheus::Registry& r)

@@ -72,6 +72,25 @@ class HostMetrics {
 };
 
 // Bucket bounds for latency histograms: 1 us .. ~4 s, x4 apart.
+inline constexpr std::array<double, 12> kLatencyBounds = {
+    1e-6, 4e-6, 1.6e-5, 6.4e-5, 2.56e-4, 1.024e-3, 4.096e-3, 1.6384e-2, 6.5536e-2, 0.262144, 1.048576, 4.194304};
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets();
+
+// Observations for a LatencyBuckets() histogram, gathered here and added to
+// it in one call. prometheus-cpp's Observe locks a mutex and updates three
+// atomics; per instruction and stage that cost more than some stages' own
+// work. Hosts flush once per batch and before answering a sync point, so a
+// client that reads metrics after a sync sees its own work.
+class HistogramTally {
+ public:
+  void Observe(double seconds);
+  // Adds what was observed since the last flush to `histogram`.
+  void FlushTo(prometheus::Histogram& histogram);
+
+ private:
+  std::array<double, kLatencyBounds.size() + 1> counts_{};  // the last: +Inf
+  double sum_ = 0;
+  bool empty_ = true;
+};
 
 }  // namespace gt

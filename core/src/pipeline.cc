@@ -25,7 +25,8 @@ void Pipeline::Tally::FlushTo(StageMetrics& m) {
   if (emitted) m.emitted->Increment(static_cast<double>(emitted));
   if (dropped) m.dropped->Increment(static_cast<double>(dropped));
   if (injected) m.injected->Increment(static_cast<double>(injected));
-  *this = Tally();
+  seconds.FlushTo(*m.seconds);
+  received = emitted = dropped = injected = 0;
 }
 
 struct Pipeline::Slot {
@@ -83,7 +84,7 @@ void Pipeline::RunFrom(size_t index, Instruction inst) {
   } catch (...) {
     status = PluginError("stage '" + slot.name + "' threw a non-standard exception");
   }
-  slot.metrics.seconds->Observe(SecondsSince(start));
+  slot.tally.seconds.Observe(SecondsSince(start));
   if (!status.ok()) Fail(slot.metrics, ref, status);
   size_t n = slot.collector.out.size();
   if (n == 0 && status.ok()) ++slot.tally.dropped;
@@ -130,7 +131,7 @@ void Pipeline::Deliver(Instruction inst) {
   if (inst.op == Op::kSync || inst.op == Op::kFetch) FlushTallies();
   Clock::time_point start = Clock::now();
   Status status = terminal_->Accept(std::move(inst));
-  terminal_metrics_.seconds->Observe(SecondsSince(start));
+  terminal_tally_.seconds.Observe(SecondsSince(start));
   if (status.ok()) {
     ++terminal_tally_.emitted;
   } else {

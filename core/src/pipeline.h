@@ -57,13 +57,14 @@ class Pipeline {
   size_t stage_count() const { return stages_.size(); }
 
  private:
-  // Counts of one stage not yet added to its Prometheus counters. Adding to a
-  // prometheus-cpp counter is an atomic read-modify-write; doing it four
-  // times per instruction per stage cost more than some stages' own work, so
-  // the counts are kept here and added once per batch and before every sync
-  // point.
+  // Counts and times of one stage not yet added to its Prometheus metrics.
+  // Adding to a prometheus-cpp counter is an atomic read-modify-write, and an
+  // observation of a histogram takes a mutex; doing that per instruction per
+  // stage cost more than some stages' own work, so they are kept here and
+  // added once per batch and before every sync point.
   struct Tally {
     uint64_t received = 0, emitted = 0, dropped = 0, injected = 0;
+    HistogramTally seconds;
     void FlushTo(StageMetrics& m);
   };
   struct Slot;

@@ -89,7 +89,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
 
   Status Accept(Instruction inst) override {
     // A client reads metrics after its sync points: they must include its work.
-    if (inst.op == Op::kSync || inst.op == Op::kFetch) UpdateGauges();
+    if (inst.op == Op::kSync || inst.op == Op::kFetch) PublishMetrics();
     if (inst.op == Op::kSync) return AcknowledgeSync(inst);
     if (inst.op == Op::kDropClient) {
       failed_.erase(inst.client);
@@ -108,18 +108,20 @@ class Worker::Impl final : public Terminal, public ReplySink {
     }
     Clock::time_point start = Clock::now();
     Status status = backend_->Execute(inst, *this);
-    metrics_.OpSeconds(inst.op).Observe(SecondsSince(start));
+    op_seconds_[static_cast<size_t>(inst.op)].Observe(SecondsSince(start));
     if (!status.ok())
       for (TensorId r : inst.results) failed[r] = inst.seq;
     return status;
   }
 
-  void EndBatch() override { UpdateGauges(); }
+  void EndBatch() override { PublishMetrics(); }
 
-  void UpdateGauges() {
+  // Gauges, and the backend times gathered since the last call.
+  void PublishMetrics() {
     BackendStats stats = backend_->Stats();
     metrics_.live_tensors.Set(static_cast<double>(stats.live_tensors));
     metrics_.resident_bytes.Set(static_cast<double>(stats.resident_bytes));
+    for (size_t op = 0; op < op_seconds_.size(); ++op) op_seconds_[op].FlushTo(metrics_.OpSeconds(static_cast<Op>(op)));
   }
 
   // ---- ReplySink -----------------------------------------------------------
@@ -304,7 +306,9 @@ class Worker::Impl final : public Terminal, public ReplySink {
   PluginInstance<Backend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
   zmq::socket_t* pipeline_link_ = nullptr;  // owned by the pipeline thread
-  // Pipeline-thread state, per client namespace.
+  // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
+  // (added with the gauges), and per client namespace:
+  std::array<HistogramTally, static_cast<size_t>(Op::kCount)> op_seconds_;
   std::unordered_map<ClientId, std::unordered_map<TensorId, uint64_t>> failed_;  // tensor -> seq of failed op
   std::unordered_map<ClientId, std::vector<wire::OpError>> errors_;               // until the next sync
 };
