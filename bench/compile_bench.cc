@@ -14,6 +14,8 @@
 // worker's backend and the dispatcher's stages (the hosts' own metrics, read
 // through gt::worker_stats() by the child before and after its timed steps).
 #include <sys/wait.h>
+#include <csignal>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +23,8 @@
 #include <cstdlib>
 #include <string>
 #include <vector>
+
+#include <zmq.hpp>
 
 #include "cluster.h"
 #include "gt/gt.h"
@@ -119,6 +123,18 @@ void ChainSteps(int warmup, int steps) {
   Timed(warmup, steps, step);
 }
 
+// The smallest sync point: one tiny op and its fetch. Its time is the round
+// trip client -> dispatcher -> worker -> dispatcher -> client that every
+// step with a sync pays, whatever the stages.
+void SyncSteps(int warmup, int steps) {
+  gt::Tensor a = gt::ones({1}, gt::DType::kFloat32);
+  auto step = [&] {
+    volatile double sink = (a + 1.0).item();
+    (void)sink;
+  };
+  Timed(warmup, steps, step);
+}
+
 int Child(const std::string& endpoint, const std::string& program, int steps) {
   if (endpoint == "embedded") {
     gt::workers(1);  // the embedded default; GT_COMPILE (set by the parent) picks its stages
@@ -127,11 +143,87 @@ int Child(const std::string& endpoint, const std::string& program, int steps) {
   }
   if (program == "mlp") {
     MlpSteps(kMlpWarmup, steps);
+  } else if (program == "sync") {
+    SyncSteps(kMlpWarmup, steps);
   } else {
     ChainSteps(kChainWarmup, steps);
   }
   gt::shutdown();
   return 0;
+}
+
+// ---- the floor: bare ZeroMQ over the same topology ---------------------------
+
+// Seconds per round trip of a 100-byte message client (DEALER) -> broker
+// (ROUTER in front, ROUTER behind) -> worker (DEALER) and back, three
+// processes over TCP loopback: what a gt sync point costs before gt does
+// any work of its own. Runs in a child process of its own (forks; no ZeroMQ
+// context may exist before a fork).
+double BareRoundTrip(int rounds) {
+  const int front = gt::testing::FreeTcpPort(), back = gt::testing::FreeTcpPort();
+  const std::string front_ep = "tcp://127.0.0.1:" + std::to_string(front);
+  const std::string back_ep = "tcp://127.0.0.1:" + std::to_string(back);
+  const pid_t broker = fork();
+  if (broker == 0) {
+    zmq::context_t context;
+    zmq::socket_t clients(context, zmq::socket_type::router), workers(context, zmq::socket_type::router);
+    clients.bind(front_ep);
+    workers.bind(back_ep);
+    zmq::message_t worker_id, client_id, body;
+    (void)workers.recv(worker_id);
+    (void)workers.recv(body);  // the worker's hello
+    for (;;) {
+      zmq::pollitem_t items[] = {{clients.handle(), 0, ZMQ_POLLIN, 0}, {workers.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::poll(items, 2, std::chrono::milliseconds(1000));
+      if (items[0].revents & ZMQ_POLLIN) {
+        (void)clients.recv(client_id);
+        (void)clients.recv(body);
+        if (body.size() == 0) _exit(0);
+        zmq::message_t to(worker_id.data(), worker_id.size());
+        workers.send(to, zmq::send_flags::sndmore);
+        workers.send(body, zmq::send_flags::none);
+      }
+      if (items[1].revents & ZMQ_POLLIN) {
+        zmq::message_t from;
+        (void)workers.recv(from);
+        (void)workers.recv(body);
+        zmq::message_t to(client_id.data(), client_id.size());
+        clients.send(to, zmq::send_flags::sndmore);
+        clients.send(body, zmq::send_flags::none);
+      }
+    }
+  }
+  const pid_t worker = fork();
+  if (worker == 0) {
+    zmq::context_t context;
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    dealer.connect(back_ep);
+    dealer.send(zmq::str_buffer("hello"));
+    for (zmq::message_t m; dealer.recv(m) && m.size() > 0;) dealer.send(m, zmq::send_flags::none);
+    _exit(0);
+  }
+  double seconds = 0;
+  {
+    zmq::context_t context;
+    zmq::socket_t dealer(context, zmq::socket_type::dealer);
+    dealer.set(zmq::sockopt::linger, 0);
+    dealer.connect(front_ep);
+    const std::string payload(100, 'x');
+    auto round_trip = [&] {
+      dealer.send(zmq::buffer(payload));
+      zmq::message_t reply;
+      (void)dealer.recv(reply);
+    };
+    for (int i = 0; i < 500; ++i) round_trip();
+    const auto start = Clock::now();
+    for (int i = 0; i < rounds; ++i) round_trip();
+    seconds = std::chrono::duration<double>(Clock::now() - start).count() / rounds;
+    dealer.send(zmq::message_t(), zmq::send_flags::none);  // an empty body ends the broker
+  }
+  kill(worker, SIGTERM);
+  waitpid(broker, nullptr, 0);
+  waitpid(worker, nullptr, 0);
+  return seconds;
 }
 
 // ---- the parent --------------------------------------------------------------
@@ -196,7 +288,11 @@ double RunEmbedded(const char* self, const std::string& program, bool compile, i
 
 int main(int argc, char** argv) {
   if (argc == 5 && std::string(argv[1]) == "child") return Child(argv[2], argv[3], std::atoi(argv[4]));
-  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  if (argc == 2 && std::string(argv[1]) == "floor") {
+    std::printf("%.9f\n", BareRoundTrip(5000));
+    return 0;
+  }
+  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
   std::printf("gt compile benchmark: dispatcher with hotpath + compile stages vs without, 1 worker process "
               "(1 intra-op thread), median of %d rounds\n", rounds);
   std::printf("%-36s %12s %12s %8s %16s %16s\n", "benchmark", "plain", "compiled", "speedup", "worker msgs/step",
@@ -206,7 +302,7 @@ int main(int argc, char** argv) {
     const char* label;
     int steps;
   };
-  for (Program p : {Program{"mlp", "MLP 64-128-10 training step (b=32)", 200},
+  for (Program p : {Program{"mlp", "MLP 64-128-10 training step (b=32)", 1000},
                     Program{"chain", "16-op elementwise chain on 1M floats", 30}}) {
     std::vector<double> plain, compiled;
     Measure last_plain, last_compiled;
@@ -223,6 +319,9 @@ int main(int argc, char** argv) {
     std::printf("%-36s backend %.3f -> %.3f ms/step, dispatcher stages+router %.3f -> %.3f ms/step\n", "",
                 last_plain.backend_seconds * 1e3, last_compiled.backend_seconds * 1e3,
                 last_plain.dispatcher_seconds * 1e3, last_compiled.dispatcher_seconds * 1e3);
+    std::string per_round;
+    for (int r = 0; r < rounds; ++r) per_round += " " + std::to_string(plain[r] / compiled[r]).substr(0, 4) + "x";
+    std::printf("%-36s speedup per round (plain and compiled run back to back):%s\n", "", per_round.c_str());
     std::printf("%-36s worker units by chosen strategy: %s\n", "",
                 last_compiled.strategies.empty() ? "none" : last_compiled.strategies.c_str());
     std::vector<double> embedded_plain, embedded_compiled;
@@ -232,8 +331,22 @@ int main(int argc, char** argv) {
     }
     a = Median(embedded_plain);
     b = Median(embedded_compiled);
-    std::printf("%-36s embedded default (GT_COMPILE=0 vs 1, inproc): %.3f ms -> %.3f ms, %.2fx\n", "", a * 1e3,
-                b * 1e3, a / b);
+    per_round.clear();
+    for (int r = 0; r < rounds; ++r)
+      per_round += " " + std::to_string(embedded_plain[r] / embedded_compiled[r]).substr(0, 4) + "x";
+    std::printf("%-36s embedded default (GT_COMPILE=0 vs 1, inproc): %.3f ms -> %.3f ms, %.2fx; per round:%s\n", "",
+                a * 1e3, b * 1e3, a / b, per_round.c_str());
   }
+  // The round trip every step with a sync point pays, plain or compiled.
+  double floor = 0;
+  if (FILE* pipe = popen((std::string(argv[0]) + " floor").c_str(), "r")) {
+    char line[64] = {0};
+    if (std::fgets(line, sizeof line, pipe)) floor = std::atof(line);
+    pclose(pipe);
+  }
+  std::vector<double> syncs;
+  for (int r = 0; r < rounds; ++r) syncs.push_back(RunOnce(argv[0], "sync", false, 2000).seconds);
+  std::printf("round trip shared by both: bare ZeroMQ client->broker->worker->back (3 processes, TCP) %.3f ms; "
+              "gt sync point (a + 1).item() %.3f ms\n", floor * 1e3, Median(syncs) * 1e3);
   return 0;
 }
