@@ -156,13 +156,12 @@ int Child(const std::string& endpoint, const std::string& program, int steps) {
 
 // Seconds per round trip of a 100-byte message client (DEALER) -> broker
 // (ROUTER in front, ROUTER behind) -> worker (DEALER) and back, three
-// processes over TCP loopback: what a gt sync point costs before gt does
-// any work of its own. Runs in a child process of its own (forks; no ZeroMQ
-// context may exist before a fork).
+// processes over ipc:// as the benchmark's clusters are: what a gt sync
+// point costs before gt does any work of its own. Runs in a child process
+// of its own (forks; no ZeroMQ context may exist before a fork).
 double BareRoundTrip(int rounds) {
-  const int front = gt::testing::FreeTcpPort(), back = gt::testing::FreeTcpPort();
-  const std::string front_ep = "tcp://127.0.0.1:" + std::to_string(front);
-  const std::string back_ep = "tcp://127.0.0.1:" + std::to_string(back);
+  const std::string prefix = "ipc:///tmp/gt-bench-floor-" + std::to_string(getpid());
+  const std::string front_ep = prefix + "-front.sock", back_ep = prefix + "-back.sock";
   const pid_t broker = fork();
   if (broker == 0) {
     zmq::context_t context;
@@ -223,6 +222,7 @@ double BareRoundTrip(int rounds) {
   kill(worker, SIGTERM);
   waitpid(broker, nullptr, 0);
   waitpid(worker, nullptr, 0);
+  for (const std::string& endpoint : {front_ep, back_ep}) std::remove(endpoint.substr(6).c_str());  // past "ipc://"
   return seconds;
 }
 
@@ -346,7 +346,7 @@ int main(int argc, char** argv) {
   }
   std::vector<double> syncs;
   for (int r = 0; r < rounds; ++r) syncs.push_back(RunOnce(argv[0], "sync", false, 2000).seconds);
-  std::printf("round trip shared by both: bare ZeroMQ client->broker->worker->back (3 processes, TCP) %.3f ms; "
+  std::printf("round trip shared by both: bare ZeroMQ client->broker->worker->back (3 processes, ipc) %.3f ms; "
               "gt sync point (a + 1).item() %.3f ms\n", floor * 1e3, Median(syncs) * 1e3);
   return 0;
 }
