@@ -88,10 +88,7 @@ class UnitStrategyTest : public ::testing::Test {
     Result<UnitInterface> interface = AnalyzeUnit(unit);
     ASSERT_TRUE(interface.ok()) << interface.status().message();
     ASSERT_EQ(interface->outputs.size(), want.size());
-    Instruction define = Make(Op::kDefineUnit, {}, {});
-    define.attrs.seed = 7;
-    define.payload = EncodeUnit(unit);
-    ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+    Define(unit, 7);
     // At least `runs` runs, then on until the unit settled on a strategy: the
     // fuser compiles on a thread of its own meanwhile (up to seconds).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -99,9 +96,7 @@ class UnitStrategyTest : public ::testing::Test {
       if (r >= runs) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       std::vector<TensorId> results;
       for (size_t k = 0; k < want.size(); ++k) results.push_back(100 + k);
-      Instruction run = Make(Op::kRunUnit, {1, 2}, results);
-      run.attrs.seed = 7;
-      Status s = backend_->Execute(run, sink_);
+      Status s = Run(7, results);
       ASSERT_TRUE(s.ok()) << s.message();
       for (size_t k = 0; k < want.size(); ++k) {
         at::Tensor got = Fetch(results[k]).reshape(want[k].sizes());
@@ -109,6 +104,21 @@ class UnitStrategyTest : public ::testing::Test {
       }
       ASSERT_TRUE(backend_->Execute(Make(Op::kFree, results, {}), sink_).ok());
     }
+  }
+
+  // Defines `unit` under `key`.
+  void Define(const UnitTemplate& unit, uint64_t key) {
+    Instruction define = Make(Op::kDefineUnit, {}, {});
+    define.attrs.seed = key;
+    define.payload = EncodeUnit(unit);
+    ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+  }
+
+  // Runs the unit under `key` on %1 and %2 into `results`.
+  Status Run(uint64_t key, std::vector<TensorId> results) {
+    Instruction run = Make(Op::kRunUnit, {1, 2}, std::move(results));
+    run.attrs.seed = key;
+    return backend_->Execute(run, sink_);
   }
 
   bool Settled() const {
@@ -279,20 +289,14 @@ TEST_F(UnitStrategyTest, PlannedStepMatchesEagerAcrossReplays) {
   at::Tensor a = at::rand({4, 3}), w = at::rand({4, 3});
   Store(1, a);
   Store(2, w);
-  UnitTemplate unit{2, GradientStepBody()};
-  Instruction define = Make(Op::kDefineUnit, {}, {});
-  define.attrs.seed = 9;
-  define.payload = EncodeUnit(unit);
-  ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+  Define(UnitTemplate{2, GradientStepBody()}, 9);
   at::Tensor w_eager = w.clone();
   for (int r = 0; r < 5; ++r) {
     // Eager ATen, op for op as the template says.
     at::Tensor g = at::ones({}).reshape({1, 1}) * at::ones({4, 3}) / 12;
     at::Tensor out = (g * a + g * a) + w_eager.transpose(-2, -1).transpose(-1, -2);
     w_eager.copy_(w_eager - out * 0.1);
-    Instruction run = Make(Op::kRunUnit, {1, 2}, {100});
-    run.attrs.seed = 9;
-    Status s = backend_->Execute(run, sink_);
+    Status s = Run(9, {100});
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_TRUE(at::allclose(Fetch(100).reshape({4, 3}), out, 1e-6, 1e-30)) << "run " << r;
     EXPECT_TRUE(at::allclose(Fetch(2).reshape({4, 3}), w_eager, 1e-6, 1e-30)) << "run " << r;
@@ -352,16 +356,11 @@ TEST_F(UnitStrategyTest, FusedUpdateFallsBackWhenShapesDiffer) {
   ASSERT_TRUE(interface.ok()) << interface.status().message();
   UnitPlan plan = PlanUnit(unit, *interface);
   EXPECT_EQ(std::count(plan.fusions.begin(), plan.fusions.end(), Fusion::kScaledSubtractInto), 1);
-  Instruction define = Make(Op::kDefineUnit, {}, {});
-  define.attrs.seed = 11;
-  define.payload = EncodeUnit(unit);
-  ASSERT_TRUE(backend_->Execute(define, sink_).ok());
+  Define(unit, 11);
   at::Tensor w_eager = w.clone();
   for (int r = 0; r < 3; ++r) {
     w_eager.copy_(w_eager - g * 0.5);
-    Instruction run = Make(Op::kRunUnit, {1, 2}, {});
-    run.attrs.seed = 11;
-    Status s = backend_->Execute(run, sink_);
+    Status s = Run(11, {});
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_TRUE(at::allclose(Fetch(1).reshape({4, 3}), w_eager, 1e-6, 1e-30)) << "run " << r;
   }
