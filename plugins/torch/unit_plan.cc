@@ -150,53 +150,84 @@ class Planner {
     kept_ = std::move(alive);
   }
 
+  // Who makes and who reads each placeholder among kept_, and where the
+  // mutations are: what the fusions need to know that a pattern's
+  // intermediates have no other use and its operands do not change inside it.
+  class UseIndex {
+   public:
+    UseIndex(const std::vector<Instruction>& kept, const std::unordered_set<TensorId>& outputs)
+        : kept_(kept), mutations_before_(kept.size() + 1, 0) {
+      for (size_t i = 0; i < kept.size(); ++i) {
+        for (TensorId id : kept[i].operands) ++uses_[id];
+        if (!kept[i].results.empty()) producer_[kept[i].results[0]] = i;
+        mutations_before_[i + 1] = mutations_before_[i] + (IsMutation(kept[i].op) ? 1 : 0);
+      }
+      for (TensorId out : outputs) ++uses_[out];  // an output is a use
+    }
+
+    // The index of the instruction with op `op` that makes `id`, if `id` has
+    // no use but the one at `user` and nothing is mutated in between.
+    std::optional<size_t> SoleProducer(TensorId id, Op op, size_t user) const {
+      auto it = producer_.find(id);
+      auto used = uses_.find(id);
+      if (it == producer_.end() || used == uses_.end() || used->second != 1 || kept_[it->second].op != op)
+        return std::nullopt;
+      if (mutations_before_[user] != mutations_before_[it->second + 1]) return std::nullopt;
+      return it->second;
+    }
+
+   private:
+    const std::vector<Instruction>& kept_;
+    std::unordered_map<TensorId, int> uses_;
+    std::unordered_map<TensorId, size_t> producer_;
+    std::vector<size_t> mutations_before_;  // [i]: mutations among kept[0, i)
+  };
+
+  // copy_into(p, u), u = sub(p, t), t = mul(g, s) at kept_[k]: becomes
+  // copy_into {p, g} with scalar s, and the sub and mul are dropped.
+  bool FuseScaledSubtract(size_t k, const UseIndex& index, std::vector<bool>& dropped) {
+    Instruction& inst = kept_[k];
+    if (inst.op != Op::kCopyInto || inst.operands.size() != 2) return false;
+    const TensorId p = inst.operands[0];
+    std::optional<size_t> sub = index.SoleProducer(inst.operands[1], Op::kSub, k);
+    if (!sub || kept_[*sub].attrs.scalar_side != ScalarSide::kNone || kept_[*sub].operands[0] != p) return false;
+    std::optional<size_t> mul = index.SoleProducer(kept_[*sub].operands[1], Op::kMul, k);
+    if (!mul || kept_[*mul].attrs.scalar_side == ScalarSide::kNone) return false;
+    inst.operands = {p, kept_[*mul].operands[0]};
+    inst.attrs.scalar = kept_[*mul].attrs.scalar;
+    dropped[*sub] = dropped[*mul] = true;
+    return true;
+  }
+
+  // mul(g, m) or mul(m, g), m = gt(x, 0) at kept_[k]: becomes mul {g, x}, and
+  // the gt is dropped. A constant product stays as it is (the prologue runs
+  // plain instructions).
+  bool FuseReluGradient(size_t k, const UseIndex& index, std::vector<bool>& dropped) {
+    Instruction& inst = kept_[k];
+    if (inst.op != Op::kMul || inst.attrs.scalar_side != ScalarSide::kNone || inst.operands.size() != 2 ||
+        inst.operands[0] == inst.operands[1] || constants_.count(inst.results[0]))
+      return false;
+    for (size_t side = 0; side < 2; ++side) {
+      std::optional<size_t> gt = index.SoleProducer(inst.operands[side], Op::kGt, k);
+      if (!gt || kept_[*gt].attrs.scalar_side != ScalarSide::kRight || kept_[*gt].attrs.scalar != 0) continue;
+      inst.operands = {inst.operands[1 - side], kept_[*gt].operands[0]};
+      dropped[*gt] = true;
+      return true;
+    }
+    return false;
+  }
+
   // Rewrites the patterns of Fusion in kept_ (dead code already gone, so use
   // counts are final) and returns each kept instruction's fusion.
   std::vector<Fusion> FuseKernels() {
-    std::unordered_map<TensorId, int> uses;  // as an operand; an output counts as a use
-    std::unordered_map<TensorId, size_t> producer;
-    std::vector<size_t> mutations_before(kept_.size() + 1, 0);  // mutations among kept_[0, i)
-    for (size_t i = 0; i < kept_.size(); ++i) {
-      for (TensorId id : kept_[i].operands) ++uses[id];
-      if (!kept_[i].results.empty()) producer[kept_[i].results[0]] = i;
-      mutations_before[i + 1] = mutations_before[i] + (IsMutation(kept_[i].op) ? 1 : 0);
-    }
-    for (TensorId out : outputs_) ++uses[out];
-    // The single-use producer of `id` with op `op`, if any, with no mutation
-    // between it and `user` (so its operands still hold what it read).
-    auto sole_producer = [&](TensorId id, Op op, size_t user) -> std::optional<size_t> {
-      auto it = producer.find(id);
-      if (it == producer.end() || uses[id] != 1 || kept_[it->second].op != op) return std::nullopt;
-      if (mutations_before[user] != mutations_before[it->second + 1]) return std::nullopt;
-      return it->second;
-    };
+    const UseIndex index(kept_, outputs_);
     std::vector<Fusion> fusions(kept_.size(), Fusion::kNone);
     std::vector<bool> dropped(kept_.size(), false);
     for (size_t k = 0; k < kept_.size(); ++k) {
-      Instruction& inst = kept_[k];
-      if (inst.op == Op::kCopyInto && inst.operands.size() == 2) {
-        // copy_into(p, u), u = sub(p, t), t = mul(g, s)
-        const TensorId p = inst.operands[0];
-        std::optional<size_t> sub = sole_producer(inst.operands[1], Op::kSub, k);
-        if (!sub || kept_[*sub].attrs.scalar_side != ScalarSide::kNone || kept_[*sub].operands[0] != p) continue;
-        std::optional<size_t> mul = sole_producer(kept_[*sub].operands[1], Op::kMul, k);
-        if (!mul || kept_[*mul].attrs.scalar_side == ScalarSide::kNone) continue;
-        inst.operands = {p, kept_[*mul].operands[0]};
-        inst.attrs.scalar = kept_[*mul].attrs.scalar;
+      if (FuseScaledSubtract(k, index, dropped)) {
         fusions[k] = Fusion::kScaledSubtractInto;
-        dropped[*sub] = dropped[*mul] = true;
-      } else if (inst.op == Op::kMul && inst.attrs.scalar_side == ScalarSide::kNone && inst.operands.size() == 2 &&
-                 inst.operands[0] != inst.operands[1] && !constants_.count(inst.results[0])) {
-        // mul(g, m) or mul(m, g), m = gt(x, 0); a constant product stays
-        // as it is (the prologue runs plain instructions)
-        for (size_t side = 0; side < 2; ++side) {
-          std::optional<size_t> gt = sole_producer(inst.operands[side], Op::kGt, k);
-          if (!gt || kept_[*gt].attrs.scalar_side != ScalarSide::kRight || kept_[*gt].attrs.scalar != 0) continue;
-          inst.operands = {inst.operands[1 - side], kept_[*gt].operands[0]};
-          fusions[k] = Fusion::kReluGradient;
-          dropped[*gt] = true;
-          break;
-        }
+      } else if (FuseReluGradient(k, index, dropped)) {
+        fusions[k] = Fusion::kReluGradient;
       }
     }
     std::vector<Instruction> kept;
