@@ -621,7 +621,10 @@ Status TorchBackend::RunFused(const Instruction& step, Fusion fusion, UnitEnv& e
     return Status::Ok();
   }
   // relu's gradient: g where x > 0
-  const bool alike = a.scalar_type() == b.scalar_type() && a.is_floating_point() && a.sizes().equals(b.sizes());
+  // float32/float64 only: there the pattern's mask has the operands' dtype,
+  // so its product has too, as threshold_backward's does.
+  const at::ScalarType type = a.scalar_type();
+  const bool alike = type == b.scalar_type() && (type == at::kFloat || type == at::kDouble) && a.sizes().equals(b.sizes());
   env[step.results[0]] = alike ? at::threshold_backward(a, b, 0) : at::mul(a, Compare(Op::kGt, b, WrappedScalar(0)));
   return Status::Ok();
 }
