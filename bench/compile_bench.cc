@@ -154,75 +154,87 @@ int Child(const std::string& endpoint, const std::string& program, int steps) {
 
 // ---- the floor: bare ZeroMQ over the same topology ---------------------------
 
+// The broker of BareRoundTrip: relays client -> worker and back, until
+// `parent` is gone or it is killed.
+[[noreturn]] void RunBroker(const std::string& front, const std::string& back, pid_t parent) {
+  zmq::context_t context;
+  zmq::socket_t clients(context, zmq::socket_type::router), workers(context, zmq::socket_type::router);
+  clients.bind(front);
+  workers.bind(back);
+  zmq::message_t worker_id, client_id, body;
+  while (getppid() == parent) {
+    zmq::pollitem_t items[] = {{clients.handle(), 0, ZMQ_POLLIN, 0}, {workers.handle(), 0, ZMQ_POLLIN, 0}};
+    if (zmq::poll(items, 2, std::chrono::milliseconds(1000)) == 0) continue;
+    if (items[1].revents & ZMQ_POLLIN) {  // the worker's hello, or a reply
+      (void)workers.recv(worker_id);
+      (void)workers.recv(body);
+      if (client_id.size() == 0) continue;
+      zmq::message_t to(client_id.data(), client_id.size());
+      clients.send(to, zmq::send_flags::sndmore);
+      clients.send(body, zmq::send_flags::none);
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      (void)clients.recv(client_id);
+      (void)clients.recv(body);
+      zmq::message_t to(worker_id.data(), worker_id.size());
+      workers.send(to, zmq::send_flags::sndmore);
+      workers.send(body, zmq::send_flags::none);
+    }
+  }
+  _exit(0);
+}
+
+// The worker of BareRoundTrip: sends every message back.
+[[noreturn]] void RunEcho(const std::string& back, pid_t parent) {
+  zmq::context_t context;
+  zmq::socket_t dealer(context, zmq::socket_type::dealer);
+  dealer.set(zmq::sockopt::rcvtimeo, 1000);
+  dealer.connect(back);
+  dealer.send(zmq::str_buffer("hello"));
+  while (getppid() == parent)
+    if (zmq::message_t m; dealer.recv(m)) dealer.send(m, zmq::send_flags::none);
+  _exit(0);
+}
+
 // Seconds per round trip of a 100-byte message client (DEALER) -> broker
 // (ROUTER in front, ROUTER behind) -> worker (DEALER) and back, three
 // processes over ipc:// as the benchmark's clusters are: what a gt sync
-// point costs before gt does any work of its own. Runs in a child process
-// of its own (forks; no ZeroMQ context may exist before a fork).
+// point costs before gt does any work of its own; 0 when it could not be
+// measured. Runs in a child process of its own (forks; no ZeroMQ context may
+// exist before a fork).
 double BareRoundTrip(int rounds) {
-  const std::string prefix = "ipc:///tmp/gt-bench-floor-" + std::to_string(getpid());
-  const std::string front_ep = prefix + "-front.sock", back_ep = prefix + "-back.sock";
+  const pid_t self = getpid();
+  const std::string prefix = "ipc:///tmp/gt-bench-floor-" + std::to_string(self);
+  const std::string front = prefix + "-front.sock", back = prefix + "-back.sock";
   const pid_t broker = fork();
-  if (broker == 0) {
-    zmq::context_t context;
-    zmq::socket_t clients(context, zmq::socket_type::router), workers(context, zmq::socket_type::router);
-    clients.bind(front_ep);
-    workers.bind(back_ep);
-    zmq::message_t worker_id, client_id, body;
-    (void)workers.recv(worker_id);
-    (void)workers.recv(body);  // the worker's hello
-    for (;;) {
-      zmq::pollitem_t items[] = {{clients.handle(), 0, ZMQ_POLLIN, 0}, {workers.handle(), 0, ZMQ_POLLIN, 0}};
-      zmq::poll(items, 2, std::chrono::milliseconds(1000));
-      if (items[0].revents & ZMQ_POLLIN) {
-        (void)clients.recv(client_id);
-        (void)clients.recv(body);
-        if (body.size() == 0) _exit(0);
-        zmq::message_t to(worker_id.data(), worker_id.size());
-        workers.send(to, zmq::send_flags::sndmore);
-        workers.send(body, zmq::send_flags::none);
-      }
-      if (items[1].revents & ZMQ_POLLIN) {
-        zmq::message_t from;
-        (void)workers.recv(from);
-        (void)workers.recv(body);
-        zmq::message_t to(client_id.data(), client_id.size());
-        clients.send(to, zmq::send_flags::sndmore);
-        clients.send(body, zmq::send_flags::none);
-      }
-    }
-  }
-  const pid_t worker = fork();
-  if (worker == 0) {
-    zmq::context_t context;
-    zmq::socket_t dealer(context, zmq::socket_type::dealer);
-    dealer.connect(back_ep);
-    dealer.send(zmq::str_buffer("hello"));
-    for (zmq::message_t m; dealer.recv(m) && m.size() > 0;) dealer.send(m, zmq::send_flags::none);
-    _exit(0);
-  }
+  if (broker == 0) RunBroker(front, back, self);
+  const pid_t worker = broker < 0 ? -1 : fork();
+  if (worker == 0) RunEcho(back, self);
   double seconds = 0;
-  {
+  if (worker > 0) {
     zmq::context_t context;
     zmq::socket_t dealer(context, zmq::socket_type::dealer);
     dealer.set(zmq::sockopt::linger, 0);
-    dealer.connect(front_ep);
+    dealer.set(zmq::sockopt::rcvtimeo, 10000);
+    dealer.connect(front);
     const std::string payload(100, 'x');
     auto round_trip = [&] {
       dealer.send(zmq::buffer(payload));
       zmq::message_t reply;
-      (void)dealer.recv(reply);
+      return dealer.recv(reply).has_value();
     };
-    for (int i = 0; i < 500; ++i) round_trip();
+    bool ok = true;
+    for (int i = 0; ok && i < 500; ++i) ok = round_trip();
     const auto start = Clock::now();
-    for (int i = 0; i < rounds; ++i) round_trip();
-    seconds = std::chrono::duration<double>(Clock::now() - start).count() / rounds;
-    dealer.send(zmq::message_t(), zmq::send_flags::none);  // an empty body ends the broker
+    for (int i = 0; ok && i < rounds; ++i) ok = round_trip();
+    if (ok) seconds = std::chrono::duration<double>(Clock::now() - start).count() / rounds;
   }
-  kill(worker, SIGTERM);
-  waitpid(broker, nullptr, 0);
-  waitpid(worker, nullptr, 0);
-  for (const std::string& endpoint : {front_ep, back_ep}) std::remove(endpoint.substr(6).c_str());  // past "ipc://"
+  for (pid_t child : {broker, worker}) {
+    if (child <= 0) continue;
+    kill(child, SIGTERM);
+    waitpid(child, nullptr, 0);
+  }
+  for (const std::string& endpoint : {front, back}) std::remove(endpoint.substr(6).c_str());  // past "ipc://"
   return seconds;
 }
 

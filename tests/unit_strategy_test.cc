@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 #include <cmath>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -341,6 +342,23 @@ TEST_F(UnitStrategyTest, FusedReluGradientMatchesEager) {
   at::Tensor x = at::randn({64, 32}), g = at::randn({64, 32});
   at::Tensor mask = (x > 0).to(at::kFloat);
   RunChecked(0, ReluGradientBody(), x, g, {at::relu(x), mask * g, mask, g * mask}, 3);
+}
+
+// Value for value, bit for bit, what g * gt(x, 0) gives: -0.0 where g < 0 and
+// x <= 0, NaN where g is infinite or NaN and x <= 0, 0 where x is NaN.
+TEST_F(UnitStrategyTest, FusedReluGradientKeepsThePatternsSignsAndNaNs) {
+  backend_ = std::make_unique<TorchBackend>(TorchBackendOptions{1, {}, 256, 0});
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  at::Tensor x = at::tensor({-1.f, 0.f, -0.f, 2.f, nan, -3.f, -3.f, 5.f});
+  at::Tensor g = at::tensor({-2.f, -1.f, 4.f, -6.f, 7.f, inf, nan, nan});
+  Store(1, x);
+  Store(2, g);
+  UnitTemplate unit{2, {WithScalar(Make(Op::kGt, {1}, {3}), 0, ScalarSide::kRight), Make(Op::kMul, {2, 3}, {4}),
+                        Make(Op::kFree, {3}, {})}};
+  Define(unit, 13);
+  ASSERT_TRUE(Run(13, {100}).ok());
+  at::Tensor want = g * (x > 0).to(at::kFloat);
+  EXPECT_TRUE(at::equal(Fetch(100).view(at::kInt), want.view(at::kInt))) << Fetch(100) << want;
 }
 
 // An update whose gradient broadcasts over the parameter ([3] into [4, 3]):

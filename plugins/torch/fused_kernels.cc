@@ -17,12 +17,22 @@ void SubtractScaled(T* p, const T* g, T s, int64_t n) {
   }
 }
 
+template <typename T>
+void MaskedProduct(const T* g, const T* x, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = g[i] * (x[i] > T(0) ? T(1) : T(0));
+}
+
+bool SameFloatLayout(const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType type = a.scalar_type();
+  return type == b.scalar_type() && (type == at::kFloat || type == at::kDouble) && a.sizes().equals(b.sizes()) &&
+         a.is_contiguous() && b.is_contiguous();
+}
+
 }  // namespace
 
 bool ScaledSubtractInto(at::Tensor& p, const at::Tensor& g, double s) {
+  if (!SameFloatLayout(p, g)) return false;
   const at::ScalarType type = p.scalar_type();
-  if (type != g.scalar_type() || (type != at::kFloat && type != at::kDouble)) return false;
-  if (!p.sizes().equals(g.sizes()) || !p.is_contiguous() || !g.is_contiguous()) return false;
   const at::MemOverlapStatus overlap = at::get_overlap_status(p, g);
   if (overlap != at::MemOverlapStatus::No && overlap != at::MemOverlapStatus::Full) return false;
   if (type == at::kFloat) {
@@ -31,6 +41,17 @@ bool ScaledSubtractInto(at::Tensor& p, const at::Tensor& g, double s) {
     SubtractScaled(p.data_ptr<double>(), g.data_ptr<double>(), s, p.numel());
   }
   return true;
+}
+
+at::Tensor ReluGradient(const at::Tensor& g, const at::Tensor& x) {
+  if (!SameFloatLayout(g, x)) return at::Tensor();
+  at::Tensor out = at::empty_like(g);
+  if (g.scalar_type() == at::kFloat) {
+    MaskedProduct(g.data_ptr<float>(), x.data_ptr<float>(), out.data_ptr<float>(), g.numel());
+  } else {
+    MaskedProduct(g.data_ptr<double>(), x.data_ptr<double>(), out.data_ptr<double>(), g.numel());
+  }
+  return out;
 }
 
 }  // namespace gt::torch_backend

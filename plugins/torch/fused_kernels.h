@@ -16,4 +16,11 @@ namespace gt::torch_backend {
 // one shape whose memory is either the same or disjoint.
 bool ScaledSubtractInto(at::Tensor& p, const at::Tensor& g, double s);
 
+// g * (x > 0 ? 1 : 0) in one pass and one new tensor, value for value what
+// `g * gt(x, 0)` gives (so -0.0 where g < 0 and x <= 0, NaN where g is NaN
+// or infinite and x <= 0, 0 where x is NaN): relu's gradient. Returns an
+// undefined tensor unless g and x are contiguous float32 or float64 tensors
+// of one dtype and one shape.
+at::Tensor ReluGradient(const at::Tensor& g, const at::Tensor& x);
+
 }  // namespace gt::torch_backend

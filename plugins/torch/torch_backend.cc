@@ -620,12 +620,9 @@ Status TorchBackend::RunFused(const Instruction& step, Fusion fusion, UnitEnv& e
     if (!ScaledSubtractInto(p, b, step.attrs.scalar)) p.copy_(at::sub(p, at::mul(b, WrappedScalar(step.attrs.scalar))));
     return Status::Ok();
   }
-  // relu's gradient: g where x > 0
-  // float32/float64 only: there the pattern's mask has the operands' dtype,
-  // so its product has too, as threshold_backward's does.
-  const at::ScalarType type = a.scalar_type();
-  const bool alike = type == b.scalar_type() && (type == at::kFloat || type == at::kDouble) && a.sizes().equals(b.sizes());
-  env[step.results[0]] = alike ? at::threshold_backward(a, b, 0) : at::mul(a, Compare(Op::kGt, b, WrappedScalar(0)));
+  // relu's gradient: g * (x > 0)
+  at::Tensor product = ReluGradient(a, b);
+  env[step.results[0]] = product.defined() ? product : at::mul(a, Compare(Op::kGt, b, WrappedScalar(0)));
   return Status::Ok();
 }
 

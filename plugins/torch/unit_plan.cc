@@ -190,9 +190,13 @@ class Planner {
     if (inst.op != Op::kCopyInto || inst.operands.size() != 2) return false;
     const TensorId p = inst.operands[0];
     std::optional<size_t> sub = index.SoleProducer(inst.operands[1], Op::kSub, k);
-    if (!sub || kept_[*sub].attrs.scalar_side != ScalarSide::kNone || kept_[*sub].operands[0] != p) return false;
+    // Operand counts are checked here because templates come from clients:
+    // a malformed one must fail when it runs, as sent, not be fused.
+    if (!sub || kept_[*sub].attrs.scalar_side != ScalarSide::kNone || kept_[*sub].operands.size() != 2 ||
+        kept_[*sub].operands[0] != p)
+      return false;
     std::optional<size_t> mul = index.SoleProducer(kept_[*sub].operands[1], Op::kMul, k);
-    if (!mul || kept_[*mul].attrs.scalar_side == ScalarSide::kNone) return false;
+    if (!mul || kept_[*mul].attrs.scalar_side == ScalarSide::kNone || kept_[*mul].operands.size() != 1) return false;
     inst.operands = {p, kept_[*mul].operands[0]};
     inst.attrs.scalar = kept_[*mul].attrs.scalar;
     dropped[*sub] = dropped[*mul] = true;
@@ -209,7 +213,9 @@ class Planner {
       return false;
     for (size_t side = 0; side < 2; ++side) {
       std::optional<size_t> gt = index.SoleProducer(inst.operands[side], Op::kGt, k);
-      if (!gt || kept_[*gt].attrs.scalar_side != ScalarSide::kRight || kept_[*gt].attrs.scalar != 0) continue;
+      if (!gt || kept_[*gt].attrs.scalar_side != ScalarSide::kRight || kept_[*gt].attrs.scalar != 0 ||
+          kept_[*gt].operands.size() != 1)
+        continue;
       inst.operands = {inst.operands[1 - side], kept_[*gt].operands[0]};
       dropped[*gt] = true;
       return true;

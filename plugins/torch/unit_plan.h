@@ -49,8 +49,8 @@ enum class Fusion : uint8_t {
   // kCopyInto {p, g} with attrs.scalar = s. Rounded as the pattern is.
   kScaledSubtractInto,
   // mul(g, gt(x, 0)), either operand order: relu's gradient, g where x > 0
-  // and 0 elsewhere. The step is kMul {g, x}. Equal to the pattern for finite
-  // values; where x is NaN it passes g on, as PyTorch's relu gradient does.
+  // and (g times) 0 elsewhere, in one pass without the mask. The step is
+  // kMul {g, x}. Value for value what the pattern gives.
   kReluGradient,
 };
 
