@@ -29,6 +29,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "connected_cluster.h"
 #include "expect_tensors.h"
 #include "gt/gt.h"
 #include "gt/instruction.h"
@@ -50,24 +51,14 @@ class ShardingSessionTest : public ::testing::Test {
         "host: worker\nstages:\n  - name: boom\n    plugin: throwing\n"
         "backend:\n  plugin: torch\n  options: {intra_op_threads: 1, collective_timeout_ms: 120000}\n");
     options.env = {{"GT_PLUGIN_PATH", GT_TEST_PLUGIN_DIR}};
-    cluster_ = new gt::testing::ProcessCluster(options);
-    ready_ = cluster_->WaitForWorkers(2);
-    if (ready_) gt::connect(cluster_->endpoint());
+    gt::testing::ConnectedCluster::Start(options);
   }
-  static void TearDownTestSuite() {
-    gt::shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(ready_) << "the cluster did not come up"; }
-  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+  static void TearDownTestSuite() { gt::testing::ConnectedCluster::Stop(); }
+  void SetUp() override { ASSERT_TRUE(gt::testing::ConnectedCluster::ready()) << gt::testing::ConnectedCluster::NotReady(); }
+  void TearDown() override { EXPECT_TRUE(Cluster().AllAlive()) << "a host process died"; }
 
-  static gt::testing::ProcessCluster* cluster_;
-  static bool ready_;
+  static gt::testing::ProcessCluster& Cluster() { return gt::testing::ConnectedCluster::cluster(); }
 };
-
-gt::testing::ProcessCluster* ShardingSessionTest::cluster_ = nullptr;
-bool ShardingSessionTest::ready_ = false;
 
 using gt::testing::ExpectClose;
 
@@ -126,7 +117,7 @@ TEST_F(ShardingSessionTest, FailedOperandOfACollectiveFailsPromptly) {
 
   // So does another client.
   zmq::context_t context(1);
-  gt::testing::RawClient other(context, cluster_->endpoint());
+  gt::testing::RawClient other(context, Cluster().endpoint());
   other.Send({gt::testing::FromFloats(1, {1, 2, 3}), gt::testing::MakeInstruction(gt::Op::kAdd, 2, {2}, {1, 1})});
   EXPECT_EQ(gt::testing::FetchFloats(other, 2, 3), (std::vector<float>{2, 4, 6}));
   other.Bye();

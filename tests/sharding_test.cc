@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "connected_cluster.h"
 #include "expect_tensors.h"
 #include "gt/gt.h"
 #include "gt/instruction.h"
@@ -40,22 +41,18 @@ class ShardingTest : public ::testing::Test {
         "    options: {explain: true}\n");
     options.worker_manifest = gt::testing::WriteTempFile(
         "sharding-worker.yaml", "host: worker\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1}\n");
-    cluster_ = new gt::testing::ProcessCluster(options);
-    ready_ = cluster_->WaitForWorkers(kWorkers);
-    if (ready_) gt::connect(cluster_->endpoint());
+    gt::testing::ConnectedCluster::Start(options);
   }
-  static void TearDownTestSuite() {
-    gt::shutdown();
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  void SetUp() override { ASSERT_TRUE(ready_) << "the cluster did not come up"; }
-  void TearDown() override { EXPECT_TRUE(cluster_->AllAlive()) << "a host process died"; }
+  static void TearDownTestSuite() { gt::testing::ConnectedCluster::Stop(); }
+  void SetUp() override { ASSERT_TRUE(gt::testing::ConnectedCluster::ready()) << gt::testing::ConnectedCluster::NotReady(); }
+  void TearDown() override { EXPECT_TRUE(Cluster().AllAlive()) << "a host process died"; }
+
+  static gt::testing::ProcessCluster& Cluster() { return gt::testing::ConnectedCluster::cluster(); }
 
   // The gauge `name` of every worker, in port order.
   static std::vector<double> PerWorker(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
     std::vector<double> out;
-    for (int port : cluster_->worker_metrics_ports())
+    for (int port : Cluster().worker_metrics_ports())
       out.push_back(MetricValue(HttpGet(port, "/metrics"), name, labels).value_or(-1));
     return out;
   }
@@ -75,15 +72,9 @@ class ShardingTest : public ::testing::Test {
     return last;
   }
   static double Dispatcher(const std::string& name) {
-    return MetricValue(HttpGet(cluster_->dispatcher_metrics_port(), "/metrics"), name).value_or(-1);
+    return MetricValue(HttpGet(Cluster().dispatcher_metrics_port(), "/metrics"), name).value_or(-1);
   }
-
-  static gt::testing::ProcessCluster* cluster_;
-  static bool ready_;
 };
-
-gt::testing::ProcessCluster* ShardingTest::cluster_ = nullptr;
-bool ShardingTest::ready_ = false;
 
 using gt::testing::ExpectClose;
 
@@ -469,7 +460,7 @@ TEST_F(ShardingTest, DepartedClientStateIsDropped) {
   const std::vector<double> live_before = SettledLiveTensors();
   zmq::context_t context(1);
   {
-    gt::testing::RawClient leaver(context, cluster_->endpoint());
+    gt::testing::RawClient leaver(context, Cluster().endpoint());
     Instruction configure = gt::testing::MakeInstruction(Op::kConfigure, 1, {}, {});
     configure.signal = "leaving";
     configure.attrs.axes = {0};
