@@ -6,9 +6,13 @@ need a fresh process (env vars read at start, gpu_workers) run a
 subprocess with the same interpreter and PYTHONPATH.
 """
 
+import contextlib
 import os
+import pathlib
+import socket
 import subprocess
 import sys
+import time
 import zlib
 
 import numpy as np
@@ -37,6 +41,48 @@ def run_python(code, env=None, cwd=None, timeout=120):
 @pytest.fixture
 def python():
     return run_python
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def process_cluster(workers=1, dispatcher_manifest=None):
+    """Real gt-dispatcher and gt-worker processes (worker-0, worker-1, ...) on a
+    free TCP port of 127.0.0.1; yields the port, stops them on exit. Skips the
+    test when the binaries are not built (GT_BIN_DIR, else build/bin)."""
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    bin_dir = pathlib.Path(os.environ.get("GT_BIN_DIR", repo / "build" / "bin"))
+    dispatcher, worker = bin_dir / "gt-dispatcher", bin_dir / "gt-worker"
+    if not (dispatcher.exists() and worker.exists()):
+        pytest.skip(f"gt-dispatcher / gt-worker not built in {bin_dir}")
+    port = _free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    manifest = ["--manifest", str(dispatcher_manifest)] if dispatcher_manifest else []
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT}
+    procs = [subprocess.Popen([str(dispatcher), "--listen", endpoint] + manifest, **quiet)]
+    try:
+        for i in range(workers):
+            procs.append(subprocess.Popen([str(worker), "--connect", endpoint, "--id", f"worker-{i}"], **quiet))
+        time.sleep(0.5)
+        yield port
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+@pytest.fixture
+def processes():
+    """process_cluster, for tests that start real hosts."""
+    return process_cluster
 
 
 @pytest.fixture(autouse=True)

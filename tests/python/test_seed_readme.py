@@ -4,11 +4,9 @@ leave undefined filled in), checking their results."""
 
 import os
 import pathlib
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -55,27 +53,9 @@ def test_gpu_workers_before_the_first_op(python):
     assert lines[1].startswith("late:") and "before the first tensor op" in lines[1]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_distributed_setup_with_connect(python):
+def test_distributed_setup_with_connect(python, processes):
     """README 'Distributed Setup': a dispatcher and workers started by hand, a client that connects."""
-    bin_dir = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
-    dispatcher, worker = bin_dir / "gt-dispatcher", bin_dir / "gt-worker"
-    if not (dispatcher.exists() and worker.exists()):
-        pytest.skip(f"gt-dispatcher / gt-worker not built in {bin_dir}")
-    port = _free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen([str(dispatcher), "--listen", endpoint], stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT)]
-    try:
-        for i in range(2):
-            procs.append(subprocess.Popen([str(worker), "--connect", endpoint, "--id", f"worker-{i}"],
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
-        time.sleep(0.5)
+    with processes(workers=2) as port:
         code = textwrap.dedent(f"""\
             import gt
 
@@ -89,14 +69,6 @@ def test_distributed_setup_with_connect(python):
         result = python(code, timeout=60)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == "True"
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 def test_autograd_training_loop():

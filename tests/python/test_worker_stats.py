@@ -7,17 +7,11 @@ a fresh interpreter, since a process connects once).
 import io
 import json
 import os
-import pathlib
-import socket
-import subprocess
 import textwrap
-import time
 
 import pytest
 
 import gt
-
-REPO = pathlib.Path(__file__).resolve().parents[2]
 
 DISPATCHER_MANIFEST = """\
 host: dispatcher
@@ -65,26 +59,11 @@ def test_a_non_positive_timeout_is_refused():
         gt.debug.get_worker_stats(timeout=0)
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def test_hot_step_compiled_through_real_processes(python, tmp_path):
-    bin_dir = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
-    dispatcher, worker = bin_dir / "gt-dispatcher", bin_dir / "gt-worker"
-    if not (dispatcher.exists() and worker.exists()):
-        pytest.skip(f"gt-dispatcher / gt-worker not built in {bin_dir}")
+def test_hot_step_compiled_through_real_processes(python, processes, tmp_path):
     manifest = tmp_path / "dispatcher.yaml"
     manifest.write_text(DISPATCHER_MANIFEST)
-    endpoint = f"tcp://127.0.0.1:{_free_port()}"
-    procs = [subprocess.Popen([str(dispatcher), "--listen", endpoint, "--manifest", str(manifest)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)]
-    try:
-        procs.append(subprocess.Popen([str(worker), "--connect", endpoint, "--id", "worker-0"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT))
-        time.sleep(0.5)
+    with processes(workers=1, dispatcher_manifest=manifest) as port:
+        endpoint = f"tcp://127.0.0.1:{port}"
         # Each step frees its temporaries before its sync point: one hotpath
         # candidate per step, the same signature every time.
         code = textwrap.dedent(f"""\
@@ -105,11 +84,6 @@ def test_hot_step_compiled_through_real_processes(python, tmp_path):
         result = python(code, timeout=60)
         assert result.returncode == 0, result.stderr
         out = json.loads(result.stdout)
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            p.wait(timeout=10)
     stats = out["stats"]
     assert list(stats) == ["dispatcher", "worker-0"]
     d, w = stats["dispatcher"], stats["worker-0"]
