@@ -4,12 +4,13 @@
 // Instructions pushed in pass through every manifest stage in order, then
 // into the host's Terminal (the dispatcher's router, the worker's backend).
 // Every stage, the terminal included, gets the stage metric family. A stage's
-// time is measured for its own Process() call only: what it emits is handed
-// downstream after it returns.
+// time is its own Process() call (and the pipeline's few nanoseconds of
+// bookkeeping for it): what it emits is handed downstream after it returns.
 //
 // Thread-safety: none; one pipeline thread calls Push/EndBatch.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -69,9 +70,11 @@ class Pipeline {
   };
   struct Slot;
   Pipeline() = default;
-  void RunFrom(size_t index, Instruction inst);
-  void RunControl(size_t index, Instruction inst);
-  void Deliver(Instruction inst);
+  using Clock = std::chrono::steady_clock;
+  // Each returns when it finished; `start` is when the instruction's visit began.
+  Clock::time_point RunFrom(size_t index, Instruction inst, Clock::time_point start);
+  Clock::time_point RunControl(size_t index, Instruction inst, Clock::time_point start);
+  Clock::time_point Deliver(Instruction inst, Clock::time_point start);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);
   void FlushTallies();

@@ -81,7 +81,7 @@ bool CompileStage::SameWorker(const Pending& pending, const Instruction& inst) {
 
 void CompileStage::Collect(Pending& pending, Instruction inst) {
   if (inst.worker >= 0) pending.worker = inst.worker;
-  pending.builder.Add(inst, tracker_);
+  (void)pending.builder.TryAdd(inst, tracker_);  // the caller checked its operands are known
   tracker_.Observe(inst);
   pending.instructions.push_back(std::move(inst));
   ++buffered_;
@@ -93,8 +93,8 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
   if (inst.op == Op::kHotStart) {
     if (pending.mode == Mode::kReplay) GiveUpReplay(pending, out);
     Finish(client, pending, pending.mode == Mode::kBatch, out);
-    const bool replay = inst.attrs.seed != 0 && CanReplay(client, inst.attrs.seed);
-    pending.mode = replay ? Mode::kReplay : Mode::kMarked;
+    pending.known = inst.attrs.seed != 0 ? Replayable(client, inst.attrs.seed) : nullptr;
+    pending.mode = pending.known != nullptr ? Mode::kReplay : Mode::kMarked;
     pending.replay = inst.attrs.seed;
     return Status::Ok();  // markers end here: the unit replaces what they delimit
   }
@@ -108,7 +108,7 @@ Status CompileStage::Process(Instruction inst, Emitter& out) {
   }
   if (pending.mode == Mode::kReplay) {
     const bool fits = sequence::Sequenceable(inst) && SameWorker(pending, inst) &&
-                      pending.instructions.size() < units_.at(pending.replay).ops.size();
+                      pending.instructions.size() < pending.known->ops.size();
     if (fits) {
       if (inst.worker >= 0) pending.worker = inst.worker;
       pending.instructions.push_back(std::move(inst));
@@ -159,11 +159,11 @@ void CompileStage::EmitEager(Pending& pending, Emitter& out) {
   for (Instruction& inst : pending.instructions) out.Emit(std::move(inst));
 }
 
-bool CompileStage::CanReplay(ClientId client, uint64_t id) {
+const CompileStage::Known* CompileStage::Replayable(ClientId client, uint64_t id) const {
   auto known = units_.find(id);
-  if (known == units_.end() || !known->second.replayable) return false;
+  if (known == units_.end() || !known->second.replayable) return nullptr;
   auto defined = defined_.find(client);
-  return defined != defined_.end() && defined->second.count(id) > 0;
+  return defined != defined_.end() && defined->second.count(id) > 0 ? &known->second : nullptr;
 }
 
 void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
@@ -176,7 +176,7 @@ void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
 }
 
 void CompileStage::FinishReplay(ClientId client, Pending& pending, Emitter& out) {
-  const Known& known = units_.at(pending.replay);
+  const Known& known = *pending.known;
   bool match = pending.instructions.size() == known.ops.size();
   for (size_t i = 0; match && i < pending.instructions.size(); ++i) match = pending.instructions[i].op == known.ops[i];
   if (!match) return GiveUpReplay(pending, out);

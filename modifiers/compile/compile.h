@@ -78,13 +78,6 @@ class CompileStage final : public Stage {
 
  private:
   enum class Mode : uint8_t { kIdle, kMarked, kReplay, kBatch };
-  struct Pending {
-    Mode mode = Mode::kIdle;
-    std::vector<Instruction> instructions;
-    sequence::Builder builder;
-    uint64_t replay = 0;  // kReplay: the unit expected
-    int32_t worker = -1;  // the worker its instructions name, -1 while none does
-  };
   // A unit this stage made, by key.
   struct Known {
     std::string signature;                  // catches hash collisions
@@ -94,14 +87,23 @@ class CompileStage final : public Stage {
     bool replayable = false;                // every output's metadata was known
   };
 
+  struct Pending {
+    Mode mode = Mode::kIdle;
+    std::vector<Instruction> instructions;
+    sequence::Builder builder;
+    uint64_t replay = 0;  // kReplay: the unit expected
+    const Known* known = nullptr;  // kReplay: its entry in units_ (never erased)
+    int32_t worker = -1;  // the worker its instructions name, -1 while none does
+  };
   // Emits what `pending` holds: as a unit when `as_unit` and it is long
   // enough, else unchanged. Leaves it idle.
   void Finish(ClientId client, Pending& pending, bool as_unit, Emitter& out);
   void EmitEager(Pending& pending, Emitter& out);
   void Collect(Pending& pending, Instruction inst);
   Known MakeKnown(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions) const;
-  // The region just opened by a hot_start for `id` can be a replay.
-  bool CanReplay(ClientId client, uint64_t id);
+  // The unit of hot sequence `id` when a region marked with it can be a
+  // replay (defined for `client`, outputs known), else null.
+  const Known* Replayable(ClientId client, uint64_t id) const;
   void FinishReplay(ClientId client, Pending& pending, Emitter& out);
   // Passes a replay region on eagerly, teaching the tracker what it makes.
   void GiveUpReplay(Pending& pending, Emitter& out);

@@ -106,7 +106,7 @@ HotpathStage::HotpathStage(const HotpathOptions& options, const HotpathMetrics& 
 Status HotpathStage::Process(Instruction inst, Emitter& out) {
   ++position_;
   Pending& pending = pending_[inst.client];
-  if (!sequence::Sequenceable(inst) || !KnowsOperands(pending, inst)) {
+  if (!sequence::Sequenceable(inst) || !pending.builder.TryAdd(inst, tracker_)) {
     Flush(inst.client, pending, out);
     // A client's compile scope (signature 0) is compiled as a whole; no
     // detected sequence is marked inside it.
@@ -121,9 +121,9 @@ Status HotpathStage::Process(Instruction inst, Emitter& out) {
     out.Emit(std::move(inst));
     return Status::Ok();
   }
-  // The tracker learns what the candidate makes when it is flushed: from the
-  // metadata a hot sequence recorded, or by observing each instruction.
-  pending.builder.Add(inst, tracker_);
+  // Added to the candidate. The tracker learns what the candidate makes when
+  // it is flushed: from the metadata a hot sequence recorded, or by observing
+  // each instruction.
   pending.instructions.push_back(std::move(inst));
   ++buffered_;
   if (static_cast<int64_t>(pending.builder.size()) >= options_.max_length) Flush(pending.instructions.front().client, pending, out);
@@ -134,12 +134,6 @@ Status HotpathStage::EndBatch(Emitter& out) {
   for (auto& [client, pending] : pending_) Flush(client, pending, out);
   metrics_.tracked_tensors->Set(static_cast<double>(tracker_.size()));
   return Status::Ok();
-}
-
-bool HotpathStage::KnowsOperands(const Pending& pending, const Instruction& inst) const {
-  for (TensorId id : inst.operands)
-    if (!pending.builder.Produces(id) && tracker_.Find(inst.client, id) == nullptr) return false;
-  return true;
 }
 
 void HotpathStage::Learn(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions,
@@ -195,24 +189,29 @@ HotpathStage::Seen* HotpathStage::Record(const sequence::Sequence& s) {
   metrics_.candidates->Increment();
   // Age the window first.
   while (!history_.empty() && history_.front().second + static_cast<uint64_t>(options_.window) < position_) {
-    auto it = seen_.find(*history_.front().first);
+    auto it = seen_.find(history_.front().first);
     history_.pop_front();
     if (it != seen_.end() && --it->second.in_window == 0 && !it->second.hot) seen_.erase(it);
   }
-  auto it = seen_.find(s.signature);
+  // Keyed by id (hashing a step's several KiB of signature twice cost more
+  // than the rest of the lookup); the signature kept decides. A sequence
+  // whose id collides with another's is never recorded, so ids of hot
+  // sequences are unique (a later stage may key units by them).
+  auto it = seen_.find(s.id);
   if (it == seen_.end()) {
     if (seen_.size() >= kMaxSignatures) return nullptr;  // full: look again once the window moved on
-    it = seen_.emplace(s.signature, Seen{}).first;
+    it = seen_.emplace(s.id, Seen{}).first;
+    it->second.signature = s.signature;
     it->second.stats = {s.id, s.length, 0};
+  } else if (it->second.signature != s.signature) {
+    return nullptr;
   }
   Seen& seen = it->second;
   ++seen.stats.repetitions;
   if (seen.occurrences != nullptr) seen.occurrences->Increment();
   ++seen.in_window;
-  history_.emplace_back(&it->first, position_);
-  // Ids of hot sequences are unique (a later stage may key units by them),
-  // so one whose 64-bit id collides with a hot one's stays unmarked.
-  if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold && hot_ids_.insert(s.id).second) {
+  history_.emplace_back(s.id, position_);
+  if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold) {
     seen.hot = true;
     metrics_.hot_sequences->Increment();
     Report(seen);
@@ -232,7 +231,7 @@ void HotpathStage::Report(Seen& seen) {
 
 std::vector<HotSequence> HotpathStage::HotSequences() const {
   std::vector<HotSequence> hot;
-  for (const auto& [signature, seen] : seen_)
+  for (const auto& [id, seen] : seen_)
     if (seen.hot) hot.push_back(seen.stats);
   std::sort(hot.begin(), hot.end(), [](const HotSequence& a, const HotSequence& b) { return a.repetitions > b.repetitions; });
   return hot;

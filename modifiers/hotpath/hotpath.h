@@ -27,7 +27,6 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "gt/options.h"
@@ -127,6 +126,7 @@ class HotpathStage final : public Stage {
     bool in_scope = false;  // inside a client's compile scope: never marked here
   };
   struct Seen {
+    std::string signature;   // the full signature: an id is a 64-bit hash of it
     uint64_t in_window = 0;  // occurrences among history_
     bool hot = false;
     HotSequence stats;
@@ -140,8 +140,6 @@ class HotpathStage final : public Stage {
   void Flush(ClientId client, Pending& pending, Emitter& out);
   // Records one occurrence; its entry (hot or not), or null when none is kept.
   Seen* Record(const sequence::Sequence& s);
-  // Operands the tracker knows or the pending candidate makes.
-  bool KnowsOperands(const Pending& pending, const Instruction& inst) const;
   // Teaches the tracker what a flushed candidate made.
   void Learn(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions, Seen* seen);
   // Gives a sequence that just became hot its series, if any are left.
@@ -154,9 +152,8 @@ class HotpathStage final : public Stage {
   size_t buffered_ = 0;
   uint64_t position_ = 0;  // instructions seen
   size_t reported_ = 0;    // hot sequences with their own series
-  std::unordered_map<std::string, Seen> seen_;  // by signature
-  std::unordered_set<uint64_t> hot_ids_;        // Sequence::id of every hot sequence
-  std::deque<std::pair<const std::string*, uint64_t>> history_;  // (signature, position), oldest first
+  std::unordered_map<uint64_t, Seen> seen_;              // by Sequence::id
+  std::deque<std::pair<uint64_t, uint64_t>> history_;   // (Sequence::id, position), oldest first
 };
 
 }  // namespace gt::hotpath

@@ -17,16 +17,28 @@ void PutInts(std::string& out, const std::vector<int64_t>& values) {
   for (int64_t v : values) Put(out, v);
 }
 
-void PutAttributes(std::string& out, const Attributes& a) {
-  PutInts(out, a.shape);
-  Put<uint8_t>(out, static_cast<uint8_t>(a.dtype));
-  PutInts(out, a.axes);
-  Put<uint8_t>(out, a.keepdims ? 1 : 0);
-  Put(out, a.scalar);
-  Put<uint8_t>(out, static_cast<uint8_t>(a.scalar_side));
-  Put(out, a.seed);
-  Put<uint32_t>(out, static_cast<uint32_t>(a.numbers.size()));
-  for (double d : a.numbers) Put(out, d);
+void PutArray(std::string& out, const void* data, size_t bytes) { out.append(static_cast<const char*>(data), bytes); }
+
+// An instruction's op and attributes: the fixed-size fields in one append
+// (a signature is built for every candidate, instruction by instruction).
+void PutOpAndAttributes(std::string& out, const Instruction& inst) {
+  const Attributes& a = inst.attrs;
+#pragma pack(push, 1)
+  struct Fixed {
+    uint16_t op;
+    uint8_t dtype, keepdims, scalar_side;
+    double scalar;
+    uint64_t seed;
+    uint32_t shape, axes, numbers, operands;
+  } fixed{static_cast<uint16_t>(inst.op), static_cast<uint8_t>(a.dtype), static_cast<uint8_t>(a.keepdims ? 1 : 0),
+          static_cast<uint8_t>(a.scalar_side), a.scalar, a.seed, static_cast<uint32_t>(a.shape.size()),
+          static_cast<uint32_t>(a.axes.size()), static_cast<uint32_t>(a.numbers.size()),
+          static_cast<uint32_t>(inst.operands.size())};
+#pragma pack(pop)
+  PutArray(out, &fixed, sizeof fixed);
+  PutArray(out, a.shape.data(), a.shape.size() * sizeof(int64_t));
+  PutArray(out, a.axes.data(), a.axes.size() * sizeof(int64_t));
+  PutArray(out, a.numbers.data(), a.numbers.size() * sizeof(double));
 }
 
 }  // namespace
@@ -123,27 +135,37 @@ void Builder::WireResult(const Instruction& inst) {
   ++length_;
 }
 
-void Builder::Add(const Instruction& inst, const MetaTracker& tracker) {
-  Put<uint16_t>(signature_, static_cast<uint16_t>(inst.op));
-  PutAttributes(signature_, inst.attrs);
-  Put<uint32_t>(signature_, static_cast<uint32_t>(inst.operands.size()));
+bool Builder::TryAdd(const Instruction& inst, const MetaTracker& tracker) {
+  const size_t signature_size = signature_.size(), inputs = inputs_.size(), operands = operands_.size(),
+               freed = freed_.size();
+  const MetaTracker::Tensors* known = tracker.TensorsOf(inst.client);
+  PutOpAndAttributes(signature_, inst);
   for (TensorId id : inst.operands) {
     bool new_input = false;
     const TensorId placeholder = WireOperand(inst, id, &new_input);
-    if (placeholder & kInputTag) {
-      Put<uint8_t>(signature_, 'i');
-      Put<uint64_t>(signature_, placeholder & ~kInputTag);
-      if (new_input) {  // an input's shape and dtype at its first use
-        const TensorMeta* meta = tracker.Find(inst.client, id);
-        PutInts(signature_, meta ? meta->shape : Shape{-1});
-        Put<uint8_t>(signature_, meta ? static_cast<uint8_t>(meta->dtype) : 0xff);
-      }
-    } else {
+    if (!(placeholder & kInputTag)) {
       Put<uint8_t>(signature_, 'p');
       Put<uint64_t>(signature_, placeholder);  // production index: relative to the sequence, never an id
+      continue;
     }
+    Put<uint8_t>(signature_, 'i');
+    Put<uint64_t>(signature_, placeholder & ~kInputTag);
+    if (!new_input) continue;
+    auto meta = known ? known->find(id) : MetaTracker::Tensors::const_iterator();
+    if (!known || meta == known->end()) {  // unknown: undo this instruction
+      for (size_t j = inputs; j < inputs_.size(); ++j) placeholder_.erase(inputs_[j]);
+      inputs_.resize(inputs);
+      operands_.resize(operands);
+      freed_.resize(freed);
+      signature_.resize(signature_size);
+      return false;
+    }
+    // An input's shape and dtype at its first use.
+    PutInts(signature_, meta->second.shape);
+    Put<uint8_t>(signature_, static_cast<uint8_t>(meta->second.dtype));
   }
   WireResult(inst);
+  return true;
 }
 
 void Builder::AddWiring(const Instruction& inst) {
@@ -199,18 +221,27 @@ UnitTemplate MakeUnit(const Sequence& s, const std::vector<Instruction>& instruc
 }
 
 uint64_t HashSignature(const std::string& signature) {
-  // Eight bytes per step (a training step's signature is several KiB and is
-  // hashed once per occurrence); collisions are caught by comparing the full
-  // signature wherever units are keyed.
+  // Eight bytes per step in four independent lanes (a training step's
+  // signature is several KiB and is hashed once per occurrence; one lane's
+  // chain of multiplies took 2 us); collisions are caught by comparing the
+  // full signature wherever sequences are keyed.
   constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
-  uint64_t h = 0xcbf29ce484222325ull ^ signature.size();
-  size_t i = 0;
-  for (; i + 8 <= signature.size(); i += 8) {
+  auto mix = [](uint64_t h, uint64_t word) {
+    h = (h ^ word) * kMul;
+    return h ^ (h >> 32);
+  };
+  auto word_at = [&signature](size_t i) {
     uint64_t word;
     std::memcpy(&word, signature.data() + i, 8);
-    h = (h ^ word) * kMul;
-    h ^= h >> 32;
-  }
+    return word;
+  };
+  uint64_t lane[4] = {0xcbf29ce484222325ull ^ signature.size(), 0x84222325cbf29ce4ull, 0x2325cbf29ce48422ull,
+                      0x9ce484222325cbf2ull};
+  size_t i = 0;
+  for (; i + 32 <= signature.size(); i += 32)
+    for (size_t k = 0; k < 4; ++k) lane[k] = mix(lane[k], word_at(i + 8 * k));
+  uint64_t h = mix(mix(mix(lane[0], lane[1]), lane[2]), lane[3]);
+  for (; i + 8 <= signature.size(); i += 8) h = mix(h, word_at(i));
   for (; i < signature.size(); ++i) h = (h ^ static_cast<unsigned char>(signature[i])) * kMul;
   h ^= h >> 29;
   return h ? h : 1;

@@ -36,6 +36,12 @@ class MetaTracker {
   // tensors and, on kDropClient, the whole client. Other results (a
   // kRunUnit's) become unknown.
   void Observe(const Instruction& inst);
+  // The tensors of `client` (null when it has none), for many lookups in a row.
+  using Tensors = std::unordered_map<TensorId, TensorMeta>;
+  const Tensors* TensorsOf(ClientId client) const {
+    auto c = clients_.find(client);
+    return c == clients_.end() ? nullptr : &c->second;
+  }
   // Tensors tracked over all clients (bounded by what clients keep alive).
   size_t size() const;
   // For a stage that knows what a replayed unit made without inferring it.
@@ -71,26 +77,22 @@ UnitTemplate MakeUnit(const Sequence& s, const std::vector<Instruction>& instruc
 // Builds a Sequence one instruction at a time.
 class Builder {
  public:
-  // Appends `inst`. REQUIRES: Sequenceable(inst) and tracker.KnowsOperands(inst),
-  // with `tracker` not yet having observed `inst`.
-  void Add(const Instruction& inst, const MetaTracker& tracker);
+  // Appends `inst` when each of its operands is made by an instruction added
+  // before or known to `tracker` (which has not observed `inst` yet);
+  // otherwise adds nothing and returns false. REQUIRES: Sequenceable(inst).
+  bool TryAdd(const Instruction& inst, const MetaTracker& tracker);
   // Appends `inst` to the wiring only (inputs, outputs, operands): Finish()
   // then has no signature. For a sequence known by other means (a hot
   // sequence's id) whose wiring is all that is still needed.
-  // REQUIRES: Sequenceable(inst); not mixed with Add() in one sequence.
+  // REQUIRES: Sequenceable(inst); not mixed with TryAdd() in one sequence.
   void AddWiring(const Instruction& inst);
   size_t size() const { return length_; }
-  // Whether `id` is a result of an instruction added so far.
-  bool Produces(TensorId id) const {
-    auto it = placeholder_.find(id);
-    return it != placeholder_.end() && !(it->second >> 63);
-  }
   // The sequence so far; the builder is left empty (its buffers are kept:
   // the same step is built again and again).
   Sequence Finish();
 
  private:
-  // Records one operand of `inst`; its placeholder (inputs tagged, see Add).
+  // Records one operand of `inst`; its placeholder (inputs tagged, see TryAdd).
   TensorId WireOperand(const Instruction& inst, TensorId id, bool* new_input);
   // Records what `inst` makes and counts it.
   void WireResult(const Instruction& inst);
