@@ -17,28 +17,51 @@ void PutInts(std::string& out, const std::vector<int64_t>& values) {
   for (int64_t v : values) Put(out, v);
 }
 
-void PutArray(std::string& out, const void* data, size_t bytes) { out.append(static_cast<const char*>(data), bytes); }
+// Writes `bytes` at `*at` and moves it past them.
+void Write(char** at, const void* data, size_t bytes) {
+  std::memcpy(*at, data, bytes);
+  *at += bytes;
+}
 
-// An instruction's op and attributes: the fixed-size fields in one append
-// (a signature is built for every candidate, instruction by instruction).
-void PutOpAndAttributes(std::string& out, const Instruction& inst) {
-  const Attributes& a = inst.attrs;
+// The fixed-size part of an instruction's entry: op and attributes, and the
+// lengths of the arrays that follow it.
 #pragma pack(push, 1)
-  struct Fixed {
-    uint16_t op;
-    uint8_t dtype, keepdims, scalar_side;
-    double scalar;
-    uint64_t seed;
-    uint32_t shape, axes, numbers, operands;
-  } fixed{static_cast<uint16_t>(inst.op), static_cast<uint8_t>(a.dtype), static_cast<uint8_t>(a.keepdims ? 1 : 0),
-          static_cast<uint8_t>(a.scalar_side), a.scalar, a.seed, static_cast<uint32_t>(a.shape.size()),
-          static_cast<uint32_t>(a.axes.size()), static_cast<uint32_t>(a.numbers.size()),
-          static_cast<uint32_t>(inst.operands.size())};
+struct FixedEntry {
+  uint16_t op;
+  uint8_t dtype, keepdims, scalar_side;
+  double scalar;
+  uint64_t seed;
+  uint32_t shape, axes, numbers, operands;
+};
 #pragma pack(pop)
-  PutArray(out, &fixed, sizeof fixed);
-  PutArray(out, a.shape.data(), a.shape.size() * sizeof(int64_t));
-  PutArray(out, a.axes.data(), a.axes.size() * sizeof(int64_t));
-  PutArray(out, a.numbers.data(), a.numbers.size() * sizeof(double));
+
+// An operand's entry: 'i' and an input index, or 'p' and a production index.
+constexpr size_t kOperandEntry = 1 + sizeof(uint64_t);
+
+// Bytes of `inst`'s entry, the shapes of new inputs not included.
+size_t EntrySize(const Instruction& inst) {
+  const Attributes& a = inst.attrs;
+  return sizeof(FixedEntry) + sizeof(int64_t) * (a.shape.size() + a.axes.size() + a.numbers.size()) +
+         kOperandEntry * inst.operands.size();
+}
+
+// Writes the op, attributes and array lengths of `inst`.
+void WriteOpAndAttributes(char** at, const Instruction& inst) {
+  const Attributes& a = inst.attrs;
+  const FixedEntry fixed{static_cast<uint16_t>(inst.op), static_cast<uint8_t>(a.dtype),
+                         static_cast<uint8_t>(a.keepdims ? 1 : 0), static_cast<uint8_t>(a.scalar_side), a.scalar,
+                         a.seed, static_cast<uint32_t>(a.shape.size()), static_cast<uint32_t>(a.axes.size()),
+                         static_cast<uint32_t>(a.numbers.size()), static_cast<uint32_t>(inst.operands.size())};
+  Write(at, &fixed, sizeof fixed);
+  Write(at, a.shape.data(), a.shape.size() * sizeof(int64_t));
+  Write(at, a.axes.data(), a.axes.size() * sizeof(int64_t));
+  Write(at, a.numbers.data(), a.numbers.size() * sizeof(double));
+}
+
+void WriteOperand(char** at, char kind, uint64_t index) {
+  **at = kind;
+  ++*at;
+  Write(at, &index, sizeof index);
 }
 
 }  // namespace
@@ -119,48 +142,55 @@ constexpr TensorId kInputTag = TensorId{1} << 63;
 TensorId Builder::WireOperand(const Instruction& inst, TensorId id, bool* new_input) {
   // A new input: placeholders of inputs are renumbered in Finish(), once
   // their count is known; until then they are tagged with the top bit.
-  auto [it, added] = placeholder_.try_emplace(id, kInputTag | inputs_.size());
+  auto [placeholder, added] = placeholder_.TryEmplace(id, kInputTag | inputs_.size());
+  const TensorId p = *placeholder;
   if (added) inputs_.push_back(id);
-  operands_.push_back(it->second);
-  if (inst.op == Op::kFree) freed_.push_back(it->second);
+  operands_.push_back(p);
+  if (inst.op == Op::kFree) freed_.push_back(p);
   *new_input = added;
-  return it->second;
+  return p;
 }
 
 void Builder::WireResult(const Instruction& inst) {
   if (ProducesTensor(inst.op)) {
-    placeholder_[inst.results[0]] = produced_ids_.size();
+    *placeholder_.TryEmplace(inst.results[0], 0).first = produced_ids_.size();
     produced_ids_.push_back(inst.results[0]);
   }
   ++length_;
 }
 
+// An instruction's entry in the signature: op, attributes, then each operand
+// as 'i' + input index or 'p' + production index (relative to the sequence,
+// never an id), then the shape and dtype of each input it uses first. Written
+// straight into the signature's buffer: a signature is built for every
+// candidate, and appending field by field cost more than the wiring.
 bool Builder::TryAdd(const Instruction& inst, const MetaTracker& tracker) {
   const size_t signature_size = signature_.size(), inputs = inputs_.size(), operands = operands_.size(),
                freed = freed_.size();
   const MetaTracker::Tensors* known = tracker.TensorsOf(inst.client);
-  PutOpAndAttributes(signature_, inst);
+  signature_.resize(signature_size + EntrySize(inst));
+  char* at = signature_.data() + signature_size;
+  WriteOpAndAttributes(&at, inst);
   for (TensorId id : inst.operands) {
     bool new_input = false;
     const TensorId placeholder = WireOperand(inst, id, &new_input);
     if (!(placeholder & kInputTag)) {
-      Put<uint8_t>(signature_, 'p');
-      Put<uint64_t>(signature_, placeholder);  // production index: relative to the sequence, never an id
-      continue;
+      WriteOperand(&at, 'p', placeholder);
+    } else {
+      WriteOperand(&at, 'i', placeholder & ~kInputTag);
     }
-    Put<uint8_t>(signature_, 'i');
-    Put<uint64_t>(signature_, placeholder & ~kInputTag);
-    if (!new_input) continue;
-    auto meta = known ? known->find(id) : MetaTracker::Tensors::const_iterator();
+  }
+  signature_.resize(at - signature_.data());
+  for (size_t j = inputs; j < inputs_.size(); ++j) {
+    auto meta = known ? known->find(inputs_[j]) : MetaTracker::Tensors::const_iterator();
     if (!known || meta == known->end()) {  // unknown: undo this instruction
-      for (size_t j = inputs; j < inputs_.size(); ++j) placeholder_.erase(inputs_[j]);
+      for (size_t k = inputs; k < inputs_.size(); ++k) placeholder_.Erase(inputs_[k]);
       inputs_.resize(inputs);
       operands_.resize(operands);
       freed_.resize(freed);
       signature_.resize(signature_size);
       return false;
     }
-    // An input's shape and dtype at its first use.
     PutInts(signature_, meta->second.shape);
     Put<uint8_t>(signature_, static_cast<uint8_t>(meta->second.dtype));
   }
@@ -192,7 +222,7 @@ Sequence Builder::Finish() {
   s.signature = signature_;
   s.id = HashSignature(s.signature);
   signature_.clear();
-  placeholder_.clear();
+  placeholder_.Clear();
   inputs_.clear();
   operands_.clear();
   freed_.clear();

@@ -19,6 +19,7 @@
 
 #include "gt/instruction.h"
 #include "gt/unit.h"
+#include "id_map.h"
 #include "shape_inference.h"
 
 namespace gt::sequence {
@@ -98,7 +99,7 @@ class Builder {
   void WireResult(const Instruction& inst);
 
   std::string signature_;
-  std::unordered_map<TensorId, TensorId> placeholder_;  // client id -> placeholder
+  IdMap placeholder_;  // client id -> placeholder
   std::vector<TensorId> inputs_;
   std::vector<TensorId> operands_;      // placeholders (inputs tagged, see Add), in order
   std::vector<TensorId> freed_;         // placeholders freed by kFree (inputs tagged)
