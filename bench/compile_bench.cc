@@ -8,14 +8,24 @@
 //   chain         an arithmetic-only elementwise chain (16 ops) on 1M floats,
 //                 one fetch of one element per iteration
 //
-// Timing starts once every compiled unit settled on a strategy. Reported:
-// time per step (median of rounds), the ratio, and per timed step the
-// messages and instructions the worker received and the time inside the
-// worker's backend and the dispatcher's stages (the hosts' own metrics, read
-// through gt::worker_stats() by the child before and after its timed steps).
+// Paired rounds: both children (plain and compiled, each with its cluster)
+// start, warm up and wait until every compiled unit settled on a strategy;
+// then they take turns, a chunk of steps each per round (who goes first
+// alternates), and the speedup is the median of the rounds' ratios. Load on
+// the machine that comes and goes (this VM's neighbours) then falls on both
+// sides of a round alike instead of on whichever ran at that moment.
+//
+// Reported: time per step (median over rounds), the median ratio with its
+// quartiles, and per timed step the messages and instructions the worker
+// received and the time inside the worker's backend and the dispatcher's
+// stages (the hosts' own metrics, read through gt::worker_stats() by each
+// child before its first chunk and after its last).
+#include <fcntl.h>
 #include <sys/wait.h>
-#include <csignal>
 #include <unistd.h>
+
+#include <csignal>
+#include <memory>
 
 #include <algorithm>
 #include <chrono>
@@ -74,28 +84,44 @@ Counters Read() {
 
 // Runs `warmup` steps, then more until every unit the workers defined
 // settled on a strategy (the fuser compiles on a thread of its own, which can
-// take seconds; at most 60 s), then `steps` timed ones. Prints seconds per
-// step and, per timed step, what the worker received and the hosts' times.
+// take seconds; at most 60 s), and prints "ready". Then, for every line "N"
+// on stdin, runs N timed steps and prints seconds per step; at the end of
+// stdin prints, per timed step, what the worker received and the hosts' times.
 template <typename Step>
-void Timed(int warmup, int steps, Step& step) {
+void Driven(int warmup, Step& step) {
   for (int i = 0; i < warmup; ++i) step();
   const auto deadline = Clock::now() + std::chrono::seconds(60);
   for (Counters c = Read(); c.units_chosen < c.units_defined && Clock::now() < deadline; c = Read())
     for (int i = 0; i < 5; ++i) step();
+  std::printf("ready\n");
+  std::fflush(stdout);
+  // Counters are read once before the first chunk and once after the last:
+  // a STATS request between chunks would cut the next step's instructions
+  // into two batches, and that step would run eagerly.
   const Counters before = Read();
-  const auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  double timed_steps = 0;
+  char line[64];
+  while (std::fgets(line, sizeof line, stdin)) {
+    const int n = std::atoi(line);
+    if (n <= 0) break;
+    const auto start = Clock::now();
+    for (int i = 0; i < n; ++i) step();
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    timed_steps += n;
+    std::printf("%.9f\n", seconds / n);
+    std::fflush(stdout);
+  }
   const Counters after = Read();
-  const double n = steps;
+  const double n = std::max(1.0, timed_steps);
   // The worker also received the second STATS request: not a step's.
-  std::printf("%.9f %.4f %.4f %.9f %.9f\n", seconds / n, (after.worker_messages - before.worker_messages - 1) / n,
+  std::printf("%.4f %.4f %.9f %.9f\n", (after.worker_messages - before.worker_messages - 1) / n,
               (after.worker_instructions - before.worker_instructions) / n,
               (after.backend_seconds - before.backend_seconds) / n,
               (after.dispatcher_seconds - before.dispatcher_seconds) / n);
+  std::fflush(stdout);
 }
 
-void MlpSteps(int warmup, int steps) {
+void MlpSteps(int warmup) {
   gt::nn::Linear fc1(64, 128, true, 1), fc2(128, 10, true, 2);
   std::vector<gt::Tensor> params = fc1.parameters();
   for (const gt::Tensor& p : fc2.parameters()) params.push_back(p);
@@ -109,10 +135,10 @@ void MlpSteps(int warmup, int steps) {
     volatile double sink = loss.item();
     (void)sink;
   };
-  Timed(warmup, steps, step);
+  Driven(warmup, step);
 }
 
-void ChainSteps(int warmup, int steps) {
+void ChainSteps(int warmup) {
   gt::Tensor a = gt::rand({1 << 20}, gt::DType::kFloat32, 5), b = gt::rand({1 << 20}, gt::DType::kFloat32, 6);
   auto step = [&] {
     gt::Tensor c = a * 1.5 + b;
@@ -120,33 +146,33 @@ void ChainSteps(int warmup, int steps) {
     volatile float sink = c.slice(0, 0, 1).to_vector<float>()[0];
     (void)sink;
   };
-  Timed(warmup, steps, step);
+  Driven(warmup, step);
 }
 
 // The smallest sync point: one tiny op and its fetch. Its time is the round
 // trip client -> dispatcher -> worker -> dispatcher -> client that every
 // step with a sync pays, whatever the stages.
-void SyncSteps(int warmup, int steps) {
+void SyncSteps(int warmup) {
   gt::Tensor a = gt::ones({1}, gt::DType::kFloat32);
   auto step = [&] {
     volatile double sink = (a + 1.0).item();
     (void)sink;
   };
-  Timed(warmup, steps, step);
+  Driven(warmup, step);
 }
 
-int Child(const std::string& endpoint, const std::string& program, int steps) {
+int Child(const std::string& endpoint, const std::string& program) {
   if (endpoint == "embedded") {
     gt::workers(1);  // the embedded default; GT_COMPILE (set by the parent) picks its stages
   } else {
     gt::connect(endpoint);
   }
   if (program == "mlp") {
-    MlpSteps(kMlpWarmup, steps);
+    MlpSteps(kMlpWarmup);
   } else if (program == "sync") {
-    SyncSteps(kMlpWarmup, steps);
+    SyncSteps(kMlpWarmup);
   } else {
-    ChainSteps(kChainWarmup, steps);
+    ChainSteps(kChainWarmup);
   }
   gt::shutdown();
   return 0;
@@ -240,14 +266,125 @@ double BareRoundTrip(int rounds) {
 
 // ---- the parent --------------------------------------------------------------
 
-struct Measure {
-  double seconds = 0;
+// A child process driven over its stdin and stdout (see Driven).
+class DrivenChild {
+ public:
+  // Runs `self child <endpoint> <program>` with GT_COMPILE=`compile` and
+  // waits for its "ready"; ok() is false when it did not get there.
+  DrivenChild(const char* self, const std::string& endpoint, const std::string& program, bool compile) {
+    // Close-on-exec: a child started later must not hold this one's stdin
+    // open (it would never see the end of it).
+    int to_child[2], from_child[2];
+    if (pipe2(to_child, O_CLOEXEC) != 0) return;
+    if (pipe2(from_child, O_CLOEXEC) != 0) {
+      close(to_child[0]);
+      close(to_child[1]);
+      return;
+    }
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], STDIN_FILENO);
+      dup2(from_child[1], STDOUT_FILENO);
+      for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) close(fd);
+      setenv("GT_COMPILE", compile ? "1" : "0", 1);
+      execl(self, self, "child", endpoint.c_str(), program.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    if (pid_ < 0) {
+      close(to_child[1]);
+      close(from_child[0]);
+      return;
+    }
+    in_ = fdopen(to_child[1], "w");
+    out_ = fdopen(from_child[0], "r");
+    ready_ = in_ && out_ && ReadLine() == "ready";
+  }
+  ~DrivenChild() { (void)Finish(); }
+  DrivenChild(const DrivenChild&) = delete;
+  DrivenChild& operator=(const DrivenChild&) = delete;
+
+  bool ok() const { return ready_; }
+  // Seconds per step of `steps` more timed steps; 0 when the child failed.
+  double Run(int steps) {
+    if (!ready_) return 0;
+    std::fprintf(in_, "%d\n", steps);
+    std::fflush(in_);
+    const double seconds = std::atof(ReadLine().c_str());
+    if (seconds <= 0) ready_ = false;
+    return seconds;
+  }
+  // Ends the child; its last line (per-step counters over all timed steps).
+  std::string Finish() {
+    if (pid_ <= 0) return "";
+    std::string counters;
+    if (in_) std::fclose(in_);
+    if (out_) counters = ReadLine();
+    if (out_) std::fclose(out_);
+    in_ = out_ = nullptr;
+    waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+    return counters;
+  }
+
+ private:
+  std::string ReadLine() {
+    char line[256] = {0};
+    if (!out_ || !std::fgets(line, sizeof line, out_)) return "";
+    std::string text(line);
+    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+    return text;
+  }
+
+  pid_t pid_ = -1;
+  FILE* in_ = nullptr;
+  FILE* out_ = nullptr;
+  bool ready_ = false;
+};
+
+// Per-step figures of one side (plain or compiled) over all its chunks.
+struct Side {
+  std::vector<double> seconds;     // per step, one entry per round
   double worker_messages = 0;      // per step
   double worker_instructions = 0;  // per step
   double backend_seconds = 0;      // per step: time inside the worker's backend
   double dispatcher_seconds = 0;   // per step: time inside the dispatcher's stages and router
-  std::string strategies;          // the worker backend's units by chosen strategy
+  void ReadCounters(const std::string& line) {
+    std::sscanf(line.c_str(), "%lf %lf %lf %lf", &worker_messages, &worker_instructions, &backend_seconds,
+                &dispatcher_seconds);
+  }
 };
+
+struct Paired {
+  Side plain, compiled;
+  bool ok = false;
+  std::vector<double> Ratios() const {
+    std::vector<double> r;
+    for (size_t i = 0; i < plain.seconds.size() && i < compiled.seconds.size(); ++i)
+      r.push_back(plain.seconds[i] / compiled.seconds[i]);
+    return r;
+  }
+};
+
+// `rounds` rounds of `chunk` steps on each side, taking turns.
+Paired TakeTurns(DrivenChild& plain, DrivenChild& compiled, int rounds, int chunk) {
+  Paired p;
+  if (!plain.ok() || !compiled.ok()) return p;
+  for (int r = 0; r < rounds; ++r) {
+    const bool plain_first = r % 2 == 0;
+    DrivenChild& first = plain_first ? plain : compiled;
+    DrivenChild& second = plain_first ? compiled : plain;
+    const double a = first.Run(chunk), b = second.Run(chunk);
+    if (a <= 0 || b <= 0) return p;
+    p.plain.seconds.push_back(plain_first ? a : b);
+    p.compiled.seconds.push_back(plain_first ? b : a);
+  }
+  p.plain.ReadCounters(plain.Finish());
+  p.compiled.ReadCounters(compiled.Finish());
+  p.ok = true;
+  return p;
+}
 
 const char* kWorker = "host: worker\nheartbeat_interval_ms: 500\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1}\n";
 
@@ -257,97 +394,102 @@ std::string Dispatcher(bool compile) {
   return m;
 }
 
-Measure RunOnce(const char* self, const std::string& program, bool compile, int steps) {
+std::unique_ptr<gt::testing::ProcessCluster> StartCluster(bool compile) {
   gt::testing::ClusterOptions options;
   options.workers = 1;
-  options.dispatcher_manifest = gt::testing::WriteTempFile("dispatcher.yaml", Dispatcher(compile));
+  options.dispatcher_manifest =
+      gt::testing::WriteTempFile(compile ? "dispatcher-compiled.yaml" : "dispatcher-plain.yaml", Dispatcher(compile));
   options.worker_manifest = gt::testing::WriteTempFile("worker.yaml", kWorker);
-  gt::testing::ProcessCluster cluster(options);
-  Measure m;
-  if (!cluster.WaitForWorkers(1)) return m;
-  int port = cluster.worker_metrics_ports()[0];
-  std::string command = std::string(self) + " child " + cluster.endpoint() + " " + program + " " + std::to_string(steps);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return m;
-  char line[256] = {0};
-  if (std::fgets(line, sizeof line, pipe))
-    std::sscanf(line, "%lf %lf %lf %lf %lf", &m.seconds, &m.worker_messages, &m.worker_instructions,
-                &m.backend_seconds, &m.dispatcher_seconds);
-  pclose(pipe);
-  const std::string worker_metrics = gt::testing::HttpGet(port, "/metrics");
-  for (const char* strategy : {"interpreted", "graph", "fused"}) {
-    const double units =
-        gt::testing::MetricValue(worker_metrics, "gt_backend_units_chosen_total", {{"strategy", strategy}}).value_or(0);
-    if (units > 0) m.strategies += std::string(m.strategies.empty() ? "" : ", ") + strategy + " " + std::to_string(static_cast<int>(units));
-  }
-  return m;
+  auto cluster = std::make_unique<gt::testing::ProcessCluster>(options);
+  if (!cluster->WaitForWorkers(1)) return nullptr;
+  return cluster;
 }
 
-// The same program on the embedded default (dispatcher and worker on threads
-// of the child, ZeroMQ inproc), with GT_COMPILE=1 or 0. Seconds per step.
-double RunEmbedded(const char* self, const std::string& program, bool compile, int steps) {
-  std::string command = std::string("GT_COMPILE=") + (compile ? "1 " : "0 ") + self + " child embedded " + program +
-                        " " + std::to_string(steps);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return 0;
-  char line[256] = {0};
-  double seconds = std::fgets(line, sizeof line, pipe) ? std::atof(line) : 0;
-  pclose(pipe);
-  return seconds;
+// The worker backend's units by chosen strategy, from its /metrics.
+std::string Strategies(const gt::testing::ProcessCluster& cluster) {
+  const std::string metrics = gt::testing::HttpGet(cluster.worker_metrics_ports()[0], "/metrics");
+  std::string out;
+  for (const char* strategy : {"interpreted", "graph", "fused"}) {
+    const double units = gt::testing::MetricValue(metrics, "gt_backend_units_chosen_total", {{"strategy", strategy}}).value_or(0);
+    if (units > 0) out += std::string(out.empty() ? "" : ", ") + strategy + " " + std::to_string(static_cast<int>(units));
+  }
+  return out.empty() ? "none" : out;
+}
+
+// Paired rounds of `program` on two process clusters (plain, compiled).
+Paired OnProcessClusters(const char* self, const std::string& program, int rounds, int chunk, std::string* strategies) {
+  auto plain_cluster = StartCluster(false), compiled_cluster = StartCluster(true);
+  if (!plain_cluster || !compiled_cluster) return {};
+  DrivenChild plain(self, plain_cluster->endpoint(), program, false);
+  DrivenChild compiled(self, compiled_cluster->endpoint(), program, true);
+  Paired p = TakeTurns(plain, compiled, rounds, chunk);
+  *strategies = Strategies(*compiled_cluster);
+  return p;
+}
+
+// Paired rounds of `program` on the embedded default (GT_COMPILE=0 and 1:
+// each child runs a dispatcher and a worker on threads, ZeroMQ inproc).
+Paired OnEmbedded(const char* self, const std::string& program, int rounds, int chunk) {
+  DrivenChild plain(self, "embedded", program, false);
+  DrivenChild compiled(self, "embedded", program, true);
+  return TakeTurns(plain, compiled, rounds, chunk);
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+std::string RatioSummary(const Paired& p) {
+  const std::vector<double> r = p.Ratios();
+  char text[160];
+  std::snprintf(text, sizeof text, "%.3f ms -> %.3f ms, %.2fx (rounds: quartiles %.2fx-%.2fx, %zu rounds)",
+                Median(p.plain.seconds) * 1e3, Median(p.compiled.seconds) * 1e3, Median(r), Quantile(r, 0.25),
+                Quantile(r, 0.75), r.size());
+  return text;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 5 && std::string(argv[1]) == "child") return Child(argv[2], argv[3], std::atoi(argv[4]));
+  if (argc == 4 && std::string(argv[1]) == "child") return Child(argv[2], argv[3]);
   if (argc == 2 && std::string(argv[1]) == "floor") {
     std::printf("%.9f\n", BareRoundTrip(5000));
     return 0;
   }
-  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 7;
+  const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::printf("gt compile benchmark: dispatcher with hotpath + compile stages vs without, 1 worker process "
-              "(1 intra-op thread), median of %d rounds\n", rounds);
-  std::printf("%-36s %12s %12s %8s %16s %16s\n", "benchmark", "plain", "compiled", "speedup", "worker msgs/step",
-              "worker instr/step");
+              "(1 intra-op thread); %d paired rounds, the two sides taking turns\n", rounds);
   struct Program {
     const char* name;
     const char* label;
-    int steps;
+    int chunk;  // steps per side per round
   };
-  for (Program p : {Program{"mlp", "MLP 64-128-10 training step (b=32)", 1000},
-                    Program{"chain", "16-op elementwise chain on 1M floats", 30}}) {
-    std::vector<double> plain, compiled;
-    Measure last_plain, last_compiled;
-    for (int r = 0; r < rounds; ++r) {
-      last_plain = RunOnce(argv[0], p.name, false, p.steps);
-      last_compiled = RunOnce(argv[0], p.name, true, p.steps);
-      plain.push_back(last_plain.seconds);
-      compiled.push_back(last_compiled.seconds);
+  for (Program p : {Program{"mlp", "MLP 64-128-10 training step (b=32)", 100},
+                    Program{"chain", "16-op elementwise chain on 1M floats", 4}}) {
+    std::string strategies;
+    const Paired cluster = OnProcessClusters(argv[0], p.name, rounds, p.chunk, &strategies);
+    std::printf("%s, %d steps per side per round\n", p.label, p.chunk);
+    if (!cluster.ok) {
+      std::printf("  process clusters: FAILED (a child or cluster did not run)\n");
+    } else {
+      std::printf("  process clusters (ipc): %s\n", RatioSummary(cluster).c_str());
+      std::printf("    per step: worker messages %.2f -> %.2f, worker instructions %.1f -> %.1f, backend %.3f -> %.3f ms, "
+                  "dispatcher stages+router %.3f -> %.3f ms\n",
+                  cluster.plain.worker_messages, cluster.compiled.worker_messages, cluster.plain.worker_instructions,
+                  cluster.compiled.worker_instructions, cluster.plain.backend_seconds * 1e3,
+                  cluster.compiled.backend_seconds * 1e3, cluster.plain.dispatcher_seconds * 1e3,
+                  cluster.compiled.dispatcher_seconds * 1e3);
+      std::printf("    worker units by chosen strategy: %s\n", strategies.c_str());
     }
-    double a = Median(plain), b = Median(compiled);
-    std::printf("%-36s %9.3f ms %9.3f ms %7.2fx %7.2f -> %5.2f %7.1f -> %5.1f\n", p.label, a * 1e3, b * 1e3, a / b,
-                last_plain.worker_messages, last_compiled.worker_messages, last_plain.worker_instructions,
-                last_compiled.worker_instructions);
-    std::printf("%-36s backend %.3f -> %.3f ms/step, dispatcher stages+router %.3f -> %.3f ms/step\n", "",
-                last_plain.backend_seconds * 1e3, last_compiled.backend_seconds * 1e3,
-                last_plain.dispatcher_seconds * 1e3, last_compiled.dispatcher_seconds * 1e3);
-    std::string per_round;
-    for (int r = 0; r < rounds; ++r) per_round += " " + std::to_string(plain[r] / compiled[r]).substr(0, 4) + "x";
-    std::printf("%-36s speedup per round (plain and compiled run back to back):%s\n", "", per_round.c_str());
-    std::printf("%-36s worker units by chosen strategy: %s\n", "",
-                last_compiled.strategies.empty() ? "none" : last_compiled.strategies.c_str());
-    std::vector<double> embedded_plain, embedded_compiled;
-    for (int r = 0; r < rounds; ++r) {
-      embedded_plain.push_back(RunEmbedded(argv[0], p.name, false, p.steps));
-      embedded_compiled.push_back(RunEmbedded(argv[0], p.name, true, p.steps));
+    const Paired embedded = OnEmbedded(argv[0], p.name, rounds, p.chunk);
+    if (!embedded.ok) {
+      std::printf("  embedded default: FAILED (a child did not run)\n");
+    } else {
+      std::printf("  embedded default (inproc, GT_COMPILE=0 vs 1): %s\n", RatioSummary(embedded).c_str());
     }
-    a = Median(embedded_plain);
-    b = Median(embedded_compiled);
-    per_round.clear();
-    for (int r = 0; r < rounds; ++r)
-      per_round += " " + std::to_string(embedded_plain[r] / embedded_compiled[r]).substr(0, 4) + "x";
-    std::printf("%-36s embedded default (GT_COMPILE=0 vs 1, inproc): %.3f ms -> %.3f ms, %.2fx; per round:%s\n", "",
-                a * 1e3, b * 1e3, a / b, per_round.c_str());
   }
   // The round trip every step with a sync point pays, plain or compiled.
   double floor = 0;
@@ -356,9 +498,14 @@ int main(int argc, char** argv) {
     if (std::fgets(line, sizeof line, pipe)) floor = std::atof(line);
     pclose(pipe);
   }
-  std::vector<double> syncs;
-  for (int r = 0; r < rounds; ++r) syncs.push_back(RunOnce(argv[0], "sync", false, 2000).seconds);
+  double sync = 0;
+  if (auto cluster = StartCluster(false)) {
+    DrivenChild child(argv[0], cluster->endpoint(), "sync", false);
+    std::vector<double> chunks;
+    for (int r = 0; r < 10 && child.ok(); ++r) chunks.push_back(child.Run(200));
+    sync = Median(chunks);
+  }
   std::printf("round trip shared by both: bare ZeroMQ client->broker->worker->back (3 processes, ipc) %.3f ms; "
-              "gt sync point (a + 1).item() %.3f ms\n", floor * 1e3, Median(syncs) * 1e3);
+              "gt sync point (a + 1).item() %.3f ms\n", floor * 1e3, sync * 1e3);
   return 0;
 }
