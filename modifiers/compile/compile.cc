@@ -175,14 +175,54 @@ void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
   pending.instructions.clear();
 }
 
+// Checks each operand against the unit's placeholder for it: an input's
+// first use binds it, later uses must name the same tensor, and a produced
+// one must name what that earlier instruction made. No map per tensor: the
+// hotpath stage built this region's signature already, and that work, done
+// again here, was most of a replay's cost.
+bool CompileStage::WireReplay(const Known& known, const std::vector<Instruction>& region, sequence::Sequence* s) {
+  if (region.size() != known.ops.size()) return false;
+  s->inputs.assign(known.inputs, 0);
+  bound_.assign(known.inputs, false);
+  produced_.clear();
+  size_t next = 0, inputs_bound = 0;
+  for (size_t i = 0; i < region.size(); ++i) {
+    const Instruction& inst = region[i];
+    if (inst.op != known.ops[i] || inst.operands.size() != known.arity[i]) return false;
+    for (TensorId id : inst.operands) {
+      const TensorId placeholder = known.operands[next++];
+      if (placeholder <= known.inputs) {
+        const size_t j = placeholder - 1;
+        if (!bound_[j]) {
+          if (j != inputs_bound) return false;  // inputs are numbered by first use
+          bound_[j] = true;
+          ++inputs_bound;
+          s->inputs[j] = id;
+        } else if (s->inputs[j] != id) {
+          return false;
+        }
+      } else {
+        const size_t production = placeholder - known.inputs - 1;
+        if (production >= produced_.size() || produced_[production] != id) return false;
+      }
+    }
+    if (ProducesTensor(inst.op)) produced_.push_back(inst.results[0]);
+  }
+  if (inputs_bound != known.inputs) return false;
+  s->outputs.clear();
+  for (uint32_t production : known.output_productions) {
+    if (production >= produced_.size()) return false;
+    s->outputs.push_back(produced_[production]);
+  }
+  s->consumed = known.consumed;
+  s->length = region.size();
+  return true;
+}
+
 void CompileStage::FinishReplay(ClientId client, Pending& pending, Emitter& out) {
   const Known& known = *pending.known;
-  bool match = pending.instructions.size() == known.ops.size();
-  for (size_t i = 0; match && i < pending.instructions.size(); ++i) match = pending.instructions[i].op == known.ops[i];
-  if (!match) return GiveUpReplay(pending, out);
-  for (const Instruction& inst : pending.instructions) pending.builder.AddWiring(inst);
-  sequence::Sequence s = pending.builder.Finish();
-  if (s.operands != known.operands || s.outputs.size() != known.output_metas.size())
+  sequence::Sequence s;
+  if (!WireReplay(known, pending.instructions, &s) || s.outputs.size() != known.output_metas.size())
     return GiveUpReplay(pending, out);
   pending.mode = Mode::kIdle;
   const int32_t worker = pending.worker;
@@ -220,17 +260,27 @@ CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Seq
                                             const std::vector<Instruction>& instructions) const {
   Known known;
   known.signature = s.signature;
-  for (const Instruction& inst : instructions) known.ops.push_back(inst.op);
+  std::unordered_map<TensorId, uint32_t> production;  // id -> production index
+  uint32_t produced = 0;
+  for (const Instruction& inst : instructions) {
+    known.ops.push_back(inst.op);
+    known.arity.push_back(static_cast<uint32_t>(inst.operands.size()));
+    if (ProducesTensor(inst.op)) production[inst.results[0]] = produced++;
+  }
   known.operands = s.operands;
+  known.inputs = s.inputs.size();
+  known.consumed = s.consumed;
   // Finish() runs after the tracker observed the sequence: its outputs are known if inferable.
   known.replayable = true;
   for (TensorId out : s.outputs) {
     const TensorMeta* meta = tracker_.Find(client, out);
-    if (meta == nullptr) {
+    auto made = production.find(out);
+    if (meta == nullptr || made == production.end()) {
       known.replayable = false;
       break;
     }
     known.output_metas.push_back(*meta);
+    known.output_productions.push_back(made->second);
   }
   return known;
 }

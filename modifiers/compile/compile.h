@@ -81,8 +81,15 @@ class CompileStage final : public Stage {
   // A unit this stage made, by key.
   struct Known {
     std::string signature;                  // catches hash collisions
-    std::vector<Op> ops;                    // what a replay must match
+    // What a replay must match: each instruction's op and operand count, and
+    // every operand's placeholder (Sequence::operands: 1..inputs an input,
+    // above that a production index + inputs + 1).
+    std::vector<Op> ops;
+    std::vector<uint32_t> arity;
     std::vector<TensorId> operands;
+    uint64_t inputs = 0;
+    std::vector<uint32_t> output_productions;  // production index of each output, in order
+    std::vector<int64_t> consumed;             // Sequence::consumed
     std::vector<TensorMeta> output_metas;   // what the tracker learns from a replay
     bool replayable = false;                // every output's metadata was known
   };
@@ -105,6 +112,9 @@ class CompileStage final : public Stage {
   // replay (defined for `client`, outputs known), else null.
   const Known* Replayable(ClientId client, uint64_t id) const;
   void FinishReplay(ClientId client, Pending& pending, Emitter& out);
+  // The wiring of a replay region from `known` (inputs, outputs, consumed),
+  // or false when its instructions do not wire up as the unit's do.
+  bool WireReplay(const Known& known, const std::vector<Instruction>& region, sequence::Sequence* s);
   // Passes a replay region on eagerly, teaching the tracker what it makes.
   void GiveUpReplay(Pending& pending, Emitter& out);
   // Emits the kRunUnit for `s` (and its kDefineUnit the first time) in place of `pending`'s instructions.
@@ -118,6 +128,8 @@ class CompileStage final : public Stage {
   std::unordered_map<ClientId, std::unordered_set<uint64_t>> defined_;  // units each client was sent
   std::unordered_map<uint64_t, Known> units_;
   size_t buffered_ = 0;
+  std::vector<TensorId> produced_;  // WireReplay's scratch: ids by production index
+  std::vector<bool> bound_;         // WireReplay's scratch: inputs seen
 };
 
 }  // namespace gt::compile

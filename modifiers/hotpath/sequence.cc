@@ -198,12 +198,6 @@ bool Builder::TryAdd(const Instruction& inst, const MetaTracker& tracker) {
   return true;
 }
 
-void Builder::AddWiring(const Instruction& inst) {
-  bool new_input = false;
-  for (TensorId id : inst.operands) (void)WireOperand(inst, id, &new_input);
-  WireResult(inst);
-}
-
 Sequence Builder::Finish() {
   Sequence s;
   s.length = length_;

@@ -82,11 +82,6 @@ class Builder {
   // before or known to `tracker` (which has not observed `inst` yet);
   // otherwise adds nothing and returns false. REQUIRES: Sequenceable(inst).
   bool TryAdd(const Instruction& inst, const MetaTracker& tracker);
-  // Appends `inst` to the wiring only (inputs, outputs, operands): Finish()
-  // then has no signature. For a sequence known by other means (a hot
-  // sequence's id) whose wiring is all that is still needed.
-  // REQUIRES: Sequenceable(inst); not mixed with TryAdd() in one sequence.
-  void AddWiring(const Instruction& inst);
   size_t size() const { return length_; }
   // The sequence so far; the builder is left empty (its buffers are kept:
   // the same step is built again and again).
