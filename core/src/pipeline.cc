@@ -61,7 +61,7 @@ void Pipeline::SetTerminal(Terminal* terminal, const std::string& name) {
   terminal_metrics_ = metrics_->ForStage(name);
 }
 
-void Pipeline::Push(Instruction inst) { (void)RunFrom(0, std::move(inst), Clock::now()); }
+void Pipeline::Push(Instruction&& inst) { (void)RunFrom(0, std::move(inst), Clock::now()); }
 
 void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
   m.errors[static_cast<size_t>(status.code())]->Increment();
@@ -72,7 +72,7 @@ void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
 // Process() starts the next visit's (what lies between is this function's
 // bookkeeping). Two readings per visit cost a hot sequence's 96 instructions
 // more than some stages' own work.
-Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction inst, Clock::time_point start) {
+Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction&& inst, Clock::time_point start) {
   if (index == stages_.size()) return Deliver(std::move(inst), start);
   if (inst.op == Op::kMembership) return RunControl(index, std::move(inst), start);
   Slot& slot = *stages_[index];
@@ -104,7 +104,7 @@ Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction inst, Cl
 // part of any client's stream: they count in no stage metric. What a stage
 // emits besides passing the announcement on (e.g. instructions it held until
 // workers were known) counts as injected.
-Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction inst, Clock::time_point start) {
+Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction&& inst, Clock::time_point start) {
   Slot& slot = *stages_[index];
   slot.collector.out.clear();
   Status status;
@@ -126,7 +126,7 @@ Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction inst,
   return start;
 }
 
-Pipeline::Clock::time_point Pipeline::Deliver(Instruction inst, Clock::time_point start) {
+Pipeline::Clock::time_point Pipeline::Deliver(Instruction&& inst, Clock::time_point start) {
   if (inst.op == Op::kMembership) {
     (void)terminal_->Accept(std::move(inst));
     return start;

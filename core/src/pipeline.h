@@ -51,7 +51,7 @@ class Pipeline {
   void SetTerminal(Terminal* terminal, const std::string& name);
   void SetErrorSink(ErrorSink sink) { errors_ = std::move(sink); }
 
-  void Push(Instruction inst);
+  void Push(Instruction&& inst);
   // Tells every stage (and the terminal) that the current batch ended.
   void EndBatch();
 
@@ -72,9 +72,9 @@ class Pipeline {
   Pipeline() = default;
   using Clock = std::chrono::steady_clock;
   // Each returns when it finished; `start` is when the instruction's visit began.
-  Clock::time_point RunFrom(size_t index, Instruction inst, Clock::time_point start);
-  Clock::time_point RunControl(size_t index, Instruction inst, Clock::time_point start);
-  Clock::time_point Deliver(Instruction inst, Clock::time_point start);
+  Clock::time_point RunFrom(size_t index, Instruction&& inst, Clock::time_point start);
+  Clock::time_point RunControl(size_t index, Instruction&& inst, Clock::time_point start);
+  Clock::time_point Deliver(Instruction&& inst, Clock::time_point start);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);
   void FlushTallies();
