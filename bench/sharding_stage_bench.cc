@@ -25,7 +25,7 @@ namespace {
 
 class Discard final : public gt::Emitter {
  public:
-  void Emit(gt::Instruction inst) override {
+  void Emit(gt::Instruction&& inst) override {
     (void)inst;
     ++emitted;
   }
@@ -34,7 +34,7 @@ class Discard final : public gt::Emitter {
 
 class PassThrough final : public gt::Stage {
  public:
-  gt::Status Process(gt::Instruction inst, gt::Emitter& out) override {
+  gt::Status Process(gt::Instruction&& inst, gt::Emitter& out) override {
     out.Emit(std::move(inst));
     return gt::Status::Ok();
   }
@@ -92,11 +92,11 @@ int main() {
   gt::Instruction membership;
   membership.op = gt::Op::kMembership;
   membership.attrs.shape = {0, 1};
-  (void)(*stage)->Process(membership, out);
+  (void)(*stage)->Process(std::move(membership), out);
   gt::Instruction configure = Make(gt::Op::kConfigure, 2, 1, {}, {});
   configure.signal = "elsewhere";  // registered, never used: the client's tensors are recorded, whole
   configure.attrs.shape = {};
-  (void)(*stage)->Process(configure, out);
+  (void)(*stage)->Process(std::move(configure), out);
 
   constexpr int kAdds = 20000;
   constexpr double kInstructions = 2.0 * kAdds + 3;

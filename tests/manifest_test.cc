@@ -177,7 +177,7 @@ TEST(ManifestTest, WrongAbiPluginInAManifestIsAProblemNotACrash) {
   ASSERT_FALSE(m.ok());
   EXPECT_THAT(m.status().message(),
               HasSubstr("abi.yaml:3: stages[0].plugin: " + TestPlugin("gt_wrong_abi.so") +
-                        ": plugin ABI version 99 does not match host ABI version 2"));
+                        ": plugin ABI version 99 does not match host ABI version " + std::to_string(kPluginAbiVersion)));
 }
 
 // ---- Valid manifests -------------------------------------------------------
@@ -301,14 +301,14 @@ TEST(PluginLoaderTest, WrongAbiIsRefusedNamingFileAndBothVersions) {
   Result<LoadedPlugin> p = LoadPluginFile(file);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Code::kPluginError);
-  EXPECT_EQ(p.status().message(), file + ": plugin ABI version 99 does not match host ABI version 2");
+  EXPECT_EQ(p.status().message(), file + ": plugin ABI version 99 does not match host ABI version " + std::to_string(kPluginAbiVersion));
   // The same refusal the second time (failures are not cached as successes).
   Result<LoadedPlugin> again = LoadPluginFile(file);
   ASSERT_FALSE(again.ok());
-  EXPECT_THAT(again.status().message(), HasSubstr("plugin ABI version 99 does not match host ABI version 2"));
+  EXPECT_THAT(again.status().message(), HasSubstr("plugin ABI version 99 does not match host ABI version " + std::to_string(kPluginAbiVersion)));
   Result<LoadedPlugin> by_name = FindPlugin("wrong_abi");
   ASSERT_FALSE(by_name.ok());
-  EXPECT_THAT(by_name.status().message(), HasSubstr("plugin ABI version 99 does not match host ABI version 2"));
+  EXPECT_THAT(by_name.status().message(), HasSubstr("plugin ABI version 99 does not match host ABI version " + std::to_string(kPluginAbiVersion)));
 }
 
 TEST(PluginLoaderTest, LibraryWithoutGtSymbolsIsNotAPlugin) {

@@ -58,7 +58,7 @@ class ProbeStage final : public Stage {
  public:
   explicit ProbeStage(std::string mode) : mode_(std::move(mode)) {}
 
-  Status Process(Instruction inst, Emitter& out) override {
+  Status Process(Instruction&& inst, Emitter& out) override {
     out.Emit(std::move(inst));
     return Status::Ok();
   }

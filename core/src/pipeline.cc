@@ -14,7 +14,7 @@ double Seconds(Clock::time_point start, Clock::time_point end) {
 // Collects what a stage emits during one call.
 class Collector final : public Emitter {
  public:
-  void Emit(Instruction inst) override { out.push_back(std::move(inst)); }
+  void Emit(Instruction&& inst) override { out.push_back(std::move(inst)); }
   std::vector<Instruction> out;
 };
 

@@ -74,7 +74,7 @@ class DecomposeStage final : public gt::Stage {
   explicit DecomposeStage(std::array<prometheus::Counter*, kLowerable.size()> lowered)
       : lowered_(lowered) {}
 
-  gt::Status Process(gt::Instruction inst, gt::Emitter& out) override {
+  gt::Status Process(gt::Instruction&& inst, gt::Emitter& out) override {
     if (gt::Status s = CheckNoScratchIds(inst); !s.ok()) return s;  // rejected: nothing emitted
     for (size_t i = 0; i < kLowerable.size(); ++i) {
       if (inst.op != kLowerable[i] || lowered_[i] == nullptr) continue;

@@ -68,7 +68,7 @@ class OpFilterStage final : public gt::Stage {
   // Counts `inst`; emits it unless its op is the one to drop. Emitting
   // nothing is how a stage drops: the host counts it in
   // gt_stage_instructions_dropped_total{stage=...}.
-  gt::Status Process(gt::Instruction inst, gt::Emitter& out) override {
+  gt::Status Process(gt::Instruction&& inst, gt::Emitter& out) override {
     CounterFor(inst.op).Increment();
     if (drop_ && inst.op == *drop_) {
       dropped_.Increment();

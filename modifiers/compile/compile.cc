@@ -87,7 +87,7 @@ void CompileStage::Collect(Pending& pending, Instruction inst) {
   ++buffered_;
 }
 
-Status CompileStage::Process(Instruction inst, Emitter& out) {
+Status CompileStage::Process(Instruction&& inst, Emitter& out) {
   const ClientId client = inst.client;
   Pending& pending = pending_[client];
   if (inst.op == Op::kHotStart) {

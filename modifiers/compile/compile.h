@@ -72,7 +72,7 @@ class CompileStage final : public Stage {
   static Result<std::unique_ptr<Stage>> Create(const StageContext& context);
   CompileStage(const CompileOptions& options, const CompileMetrics& metrics);
 
-  Status Process(Instruction inst, Emitter& out) override;
+  Status Process(Instruction&& inst, Emitter& out) override;
   Status EndBatch(Emitter& out) override;
   size_t Buffered() const override { return buffered_; }
 

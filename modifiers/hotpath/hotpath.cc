@@ -103,7 +103,7 @@ Result<std::unique_ptr<Stage>> HotpathStage::Create(const StageContext& context)
 HotpathStage::HotpathStage(const HotpathOptions& options, const HotpathMetrics& metrics)
     : options_(options), metrics_(metrics) {}
 
-Status HotpathStage::Process(Instruction inst, Emitter& out) {
+Status HotpathStage::Process(Instruction&& inst, Emitter& out) {
   ++position_;
   Pending& pending = pending_[inst.client];
   if (!sequence::Sequenceable(inst) || !pending.builder.TryAdd(inst, tracker_)) {

@@ -112,7 +112,7 @@ class HotpathStage final : public Stage {
   static Result<std::unique_ptr<Stage>> Create(const StageContext& context);
   HotpathStage(const HotpathOptions& options, const HotpathMetrics& metrics);
 
-  Status Process(Instruction inst, Emitter& out) override;
+  Status Process(Instruction&& inst, Emitter& out) override;
   Status EndBatch(Emitter& out) override;
   size_t Buffered() const override { return buffered_; }
 

@@ -137,7 +137,7 @@ void InstructionLogStage::CloseFile() {
   unflushed_lines_ = 0;
 }
 
-Status InstructionLogStage::Process(Instruction inst, Emitter& out) {
+Status InstructionLogStage::Process(Instruction&& inst, Emitter& out) {
   if (inst.op == Op::kMembership) {  // the host's own announcement, not a client's instruction
     out.Emit(std::move(inst));
     return Status::Ok();

@@ -99,7 +99,7 @@ class InstructionLogStage final : public Stage {
   InstructionLogStage& operator=(const InstructionLogStage&) = delete;
 
   // Writes `inst`'s line, then emits `inst` unchanged. Always returns OK.
-  Status Process(Instruction inst, Emitter& out) override;
+  Status Process(Instruction&& inst, Emitter& out) override;
   // Flushes, so the file is current whenever the pipeline waits for input.
   // Always returns OK.
   Status EndBatch(Emitter& out) override;

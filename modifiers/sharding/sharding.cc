@@ -111,7 +111,7 @@ ShardingStage::~ShardingStage() = default;
 // The dispatcher announces its workers before any client instruction
 // reaches its stages; should every worker be lost, a client's ops fail here
 // at once (reported to that client) rather than wait.
-Status ShardingStage::Process(Instruction inst, Emitter& out) {
+Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
   switch (inst.op) {
     case Op::kMembership: live_.assign(inst.attrs.shape.begin(), inst.attrs.shape.end()); break;
     case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it

@@ -96,7 +96,7 @@ class ShardingStage final : public Stage {
   static Result<std::unique_ptr<Stage>> Create(const StageContext& context);
   ~ShardingStage() override;
 
-  Status Process(Instruction inst, Emitter& out) override;
+  Status Process(Instruction&& inst, Emitter& out) override;
   // Publishes the gauges (clients and tensors with state here).
   Status EndBatch(Emitter& out) override;
 

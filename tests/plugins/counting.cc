@@ -19,7 +19,7 @@ constexpr OptionSpec kOptions[] = {
 
 class CountingStage final : public Stage {
  public:
-  Status Process(Instruction inst, Emitter& out) override {
+  Status Process(Instruction&& inst, Emitter& out) override {
     ++seen_;
     out.Emit(std::move(inst));
     return Status::Ok();

@@ -14,7 +14,7 @@ namespace {
 
 class ThrowingStage final : public Stage {
  public:
-  Status Process(Instruction inst, Emitter& out) override {
+  Status Process(Instruction&& inst, Emitter& out) override {
     if (inst.op == Op::kNeg) throw std::runtime_error("throwing: refusing neg #" + std::to_string(inst.seq));
     out.Emit(std::move(inst));
     return Status::Ok();

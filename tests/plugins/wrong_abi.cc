@@ -16,7 +16,7 @@ namespace {
 
 class PassThrough final : public Stage {
  public:
-  Status Process(Instruction inst, Emitter& out) override {
+  Status Process(Instruction&& inst, Emitter& out) override {
     out.Emit(std::move(inst));
     return Status::Ok();
   }

@@ -6,7 +6,8 @@
 // The host compares the ABI version before it reads the descriptor or creates
 // anything, and refuses a mismatch naming the file and both versions.
 // kPluginAbiVersion changes whenever any type in gt/*.h that crosses the
-// plugin boundary changes layout or meaning.
+// plugin boundary changes layout or meaning. 3: Stage::Process and
+// Emitter::Emit take the instruction as an rvalue reference.
 #pragma once
 
 #include <cstddef>
@@ -19,7 +20,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 2
+#define GT_PLUGIN_ABI_VERSION 3
 #endif
 
 namespace gt {
