@@ -12,3 +12,9 @@ add_dependencies(conformance_test gt-dispatcher gt-worker gt_torch)
 # The sequence code the hotpath and compile stages share, in-process.
 gt_add_test(sequence_test sequence_test.cc)
 target_link_libraries(sequence_test PRIVATE gt_sequence)
+
+# The compile stage in-process (its sources compiled in: the plugin itself is
+# a module library), fed marked regions directly.
+gt_add_test(compile_stage_test compile_stage_test.cc ${PROJECT_SOURCE_DIR}/modifiers/compile/compile.cc)
+target_include_directories(compile_stage_test PRIVATE ${PROJECT_SOURCE_DIR}/modifiers/compile)
+target_link_libraries(compile_stage_test PRIVATE gt_sequence prometheus-cpp::core)
