@@ -9,6 +9,7 @@
 #include <prometheus/metric_family.h>
 #include <prometheus/registry.h>
 
+#include "cluster.h"
 #include "compile.h"
 
 namespace gt::compile {
@@ -21,11 +22,8 @@ class Collect final : public Emitter {
 };
 
 Instruction Make(Op op, std::vector<TensorId> results, std::vector<TensorId> operands) {
-  Instruction inst;
-  inst.op = op;
+  Instruction inst = testing::MakeInstruction(op, 0, std::move(results), std::move(operands));
   inst.client = 7;
-  inst.results = std::move(results);
-  inst.operands = std::move(operands);
   return inst;
 }
 

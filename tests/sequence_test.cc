@@ -8,6 +8,7 @@
 #include <random>
 #include <unordered_map>
 
+#include "cluster.h"
 #include "id_map.h"
 #include "sequence.h"
 
@@ -51,11 +52,8 @@ TEST(IdMapTest, AgreesWithUnorderedMapUnderRandomOperations) {
 }
 
 Instruction Make(Op op, std::vector<TensorId> results, std::vector<TensorId> operands) {
-  Instruction inst;
-  inst.op = op;
+  Instruction inst = testing::MakeInstruction(op, 0, std::move(results), std::move(operands));
   inst.client = 1;
-  inst.results = std::move(results);
-  inst.operands = std::move(operands);
   return inst;
 }
 
