@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "fused_kernels.h"
 #include "torch_backend.h"
 #include "unit_graph.h"
 #include "unit_plan.h"
@@ -381,6 +382,35 @@ TEST_F(UnitStrategyTest, FusedUpdateFallsBackWhenShapesDiffer) {
     Status s = Run(11, {});
     ASSERT_TRUE(s.ok()) << s.message();
     EXPECT_TRUE(at::allclose(Fetch(1).reshape({4, 3}), w_eager, 1e-6, 1e-30)) << "run " << r;
+  }
+}
+
+// The fused kernels themselves (vectorized), on lengths that are no multiple
+// of a vector's width, special values in the first lanes, and an update of a
+// tensor by itself: bit for bit the ops they stand for.
+TEST(FusedKernelsTest, MatchTheirPatternsBitForBit) {
+  auto bits = [](const at::Tensor& t) { return t.view(t.scalar_type() == at::kFloat ? at::kInt : at::kLong); };
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (at::ScalarType type : {at::kFloat, at::kDouble}) {
+    for (int64_t n : {1, 7, 1027}) {
+      at::Tensor p = at::randn({n}, at::TensorOptions(type)) * 1e3, g = at::randn({n}, at::TensorOptions(type));
+      at::Tensor x = at::randn({n}, at::TensorOptions(type));
+      const std::vector<double> specials = {inf, -inf, nan, -0.0, 1e-310};
+      for (size_t k = 0; k < specials.size() && static_cast<int64_t>(k) < n; ++k) {
+        g[k] = specials[k];
+        x[k] = specials[specials.size() - 1 - k];
+      }
+      const double s = 0.01;
+      at::Tensor q = p.clone();
+      ASSERT_TRUE(ScaledSubtractInto(q, g, s));
+      EXPECT_TRUE(at::equal(bits(q), bits(p - g * s))) << "n " << n;
+      at::Tensor self = g.clone();
+      ASSERT_TRUE(ScaledSubtractInto(self, self, s));
+      EXPECT_TRUE(at::equal(bits(self), bits(g - g * s))) << "n " << n;
+      at::Tensor product = ReluGradient(g, x);
+      ASSERT_TRUE(product.defined());
+      EXPECT_TRUE(at::equal(bits(product), bits(g * (x > 0).to(type)))) << "n " << n;
+    }
   }
 }
 
