@@ -21,36 +21,35 @@ class Collect final : public Emitter {
   std::vector<Instruction> out;
 };
 
-Instruction Make(Op op, std::vector<TensorId> results, std::vector<TensorId> operands) {
+Instruction Make(Op op, std::vector<TensorId> results, std::vector<TensorId> operands, ClientId client = 7) {
   Instruction inst = testing::MakeInstruction(op, 0, std::move(results), std::move(operands));
-  inst.client = 7;
+  inst.client = client;
   return inst;
 }
 
-Instruction Ones(TensorId id) {
-  Instruction ones = Make(Op::kOnes, {id}, {});
+Instruction Ones(TensorId id, ClientId client = 7) {
+  Instruction ones = Make(Op::kOnes, {id}, {}, client);
   ones.attrs.shape = {2, 3};
   return ones;
 }
 
-// The id the hotpath stage marks t = a + b; r = t * a; free t with: its
+// The id the hotpath stage marks `body` with (inputs 1 and 2 known): its
 // signature's hash, as the stage computes it.
-uint64_t HotId() {
+uint64_t HotId(const std::vector<Instruction>& body) {
   sequence::MetaTracker tracker;
-  tracker.Observe(Ones(1));
-  tracker.Observe(Ones(2));
+  tracker.Observe(Ones(1, body[0].client));
+  tracker.Observe(Ones(2, body[0].client));
   sequence::Builder builder;
-  for (const Instruction& inst : {Make(Op::kAdd, {3}, {1, 2}), Make(Op::kMul, {4}, {3, 1}), Make(Op::kFree, {}, {3})})
+  for (const Instruction& inst : body) {
     EXPECT_TRUE(builder.TryAdd(inst, tracker));
+    tracker.Observe(inst);
+  }
   return builder.Finish().id;
 }
 
-Instruction Marker(Op op) {
-  static const uint64_t id = HotId();
-  Instruction inst = Make(op, {}, {});
-  inst.attrs.seed = id;
-  inst.attrs.axes = {3};
-  return inst;
+// t = x + y; r = t * z; free t
+std::vector<Instruction> Step(TensorId x, TensorId y, TensorId z, TensorId t, TensorId r) {
+  return {Make(Op::kAdd, {t}, {x, y}), Make(Op::kMul, {r}, {t, z}), Make(Op::kFree, {}, {t})};
 }
 
 class CompileStageTest : public ::testing::Test {
@@ -60,18 +59,29 @@ class CompileStageTest : public ::testing::Test {
     Result<CompileMetrics> metrics = CompileMetrics::Build(context);
     ASSERT_TRUE(metrics.ok()) << metrics.status().ToString();
     stage_ = std::make_unique<CompileStage>(CompileOptions{1}, *metrics);
-    for (TensorId input : {1, 2}) ASSERT_TRUE(stage_->Process(Ones(input), out_).ok());  // a and b: float32 [2, 3]
+    for (ClientId client : {7, 8})  // a and b of each client: float32 [2, 3]
+      for (TensorId input : {1, 2}) ASSERT_TRUE(stage_->Process(Ones(input, client), out_).ok());
     out_.out.clear();
   }
 
-  // A marked region: t = x + y; r = t * z; free t. What the stage emits.
-  std::vector<Instruction> Region(TensorId x, TensorId y, TensorId z, TensorId t, TensorId r) {
+  // `body` between markers carrying `id`. What the stage emits.
+  std::vector<Instruction> Marked(uint64_t id, std::vector<Instruction> body) {
     out_.out.clear();
-    for (Instruction inst : {Marker(Op::kHotStart), Make(Op::kAdd, {t}, {x, y}), Make(Op::kMul, {r}, {t, z}),
-                             Make(Op::kFree, {}, {t}), Marker(Op::kHotEnd)})
-      EXPECT_TRUE(stage_->Process(std::move(inst), out_).ok());
+    Instruction start = Make(Op::kHotStart, {}, {}, body[0].client);
+    start.attrs.seed = id;
+    start.attrs.axes = {static_cast<int64_t>(body.size())};
+    Instruction end = start;
+    end.op = Op::kHotEnd;
+    EXPECT_TRUE(stage_->Process(std::move(start), out_).ok());
+    for (Instruction& inst : body) EXPECT_TRUE(stage_->Process(std::move(inst), out_).ok());
+    EXPECT_TRUE(stage_->Process(std::move(end), out_).ok());
     EXPECT_TRUE(stage_->EndBatch(out_).ok());
     return std::move(out_.out);
+  }
+  // A Step between markers carrying the id of Step(1, 2, 1, 3, 4).
+  std::vector<Instruction> Region(TensorId x, TensorId y, TensorId z, TensorId t, TensorId r) {
+    static const uint64_t id = HotId(Step(1, 2, 1, 3, 4));
+    return Marked(id, Step(x, y, z, t, r));
   }
 
   // gt_compile_replays_total: regions matched to a unit by ops and wiring.
@@ -117,21 +127,48 @@ TEST_F(CompileStageTest, ARegionThatWiresUpDifferentlyRunsEagerly) {
   // The multiply reads b where the unit reads a.
   EXPECT_EQ(Ops(Region(1, 2, 2, 5, 6)), eager);
   // The multiply reads an input where the unit reads the sum.
-  out_.out.clear();
-  for (Instruction inst : {Marker(Op::kHotStart), Make(Op::kAdd, {9}, {1, 2}), Make(Op::kMul, {10}, {1, 1}),
-                           Make(Op::kFree, {}, {9}), Marker(Op::kHotEnd)})
-    ASSERT_TRUE(stage_->Process(std::move(inst), out_).ok());
-  EXPECT_EQ(Ops(out_.out), eager);
+  const uint64_t id = HotId(Step(1, 2, 1, 3, 4));
+  EXPECT_EQ(Ops(Marked(id, {Make(Op::kAdd, {9}, {1, 2}), Make(Op::kMul, {10}, {1, 1}), Make(Op::kFree, {}, {9})})), eager);
+  // One tensor bound to both inputs.
+  EXPECT_EQ(Ops(Region(1, 1, 1, 5, 6)), eager);
+  // The sum reuses the id of a live input, and the multiply reads it twice.
+  EXPECT_EQ(Ops(Region(1, 2, 1, 1, 6)), eager);
   EXPECT_EQ(Replays(), 0);
   // A region that matches still replays after those.
   EXPECT_EQ(Ops(Region(1, 2, 1, 11, 12)), (std::vector<Op>{Op::kRunUnit}));
   EXPECT_EQ(Replays(), 1);
   // The free names an input instead of the sum.
-  out_.out.clear();
-  for (Instruction inst : {Marker(Op::kHotStart), Make(Op::kAdd, {13}, {1, 2}), Make(Op::kMul, {14}, {13, 1}),
-                           Make(Op::kFree, {}, {2}), Marker(Op::kHotEnd)})
-    ASSERT_TRUE(stage_->Process(std::move(inst), out_).ok());
-  EXPECT_EQ(Ops(out_.out), eager);
+  EXPECT_EQ(Ops(Marked(id, {Make(Op::kAdd, {13}, {1, 2}), Make(Op::kMul, {14}, {13, 1}), Make(Op::kFree, {}, {2})})),
+            eager);
+}
+
+// t = a + b; u = t * a; r = t + u, replayed with u given t's id: the last
+// add would read the product twice, the unit reads the sum and the product.
+TEST_F(CompileStageTest, AProductionOverwrittenInTheRegionRunsEagerly) {
+  auto body = [](TensorId t, TensorId u, TensorId r) {
+    return std::vector<Instruction>{Make(Op::kAdd, {t}, {1, 2}), Make(Op::kMul, {u}, {t, 1}), Make(Op::kAdd, {r}, {t, u})};
+  };
+  const uint64_t id = HotId(body(3, 4, 5));
+  ASSERT_EQ(Ops(Marked(id, body(3, 4, 5))), (std::vector<Op>{Op::kDefineUnit, Op::kRunUnit}));
+  EXPECT_EQ(Ops(Marked(id, body(20, 20, 21))), (std::vector<Op>{Op::kAdd, Op::kMul, Op::kAdd}));
+  EXPECT_EQ(Replays(), 0);
+}
+
+// Units are shared by clients with the same signature. One client's region
+// that gave both its outputs one id must not make another client's replays
+// name one tensor twice.
+TEST_F(CompileStageTest, AClientReusingIdsDoesNotBreakAnotherClientsReplays) {
+  auto body = [](ClientId client, TensorId a, TensorId b) {
+    return std::vector<Instruction>{Make(Op::kNeg, {a}, {1}, client), Make(Op::kNeg, {b}, {a}, client)};
+  };
+  const uint64_t id = HotId(body(7, 10, 11));
+  ASSERT_EQ(id, HotId(body(7, 10, 10)));
+  (void)Marked(id, body(7, 10, 10));
+  (void)Marked(id, body(8, 11, 12));
+  std::vector<Instruction> replay = Marked(id, body(8, 13, 14));
+  ASSERT_FALSE(replay.empty());
+  ASSERT_EQ(replay.back().op, Op::kRunUnit);
+  EXPECT_EQ(replay.back().results, (std::vector<TensorId>{13, 14}));
 }
 
 }  // namespace

@@ -180,6 +180,22 @@ TEST_F(HostTest, ReusedResultIdIsRejectedWithoutLosingTheTensor) {
   EXPECT_EQ(FetchFloats(client, 1, 5), (std::vector<float>{3}));
 }
 
+// Sequence ids in markers are the hotpath stage's: a client's marker with
+// one is refused (the compile stage would replay the region it opens by ops
+// and wiring alone), and what follows runs as usual.
+TEST_F(HostTest, AClientsMarkerWithASequenceIdIsRefused) {
+  RawClient client(context_, cluster_->endpoint());
+  Instruction start = MakeInstruction(Op::kHotStart, 2, {}, {});
+  start.attrs.seed = 42;
+  client.Send({FromFloats(1, {3}, {1}), start, MakeInstruction(Op::kNeg, 3, {2}, {1})});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 1);
+  EXPECT_EQ(done->errors(0).seq(), 2u);
+  EXPECT_NE(FirstError(*done).find("carry no sequence id"), std::string::npos) << FirstError(*done);
+  EXPECT_EQ(FetchFloats(client, 2, 5), (std::vector<float>{-3}));
+}
+
 TEST_F(HostTest, DispatcherNoticesADeadWorker) {
   RawClient client(context_, cluster_->endpoint());
   client.Send({FromFloats(1, {1}, {1})});

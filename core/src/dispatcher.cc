@@ -299,6 +299,13 @@ class Dispatcher::Impl final : public Terminal {
         RecordError({c.id, wi.seq(), op}, InvalidArgument("drop_client is reserved for the dispatcher"));
         continue;
       }
+      // A client marks compile scopes (id 0); ids of hot sequences are the
+      // hotpath stage's, and the compile stage replays a region marked with
+      // one by ops and wiring alone.
+      if ((inst->op == Op::kHotStart || inst->op == Op::kHotEnd) && inst->attrs.seed != 0) {
+        RecordError({c.id, wi.seq(), op}, InvalidArgument(inst->Describe() + ": a client's markers carry no sequence id"));
+        continue;
+      }
       // Held until the first worker registers and the stages know it, so
       // that every stage error names the client's own instruction.
       if (!ever_had_worker_) backlog_.push_back(std::move(*inst));

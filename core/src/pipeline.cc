@@ -74,7 +74,7 @@ void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
 // more than some stages' own work.
 Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction&& inst, Clock::time_point start) {
   if (index == stages_.size()) return Deliver(std::move(inst), start);
-  if (inst.op == Op::kMembership) return RunControl(index, std::move(inst), start);
+  if (inst.op == Op::kMembership) return RunControl(index, std::move(inst));
   Slot& slot = *stages_[index];
   OpRef ref{inst.client, inst.seq, inst.op};
   slot.collector.out.clear();
@@ -89,7 +89,10 @@ Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction&& inst, 
   }
   Clock::time_point end = Clock::now();
   slot.tally.seconds.Observe(Seconds(start, end));
-  if (!status.ok()) Fail(slot.metrics, ref, status);
+  if (!status.ok()) {
+    Fail(slot.metrics, ref, status);
+    end = Clock::now();  // the error sink's work is no stage's
+  }
   size_t n = slot.collector.out.size();
   if (n == 0 && status.ok()) ++slot.tally.dropped;
   if (n > 1) slot.tally.injected += n - 1;
@@ -104,7 +107,7 @@ Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction&& inst, 
 // part of any client's stream: they count in no stage metric. What a stage
 // emits besides passing the announcement on (e.g. instructions it held until
 // workers were known) counts as injected.
-Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction&& inst, Clock::time_point start) {
+Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction&& inst) {
   Slot& slot = *stages_[index];
   slot.collector.out.clear();
   Status status;
@@ -122,14 +125,16 @@ Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction&& ins
   slot.tally.emitted += injected;
   std::vector<Instruction> out;
   out.swap(slot.collector.out);
-  for (Instruction& i : out) start = RunFrom(index + 1, std::move(i), start);
-  return start;
+  // Announcements are not timed: the next visit starts after this one.
+  Clock::time_point end = Clock::now();
+  for (Instruction& i : out) end = RunFrom(index + 1, std::move(i), end);
+  return end;
 }
 
 Pipeline::Clock::time_point Pipeline::Deliver(Instruction&& inst, Clock::time_point start) {
   if (inst.op == Op::kMembership) {
     (void)terminal_->Accept(std::move(inst));
-    return start;
+    return Clock::now();
   }
   OpRef ref{inst.client, inst.seq, inst.op};
   ++terminal_tally_.received;

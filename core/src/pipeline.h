@@ -73,7 +73,7 @@ class Pipeline {
   using Clock = std::chrono::steady_clock;
   // Each returns when it finished; `start` is when the instruction's visit began.
   Clock::time_point RunFrom(size_t index, Instruction&& inst, Clock::time_point start);
-  Clock::time_point RunControl(size_t index, Instruction&& inst, Clock::time_point start);
+  Clock::time_point RunControl(size_t index, Instruction&& inst);
   Clock::time_point Deliver(Instruction&& inst, Clock::time_point start);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);

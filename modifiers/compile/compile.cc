@@ -79,12 +79,13 @@ bool CompileStage::SameWorker(const Pending& pending, const Instruction& inst) {
   return inst.worker < 0 || pending.worker < 0 || pending.worker == inst.worker;
 }
 
-void CompileStage::Collect(Pending& pending, Instruction inst) {
+bool CompileStage::Collect(Pending& pending, Instruction& inst) {
+  if (!pending.builder.TryAdd(inst, tracker_)) return false;
   if (inst.worker >= 0) pending.worker = inst.worker;
-  (void)pending.builder.TryAdd(inst, tracker_);  // the caller checked its operands are known
   tracker_.Observe(inst);
   pending.instructions.push_back(std::move(inst));
   ++buffered_;
+  return true;
 }
 
 Status CompileStage::Process(Instruction&& inst, Emitter& out) {
@@ -117,32 +118,25 @@ Status CompileStage::Process(Instruction&& inst, Emitter& out) {
     }
     GiveUpReplay(pending, out);
   }
-  const bool same_worker = SameWorker(pending, inst);
-  const bool sequenceable = same_worker && sequence::Sequenceable(inst) && tracker_.KnowsOperands(inst);
-  if (!sequenceable) {
-    // A boundary: a marked region that meets it is given up, not cut.
-    Finish(client, pending, pending.mode == Mode::kBatch, out);
-    tracker_.Observe(inst);
-    if (inst.op == Op::kDropClient) {
-      pending_.erase(client);
-      defined_.erase(client);
-    }
-    // The host's kMembership announcements are not instructions of the
-    // stage family (gt_stage_instructions_received_total skips them).
-    if (inst.op != Op::kMembership) metrics_.eager_instructions->Increment();
-    out.Emit(std::move(inst));
+  const bool sequenceable = SameWorker(pending, inst) && sequence::Sequenceable(inst) && tracker_.KnowsOperands(inst);
+  if (sequenceable && pending.mode == Mode::kIdle && options_.batch_size > 1) pending.mode = Mode::kBatch;
+  if (sequenceable && pending.mode != Mode::kIdle && Collect(pending, inst)) {
+    if (pending.mode == Mode::kBatch && static_cast<int64_t>(pending.builder.size()) >= options_.batch_size)
+      Finish(client, pending, true, out);
     return Status::Ok();
   }
-  if (pending.mode == Mode::kIdle && options_.batch_size > 1) pending.mode = Mode::kBatch;
-  if (pending.mode == Mode::kIdle) {
-    tracker_.Observe(inst);
-    metrics_.eager_instructions->Increment();
-    out.Emit(std::move(inst));
-    return Status::Ok();
+  // Passed on as it is: outside any region, or a boundary (a marked region
+  // that meets one is given up, not cut).
+  Finish(client, pending, pending.mode == Mode::kBatch, out);
+  tracker_.Observe(inst);
+  if (inst.op == Op::kDropClient) {
+    pending_.erase(client);
+    defined_.erase(client);
   }
-  Collect(pending, std::move(inst));
-  if (pending.mode == Mode::kBatch && static_cast<int64_t>(pending.builder.size()) >= options_.batch_size)
-    Finish(client, pending, true, out);
+  // The host's kMembership announcements are not instructions of the
+  // stage family (gt_stage_instructions_received_total skips them).
+  if (inst.op != Op::kMembership) metrics_.eager_instructions->Increment();
+  out.Emit(std::move(inst));
   return Status::Ok();
 }
 
@@ -175,40 +169,32 @@ void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
   pending.instructions.clear();
 }
 
-// Checks each operand against the unit's placeholder for it: an input's
-// first use binds it, later uses must name the same tensor, and a produced
-// one must name what that earlier instruction made. No map per tensor: the
-// hotpath stage built this region's signature already, and that work, done
-// again here, was most of a replay's cost.
+// Wires the region as Builder does (an id first seen is the next input, a
+// result rebinds its id to its production) and checks each operand against
+// the unit's placeholder for it. One probe per operand in a map reused from
+// region to region: the hotpath stage built this region's signature already,
+// and building it again here was most of a replay's cost.
 bool CompileStage::WireReplay(const Known& known, const std::vector<Instruction>& region, sequence::Sequence* s) {
   if (region.size() != known.ops.size()) return false;
-  s->inputs.assign(known.inputs, 0);
-  bound_.assign(known.inputs, false);
+  wired_.Clear();
+  s->inputs.clear();
   produced_.clear();
-  size_t next = 0, inputs_bound = 0;
+  size_t next = 0;
   for (size_t i = 0; i < region.size(); ++i) {
     const Instruction& inst = region[i];
     if (inst.op != known.ops[i] || inst.operands.size() != known.arity[i]) return false;
     for (TensorId id : inst.operands) {
       const TensorId placeholder = known.operands[next++];
-      if (placeholder <= known.inputs) {
-        const size_t j = placeholder - 1;
-        if (!bound_[j]) {
-          if (j != inputs_bound) return false;  // inputs are numbered by first use
-          bound_[j] = true;
-          ++inputs_bound;
-          s->inputs[j] = id;
-        } else if (s->inputs[j] != id) {
-          return false;
-        }
-      } else {
-        const size_t production = placeholder - known.inputs - 1;
-        if (production >= produced_.size() || produced_[production] != id) return false;
-      }
+      auto [current, added] = wired_.TryEmplace(id, s->inputs.size() + 1);
+      if (added) s->inputs.push_back(id);
+      if (*current != placeholder) return false;
     }
-    if (ProducesTensor(inst.op)) produced_.push_back(inst.results[0]);
+    if (ProducesTensor(inst.op)) {
+      *wired_.TryEmplace(inst.results[0], 0).first = known.inputs + 1 + produced_.size();
+      produced_.push_back(inst.results[0]);
+    }
   }
-  if (inputs_bound != known.inputs) return false;
+  if (s->inputs.size() != known.inputs) return false;
   s->outputs.clear();
   for (uint32_t production : known.output_productions) {
     if (production >= produced_.size()) return false;
@@ -260,27 +246,28 @@ CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Seq
                                             const std::vector<Instruction>& instructions) const {
   Known known;
   known.signature = s.signature;
-  std::unordered_map<TensorId, uint32_t> production;  // id -> production index
-  uint32_t produced = 0;
   for (const Instruction& inst : instructions) {
     known.ops.push_back(inst.op);
     known.arity.push_back(static_cast<uint32_t>(inst.operands.size()));
-    if (ProducesTensor(inst.op)) production[inst.results[0]] = produced++;
   }
   known.operands = s.operands;
   known.inputs = s.inputs.size();
   known.consumed = s.consumed;
+  known.output_productions = s.output_productions;
+  // Replays need every output's metadata, which the tracker holds by id: a
+  // region that gave two outputs one id (a client reusing ids) cannot teach
+  // it, and replays of this unit by anyone would get it wrong.
+  std::unordered_set<TensorId> distinct(s.outputs.begin(), s.outputs.end());
+  known.replayable = distinct.size() == s.outputs.size();
   // Finish() runs after the tracker observed the sequence: its outputs are known if inferable.
-  known.replayable = true;
   for (TensorId out : s.outputs) {
+    if (!known.replayable) break;
     const TensorMeta* meta = tracker_.Find(client, out);
-    auto made = production.find(out);
-    if (meta == nullptr || made == production.end()) {
+    if (meta == nullptr) {
       known.replayable = false;
       break;
     }
     known.output_metas.push_back(*meta);
-    known.output_productions.push_back(made->second);
   }
   return known;
 }

@@ -106,7 +106,9 @@ class CompileStage final : public Stage {
   // enough, else unchanged. Leaves it idle.
   void Finish(ClientId client, Pending& pending, bool as_unit, Emitter& out);
   void EmitEager(Pending& pending, Emitter& out);
-  void Collect(Pending& pending, Instruction inst);
+  // Adds `inst` to `pending` (moving from it); false, leaving it as it was,
+  // when the builder cannot wire it.
+  bool Collect(Pending& pending, Instruction& inst);
   Known MakeKnown(ClientId client, const sequence::Sequence& s, const std::vector<Instruction>& instructions) const;
   // The unit of hot sequence `id` when a region marked with it can be a
   // replay (defined for `client`, outputs known), else null.
@@ -129,7 +131,7 @@ class CompileStage final : public Stage {
   std::unordered_map<uint64_t, Known> units_;
   size_t buffered_ = 0;
   std::vector<TensorId> produced_;  // WireReplay's scratch: ids by production index
-  std::vector<bool> bound_;         // WireReplay's scratch: inputs seen
+  sequence::IdMap wired_;           // WireReplay's scratch: id -> placeholder
 };
 
 }  // namespace gt::compile

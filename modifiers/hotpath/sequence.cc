@@ -19,6 +19,7 @@ void PutInts(std::string& out, const std::vector<int64_t>& values) {
 
 // Writes `bytes` at `*at` and moves it past them.
 void Write(char** at, const void* data, size_t bytes) {
+  if (bytes == 0) return;  // an empty vector's data() may be null
   std::memcpy(*at, data, bytes);
   *at += bytes;
 }
@@ -209,8 +210,11 @@ Sequence Builder::Finish() {
   for (TensorId p : operands_) s.operands.push_back(final_id(p));
   std::vector<bool> freed(inputs + 1 + produced_ids_.size(), false);
   for (TensorId p : freed_) freed[final_id(p)] = true;
-  for (size_t k = 0; k < produced_ids_.size(); ++k)
-    if (!freed[inputs + 1 + k]) s.outputs.push_back(produced_ids_[k]);
+  for (size_t k = 0; k < produced_ids_.size(); ++k) {
+    if (freed[inputs + 1 + k]) continue;
+    s.outputs.push_back(produced_ids_[k]);
+    s.output_productions.push_back(static_cast<uint32_t>(k));
+  }
   for (TensorId j = 0; j < inputs; ++j)
     if (freed[j + 1]) s.consumed.push_back(static_cast<int64_t>(j));
   s.signature = signature_;

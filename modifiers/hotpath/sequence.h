@@ -64,6 +64,7 @@ struct Sequence {
   uint64_t id = 0;                   // 64-bit hash of `signature` (never 0)
   std::vector<TensorId> inputs;      // external tensors, in order of first use
   std::vector<TensorId> outputs;     // produced, not freed inside, in production order
+  std::vector<uint32_t> output_productions;  // each output's production index (body instructions that produce, counted)
   std::vector<int64_t> consumed;     // indexes into `inputs` freed inside, ascending
   std::vector<TensorId> operands;    // every instruction's operand placeholders, in order (see gt/unit.h)
   size_t length = 0;                 // instructions
