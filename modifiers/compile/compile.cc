@@ -169,47 +169,23 @@ void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
   pending.instructions.clear();
 }
 
-// Wires the region as Builder does (an id first seen is the next input, a
-// result rebinds its id to its production) and checks each operand against
-// the unit's placeholder for it. One probe per operand in a map reused from
-// region to region: the hotpath stage built this region's signature already,
-// and building it again here was most of a replay's cost.
-bool CompileStage::WireReplay(const Known& known, const std::vector<Instruction>& region, sequence::Sequence* s) {
+// The hotpath stage compared the region's full signature already; what a
+// replay must still match is the unit's ops and wiring (a stage between the
+// two could have rewritten instructions).
+bool CompileStage::WireReplay(const Known& known, Pending& pending, sequence::Sequence* s) {
+  const std::vector<Instruction>& region = pending.instructions;
   if (region.size() != known.ops.size()) return false;
-  wired_.Clear();
-  s->inputs.clear();
-  produced_.clear();
-  size_t next = 0;
-  for (size_t i = 0; i < region.size(); ++i) {
-    const Instruction& inst = region[i];
-    if (inst.op != known.ops[i] || inst.operands.size() != known.arity[i]) return false;
-    for (TensorId id : inst.operands) {
-      const TensorId placeholder = known.operands[next++];
-      auto [current, added] = wired_.TryEmplace(id, s->inputs.size() + 1);
-      if (added) s->inputs.push_back(id);
-      if (*current != placeholder) return false;
-    }
-    if (ProducesTensor(inst.op)) {
-      *wired_.TryEmplace(inst.results[0], 0).first = known.inputs + 1 + produced_.size();
-      produced_.push_back(inst.results[0]);
-    }
-  }
-  if (s->inputs.size() != known.inputs) return false;
-  s->outputs.clear();
-  for (uint32_t production : known.output_productions) {
-    if (production >= produced_.size()) return false;
-    s->outputs.push_back(produced_[production]);
-  }
-  s->consumed = known.consumed;
-  s->length = region.size();
-  return true;
+  for (size_t i = 0; i < region.size(); ++i)
+    if (region[i].op != known.ops[i] || region[i].operands.size() != known.arity[i]) return false;
+  for (const Instruction& inst : region) pending.builder.AddWiring(inst);
+  *s = pending.builder.Finish();
+  return s->operands == known.operands && s->outputs.size() == known.output_metas.size();
 }
 
 void CompileStage::FinishReplay(ClientId client, Pending& pending, Emitter& out) {
   const Known& known = *pending.known;
   sequence::Sequence s;
-  if (!WireReplay(known, pending.instructions, &s) || s.outputs.size() != known.output_metas.size())
-    return GiveUpReplay(pending, out);
+  if (!WireReplay(known, pending, &s)) return GiveUpReplay(pending, out);
   pending.mode = Mode::kIdle;
   const int32_t worker = pending.worker;
   pending.worker = -1;
@@ -251,9 +227,6 @@ CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Seq
     known.arity.push_back(static_cast<uint32_t>(inst.operands.size()));
   }
   known.operands = s.operands;
-  known.inputs = s.inputs.size();
-  known.consumed = s.consumed;
-  known.output_productions = s.output_productions;
   // Replays need every output's metadata, which the tracker holds by id: a
   // region that gave two outputs one id (a client reusing ids) cannot teach
   // it, and replays of this unit by anyone would get it wrong.

@@ -87,9 +87,6 @@ class CompileStage final : public Stage {
     std::vector<Op> ops;
     std::vector<uint32_t> arity;
     std::vector<TensorId> operands;
-    uint64_t inputs = 0;
-    std::vector<uint32_t> output_productions;  // production index of each output, in order
-    std::vector<int64_t> consumed;             // Sequence::consumed
     std::vector<TensorMeta> output_metas;   // what the tracker learns from a replay
     bool replayable = false;                // every output's metadata was known
   };
@@ -114,9 +111,9 @@ class CompileStage final : public Stage {
   // replay (defined for `client`, outputs known), else null.
   const Known* Replayable(ClientId client, uint64_t id) const;
   void FinishReplay(ClientId client, Pending& pending, Emitter& out);
-  // The wiring of a replay region from `known` (inputs, outputs, consumed),
-  // or false when its instructions do not wire up as the unit's do.
-  bool WireReplay(const Known& known, const std::vector<Instruction>& region, sequence::Sequence* s);
+  // The wiring of `pending`'s replay region (its Sequence without a
+  // signature), or false when it does not have the unit's ops and wiring.
+  static bool WireReplay(const Known& known, Pending& pending, sequence::Sequence* s);
   // Passes a replay region on eagerly, teaching the tracker what it makes.
   void GiveUpReplay(Pending& pending, Emitter& out);
   // Emits the kRunUnit for `s` (and its kDefineUnit the first time) in place of `pending`'s instructions.
@@ -130,8 +127,6 @@ class CompileStage final : public Stage {
   std::unordered_map<ClientId, std::unordered_set<uint64_t>> defined_;  // units each client was sent
   std::unordered_map<uint64_t, Known> units_;
   size_t buffered_ = 0;
-  std::vector<TensorId> produced_;  // WireReplay's scratch: ids by production index
-  sequence::IdMap wired_;           // WireReplay's scratch: id -> placeholder
 };
 
 }  // namespace gt::compile

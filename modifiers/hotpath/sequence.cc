@@ -199,6 +199,12 @@ bool Builder::TryAdd(const Instruction& inst, const MetaTracker& tracker) {
   return true;
 }
 
+void Builder::AddWiring(const Instruction& inst) {
+  bool new_input = false;
+  for (TensorId id : inst.operands) (void)WireOperand(inst, id, &new_input);
+  WireResult(inst);
+}
+
 Sequence Builder::Finish() {
   Sequence s;
   s.length = length_;
@@ -210,11 +216,8 @@ Sequence Builder::Finish() {
   for (TensorId p : operands_) s.operands.push_back(final_id(p));
   std::vector<bool> freed(inputs + 1 + produced_ids_.size(), false);
   for (TensorId p : freed_) freed[final_id(p)] = true;
-  for (size_t k = 0; k < produced_ids_.size(); ++k) {
-    if (freed[inputs + 1 + k]) continue;
-    s.outputs.push_back(produced_ids_[k]);
-    s.output_productions.push_back(static_cast<uint32_t>(k));
-  }
+  for (size_t k = 0; k < produced_ids_.size(); ++k)
+    if (!freed[inputs + 1 + k]) s.outputs.push_back(produced_ids_[k]);
   for (TensorId j = 0; j < inputs; ++j)
     if (freed[j + 1]) s.consumed.push_back(static_cast<int64_t>(j));
   s.signature = signature_;

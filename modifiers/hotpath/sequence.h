@@ -64,7 +64,6 @@ struct Sequence {
   uint64_t id = 0;                   // 64-bit hash of `signature` (never 0)
   std::vector<TensorId> inputs;      // external tensors, in order of first use
   std::vector<TensorId> outputs;     // produced, not freed inside, in production order
-  std::vector<uint32_t> output_productions;  // each output's production index (body instructions that produce, counted)
   std::vector<int64_t> consumed;     // indexes into `inputs` freed inside, ascending
   std::vector<TensorId> operands;    // every instruction's operand placeholders, in order (see gt/unit.h)
   size_t length = 0;                 // instructions
@@ -83,6 +82,11 @@ class Builder {
   // before or known to `tracker` (which has not observed `inst` yet);
   // otherwise adds nothing and returns false. REQUIRES: Sequenceable(inst).
   bool TryAdd(const Instruction& inst, const MetaTracker& tracker);
+  // Appends `inst` to the wiring only (inputs, outputs, operands): Finish()
+  // then has no signature. For a region whose signature is known by other
+  // means (a hot sequence's id) and whose wiring is all that must be checked.
+  // REQUIRES: Sequenceable(inst); not mixed with TryAdd() in one sequence.
+  void AddWiring(const Instruction& inst);
   size_t size() const { return length_; }
   // The sequence so far; the builder is left empty (its buffers are kept:
   // the same step is built again and again).
