@@ -42,6 +42,7 @@ std::string HostsOf(uint32_t mask) {
   std::string out;
   if (mask & gt::HostBit(gt::HostKind::kDispatcher)) out = "dispatcher";
   if (mask & gt::HostBit(gt::HostKind::kWorker)) out += out.empty() ? "worker" : ", worker";
+  if (mask & gt::HostBit(gt::HostKind::kClient)) out += out.empty() ? "client" : ", client";
   return out;
 }
 

@@ -99,6 +99,15 @@ void Session::SetWorkers(int n) {
 void Session::EnsureStartedLocked() {
   if (closed_) throw Error(Code::kFailedPrecondition, "gt: the session was shut down");
   if (started_) return;
+  // The client's own stages first: a bad manifest fails before anything starts.
+  Result<std::optional<HostManifest>> manifest = ClientManifestFromEnv();
+  if (!manifest.ok()) throw Error(manifest.status().code(), "gt: " + manifest.status().message());
+  if (*manifest) {
+    Result<std::unique_ptr<ClientPipeline>> pipeline =
+        ClientPipeline::Create(**manifest, [this](Instruction&& inst) { AppendLocked(inst); });
+    if (!pipeline.ok()) throw Error(pipeline.status().code(), "gt: client stages: " + pipeline.status().message());
+    pipeline_ = std::move(*pipeline);
+  }
   context_ = std::make_unique<zmq::context_t>(1);
   std::string endpoint;
   if (address_.empty()) {
@@ -135,6 +144,7 @@ void Session::SetConfig(const std::string& name, std::optional<SignalConfig> con
   std::lock_guard<std::mutex> lock(mu_);
   if (config) configs_[name] = *config;
   else configs_.erase(name);
+  UpdatePlacingLocked();
   if (started_ && !closed_) SendConfigLocked(name, config);
 }
 
@@ -149,8 +159,17 @@ void Session::ClearConfigs() {
   std::lock_guard<std::mutex> lock(mu_);
   std::map<std::string, SignalConfig> old;
   old.swap(configs_);
+  UpdatePlacingLocked();
   if (started_ && !closed_)
     for (const auto& entry : old) SendConfigLocked(entry.first, std::nullopt);
+}
+
+void Session::UpdatePlacingLocked() {
+  bool placing = false;
+  for (const auto& [name, config] : configs_) placing = placing || config.shard || config.replicated;
+  // What the stages hold back goes first: the configure comes after it.
+  if (placing && !placing_ && pipeline_) pipeline_->Drain();
+  placing_ = placing;
 }
 
 void Session::SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config) {
@@ -169,7 +188,7 @@ void Session::SendConfigLocked(const std::string& name, const std::optional<Sign
     inst.attrs.seed = config->compile ? 1 : 0;
     if (!config->backward.empty()) inst.payload = CopyToBlob(config->backward.data(), config->backward.size());
   }
-  AppendLocked(inst);
+  QueueLocked(std::move(inst));
 }
 
 void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {
@@ -203,7 +222,7 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   record->session = shared_from_this();
   inst.results = {record->id};
   inst.seq = next_seq_++;
-  AppendLocked(inst);
+  QueueLocked(std::move(inst));
   return record;
 }
 
@@ -223,7 +242,7 @@ void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& o
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
   inst.seq = next_seq_++;
-  AppendLocked(inst);
+  QueueLocked(std::move(inst));
 }
 
 void Session::Marker(Op op, const std::string& signal) {
@@ -234,17 +253,27 @@ void Session::Marker(Op op, const std::string& signal) {
   marker.op = op;
   marker.seq = next_seq_++;
   marker.signal = signal;
-  AppendLocked(marker);
+  QueueLocked(std::move(marker));
+}
+
+void Session::QueueLocked(Instruction&& inst) {
+  if (pipeline_ && !placing_) pipeline_->Push(std::move(inst));
+  else AppendLocked(inst);
+  if (batch_.instructions_size() >= kBatchInstructions || payload_bytes_ >= kBatchPayloadBytes) SendBatchLocked();
 }
 
 void Session::AppendLocked(const Instruction& inst) {
   if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
   EncodeInstruction(inst, batch_.add_instructions(), &payloads_);
   if (inst.payload) payload_bytes_ += inst.payload->size();
-  if (batch_.instructions_size() >= kBatchInstructions || payload_bytes_ >= kBatchPayloadBytes) FlushLocked();
 }
 
 void Session::FlushLocked() {
+  if (pipeline_) pipeline_->Drain();
+  SendBatchLocked();
+}
+
+void Session::SendBatchLocked() {
   if (batch_.instructions_size() == 0) return;
   Result<size_t> sent = SendEnvelope(*socket_, "", batch_, payloads_);
   batch_.Clear();
@@ -261,7 +290,7 @@ void Session::Free(TensorId id) noexcept {
     inst.op = Op::kFree;
     inst.seq = next_seq_++;
     inst.operands = {id};
-    AppendLocked(inst);
+    QueueLocked(std::move(inst));
   } catch (...) {
     // A free that cannot be sent is reclaimed when the session ends.
   }
@@ -274,9 +303,10 @@ FetchedData Session::Fetch(const TensorRecord& tensor) {
   fetch.op = Op::kFetch;
   fetch.seq = next_seq_++;
   fetch.operands = {tensor.id};
-  AppendLocked(fetch);
+  const uint64_t fetch_seq = fetch.seq;
+  QueueLocked(std::move(fetch));
   FetchedData data;
-  SyncLocked(fetch.seq, &data);
+  SyncLocked(fetch_seq, &data);
   return data;
 }
 
@@ -291,12 +321,15 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
   Instruction sync;
   sync.op = Op::kSync;
   sync.seq = next_seq_++;
-  sync.attrs.sync_id = next_sync_++;
-  AppendLocked(sync);
+  const uint64_t sync_id = next_sync_++;
+  sync.attrs.sync_id = sync_id;
+  QueueLocked(std::move(sync));
   FlushLocked();
   bool have_data = false;
   std::vector<wire::OpError> errors;
   errors.swap(stray_errors_);
+  if (pipeline_)
+    for (wire::OpError& e : pipeline_->TakeErrors()) errors.push_back(std::move(e));
   for (;;) {
     auto frames = ReceiveFrames(*socket_, zmq::recv_flags::none);
     if (!frames) throw Error(Code::kUnavailable, "gt: connection closed while waiting for the dispatcher");
@@ -310,7 +343,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
       data->shape.assign(env.shape().begin(), env.shape().end());
       data->bytes = msg->frames[0];
       have_data = true;
-    } else if (env.kind() == wire::Envelope::SYNC_DONE && env.sync_id() == sync.attrs.sync_id) {
+    } else if (env.kind() == wire::Envelope::SYNC_DONE && env.sync_id() == sync_id) {
       errors.insert(errors.end(), env.errors().begin(), env.errors().end());
       break;
     }
@@ -331,7 +364,9 @@ wire::Envelope Session::Stats(uint32_t timeout_ms) {
   if (!sent.ok()) throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
   // The dispatcher answers by its deadline; the grace covers a busy one.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms) + std::chrono::seconds(5);
-  return AwaitStatsReplyLocked(request.request_id(), deadline);
+  wire::Envelope reply = AwaitStatsReplyLocked(request.request_id(), deadline);
+  if (pipeline_) *reply.add_snapshots() = pipeline_->Snapshot();  // the client's own stages, after the hosts
+  return reply;
 }
 
 wire::Envelope Session::AwaitStatsReplyLocked(uint64_t request_id, std::chrono::steady_clock::time_point deadline) {

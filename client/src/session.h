@@ -19,6 +19,7 @@
 
 #include <zmq.hpp>
 
+#include "client_pipeline.h"
 #include "embedded_cluster.h"
 #include "gt/gt.h"
 #include "shape_inference.h"
@@ -100,9 +101,20 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   Session() = default;
   void EnsureStartedLocked();              // REQUIRES: mu_ held
+  // Queues `inst` through the client's stages (when it has any and does not
+  // place tensors) and sends the batch once it is full.
+  void QueueLocked(Instruction&& inst);
+  // Encodes `inst` into the batch being filled.
   void AppendLocked(const Instruction& inst);
+  // Sends the batch as it is; the stages may still hold instructions back.
+  void SendBatchLocked();
+  // Ends the stages' batch, then sends everything queued.
   void SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config);
   void FlushLocked();
+  // A client whose signal configs place tensors (shard, replicated) bypasses
+  // its own stages: the dispatcher's sharding stage must see each of its
+  // instructions, not units.
+  void UpdatePlacingLocked();
   void SyncLocked(uint64_t fetch_seq, FetchedData* data);
   wire::Envelope AwaitStatsReplyLocked(uint64_t request_id, std::chrono::steady_clock::time_point deadline);
   void HeartbeatLoop(std::string endpoint, uint64_t token);
@@ -121,6 +133,8 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
+  bool placing_ = false;        // GUARDED_BY(mu_): some config in configs_ places tensors
+  std::unique_ptr<ClientPipeline> pipeline_;  // GUARDED_BY(mu_); null: no client stages
 
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<EmbeddedCluster> cluster_;

@@ -21,6 +21,9 @@ std::string DispatcherManifest() {
   yaml += "  - name: sharding\n    plugin: sharding\n";
   // GT_COMPILE=1: hot sequences (and compile signal scopes) replayed as
   // compiled units, after placement so that a unit never spans two workers.
+  // The client runs the same two stages itself (client/src/client_pipeline.h)
+  // and sends units; these compile what it sends one by one: the stream of
+  // a client whose configs place tensors.
   const char* compile = std::getenv("GT_COMPILE");
   if (compile && std::string_view(compile) == "1")
     yaml += "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";

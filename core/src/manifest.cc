@@ -125,17 +125,30 @@ std::optional<ManifestStage> CheckStage(Checker& c, const YAML::Node& node, cons
   return stage;
 }
 
+// A client's pipeline runs inside the client library: it listens, connects
+// and serves metrics as the client does, so only its stages are its own.
+void CheckClientKeys(Checker& c, const YAML::Node& root) {
+  static const std::set<std::string> keys = {"host", "id", "stages"};
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    if (TopLevelKeys().count(key) && !keys.count(key) && key != "backend")
+      c.Add(key, kv.first, "a client manifest takes only " + Known(keys) + ", not '" + key + "'");
+  }
+}
+
 std::optional<HostKind> CheckHost(Checker& c, const YAML::Node& root, std::optional<HostKind> expected) {
   std::optional<std::string> text = ScalarAt(c, root, "host", "host");
   std::optional<HostKind> host;
   if (!text) {
-    c.Add("host", root, "missing 'host' (dispatcher or worker)");
+    c.Add("host", root, "missing 'host' (dispatcher, worker or client)");
   } else if (*text == "dispatcher") {
     host = HostKind::kDispatcher;
   } else if (*text == "worker") {
     host = HostKind::kWorker;
+  } else if (*text == "client") {
+    host = HostKind::kClient;
   } else {
-    c.Add("host", root["host"], "host must be 'dispatcher' or 'worker', got '" + *text + "'");
+    c.Add("host", root["host"], "host must be 'dispatcher', 'worker' or 'client', got '" + *text + "'");
   }
   if (host && expected && *host != *expected)
     c.Add("host", root["host"], "this manifest is for a " + std::string(HostKindName(*host)) + ", not a " +
@@ -163,6 +176,8 @@ void CheckBackend(Checker& c, const YAML::Node& root, std::optional<HostKind> ho
   bool present = backend.IsDefined() && !backend.IsNull();
   if (host == HostKind::kDispatcher && present)
     return c.Add("backend", backend, "a dispatcher host takes no backend (its last stage is the router)");
+  if (host == HostKind::kClient && present)
+    return c.Add("backend", backend, "a client takes no backend (its last stage sends to the dispatcher)");
   if (host == HostKind::kWorker && !present) return c.Add("backend", root, "missing backend: a worker host needs one");
   if (!present) return;
   m->backend = CheckStage(c, backend, "backend", PluginKind::kBackend, host);
@@ -182,6 +197,7 @@ HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> e
   }
   std::optional<HostKind> host = CheckHost(c, root, expected);
   if (host) m.host = *host;
+  if (host == HostKind::kClient) CheckClientKeys(c, root);
   m.id = ScalarAt(c, root, "id", "id").value_or(std::string(HostKindName(m.host)));
   m.listen = ScalarAt(c, root, "listen", "listen").value_or("");
   m.connect = ScalarAt(c, root, "connect", "connect").value_or("");

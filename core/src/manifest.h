@@ -1,6 +1,8 @@
 // Pipeline manifests: the YAML file that tells a host what to run.
 //
-//   host: worker                 # dispatcher | worker (required)
+//   host: worker                 # dispatcher | worker | client (required); a
+//                                # client manifest (GT_CLIENT_MANIFEST) takes
+//                                # only id and stages
 //   id: worker-0                 # instance id; default "<host>"
 //   listen: tcp://0.0.0.0:5555   # dispatcher: where clients and workers connect
 //   connect: tcp://host:5555     # worker: the dispatcher's address

@@ -55,7 +55,7 @@ Status CheckDescriptor(const PluginDescriptor* d, const std::string& path) {
   if (!has_factory) return PluginError(path + ": plugin '" + d->name + "' has no factory for its kind");
   if (d->option_count > 0 && d->options == nullptr)
     return PluginError(path + ": plugin '" + d->name + "' declares options but no option table");
-  if ((d->hosts & kAnyHost) == 0) return PluginError(path + ": plugin '" + d->name + "' allows no host");
+  if ((d->hosts & kEveryHost) == 0) return PluginError(path + ": plugin '" + d->name + "' allows no host");
   return CheckOptionTable(*d, path);
 }
 

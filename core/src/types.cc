@@ -295,7 +295,14 @@ std::string OptionValueToString(const OptionValue& value) {
 // ---- Host and plugin kinds -------------------------------------------------
 
 std::string_view HostKindName(HostKind kind) {
-  return kind == HostKind::kDispatcher ? "dispatcher" : "worker";
+  switch (kind) {
+    case HostKind::kDispatcher:
+      return "dispatcher";
+    case HostKind::kClient:
+      return "client";
+    default:
+      return "worker";
+  }
 }
 
 std::string_view PluginKindName(PluginKind kind) {

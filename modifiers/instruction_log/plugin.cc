@@ -31,7 +31,7 @@ const PluginDescriptor kDescriptor = {
     "instruction_log",
     "0.1.0",
     "Writes one line per instruction to a file (tape dump) and passes it on unchanged",
-    kAnyHost,
+    kEveryHost,
     kOptions,
     std::size(kOptions),
     &CreateStage,

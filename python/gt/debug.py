@@ -39,10 +39,12 @@ def get_worker_stats(timeout=2.0):
     figures its /metrics endpoint serves; docs/METRICS.md).
 
     A sync point: waits for every queued op first. Returns a dict from host id
-    to that host's figures, the dispatcher first, then each worker; a live
+    to that host's figures, the dispatcher first, then each worker, then the
+    client's own stages when it runs any (GT_COMPILE=1, GT_CLIENT_MANIFEST;
+    host 'client', instance its manifest id); a live
     worker that did not answer within `timeout` seconds maps to None (a
     repeated host id gets a '#2', '#3', ... suffix). Each
-    host's dict holds: instance, host ('dispatcher' or 'worker'), stages,
+    host's dict holds: instance, host ('dispatcher', 'worker' or 'client'), stages,
     instructions (entered the host), terminal_instructions (routed /
     executed), compiled, eager, units_run, cache_hits, cache_misses (compile
     stages), hot_sequences_found and hot_sequences (a list of {id, stage,

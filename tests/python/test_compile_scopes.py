@@ -1,9 +1,10 @@
 """Compile scopes from Python on the embedded default with GT_COMPILE=1 (the
-hotpath and compile stages in its dispatcher): a `compile=True` scope and a
+hotpath and compile stages in the client's own pipeline, and in its
+dispatcher for clients that place tensors): a `compile=True` scope and a
 signal whose config says `compile: true` are each replayed as one unit from
 their first use, and give the values the same program gives without the
 stages. Each run is a fresh interpreter, since GT_COMPILE is read when the
-embedded cluster starts.
+session starts.
 """
 
 import json
@@ -29,9 +30,12 @@ PROGRAM = textwrap.dedent("""
         values.extend(y.tolist())
         del h, y  # freed here, outside the scopes: every step's scopes are the same sequences
     hosts = gt.debug.get_worker_stats()
-    dispatcher = next(iter(hosts.values()))
-    print(json.dumps({"values": values, "units_run": dispatcher["units_run"],
-                      "cache_misses": dispatcher["cache_misses"]}))
+    client = [h for h in hosts.values() if h["host"] == "client"]
+    dispatcher = next(h for h in hosts.values() if h["host"] == "dispatcher")
+    print(json.dumps({"values": values, "client_hosts": len(client),
+                      "units_run": client[0]["units_run"] if client else 0,
+                      "cache_misses": client[0]["cache_misses"] if client else 0,
+                      "dispatcher_units_run": dispatcher["units_run"]}))
 """)
 
 
@@ -47,10 +51,13 @@ def run(compile_flag):
 def test_compile_scopes_are_units_from_first_use_and_match_eager():
     eager = run("0")
     compiled = run("1")
-    assert eager["units_run"] == 0
-    # Two scopes, three steps each: six replays of two units, each defined once.
+    assert eager["client_hosts"] == 0 and eager["units_run"] == 0
+    # Two scopes, three steps each: six replays of two units, each defined once,
+    # by the client's own compile stage (the dispatcher's gets units, not scopes).
+    assert compiled["client_hosts"] == 1
     assert compiled["units_run"] == 6
     assert compiled["cache_misses"] == 2
+    assert compiled["dispatcher_units_run"] == 0
     assert len(compiled["values"]) == len(eager["values"]) == 12
     for got, want in zip(compiled["values"], eager["values"]):
         assert abs(got - want) <= 1e-6 * max(1.0, abs(want))

@@ -279,13 +279,14 @@ struct MetricSample {
 
 struct HostStats {
   std::string instance;             // the host's id (its `instance` label)
-  std::string host;                 // "dispatcher" or "worker"
+  std::string host;                 // "dispatcher", "worker", or "client" (this
+                                    // client's own stages, GT_COMPILE=1 / GT_CLIENT_MANIFEST)
   std::vector<std::string> stages;  // its pipeline's stage names in order, the terminal last
   // gt_stage_instructions_received_total of the first stage: instructions
   // that entered the host.
   uint64_t instructions = 0;
   // ... of the terminal: routed to workers (dispatcher), executed by the
-  // backend (worker; a run_unit counts once).
+  // backend (worker; a run_unit counts once), sent to the dispatcher (client).
   uint64_t terminal_instructions = 0;
   // Compile stages (0 where none runs): instructions replaced by run_unit
   // (gt_compile_instructions_compiled_total) or passed on unchanged
@@ -315,7 +316,8 @@ struct HostStats {
 
 struct WorkerStats {
   std::vector<HostStats> hosts;      // the dispatcher first, then each worker that answered,
-                                     // in the order they registered
+                                     // in the order they registered, then this client's
+                                     // own stages if it runs any
   std::vector<std::string> missing;  // ids of live workers that did not answer in time
 };
 

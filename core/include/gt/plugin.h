@@ -32,7 +32,11 @@ std::string_view PluginKindName(PluginKind kind);  // "modifier" | "backend"
 
 // Bit mask of HostKind values a plugin may run in.
 inline constexpr uint32_t HostBit(HostKind kind) { return 1u << static_cast<uint32_t>(kind); }
+// Either server host. A stage that may also run in a client's pipeline adds
+// HostBit(HostKind::kClient): it then sees one client's stream, before the
+// dispatcher, with every instruction's `client` 0 and no worker placed.
 inline constexpr uint32_t kAnyHost = HostBit(HostKind::kDispatcher) | HostBit(HostKind::kWorker);
+inline constexpr uint32_t kEveryHost = kAnyHost | HostBit(HostKind::kClient);
 
 struct PluginDescriptor {
   PluginKind kind;

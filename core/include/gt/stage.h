@@ -28,8 +28,10 @@ class Registry;
 
 namespace gt {
 
-enum class HostKind : uint8_t { kDispatcher = 1, kWorker = 2 };
-std::string_view HostKindName(HostKind kind);  // "dispatcher" | "worker"
+// kClient: the client library's own pipeline (a `host: client` manifest),
+// which sees one client's stream before it is sent; see client/README.md.
+enum class HostKind : uint8_t { kDispatcher = 1, kWorker = 2, kClient = 3 };
+std::string_view HostKindName(HostKind kind);  // "dispatcher" | "worker" | "client"
 
 // Where a stage sends what it emits.
 class Emitter {
