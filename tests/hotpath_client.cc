@@ -10,6 +10,10 @@
 //   scope   the ops sequence once, inside a `compile` signal scope
 //   config  the same, the scope's signal having `compile: true` in a YAML
 //           config (the scope itself asks for nothing)
+//   placing MLP steps, then N times a row-sharded scope over workers 0 and 1
+//           that uses the trained weights, then MLP steps again with no config
+//           (a client with stages of its own bypasses them while a config
+//           places tensors)
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -29,12 +33,17 @@ void Record(const gt::Tensor& t) {
   values.insert(values.end(), v.begin(), v.end());
 }
 
-void Mlp(int steps, std::vector<int64_t> batches) {
-  gt::nn::Linear fc1(16, 32, true, 11), fc2(32, 4, true, 12);
-  std::vector<gt::Tensor> params = fc1.parameters();
-  for (const gt::Tensor& p : fc2.parameters()) params.push_back(p);
-  gt::nn::SGD sgd(params, 0.05);
-  for (int64_t batch : batches) {
+struct MlpModel {
+  gt::nn::Linear fc1{16, 32, true, 11}, fc2{32, 4, true, 12};
+  std::vector<gt::Tensor> params;
+  gt::nn::SGD sgd;
+  MlpModel() : params(Params(fc1, fc2)), sgd(params, 0.05) {}
+  static std::vector<gt::Tensor> Params(gt::nn::Linear& a, gt::nn::Linear& b) {
+    std::vector<gt::Tensor> p = a.parameters();
+    for (const gt::Tensor& t : b.parameters()) p.push_back(t);
+    return p;
+  }
+  void Train(int steps, int64_t batch) {
     gt::Tensor x = gt::randn({batch, 16}, gt::DType::kFloat32, 21);
     gt::Tensor y = gt::randn({batch, 4}, gt::DType::kFloat32, 22);
     for (int s = 0; s < steps; ++s) {
@@ -45,7 +54,26 @@ void Mlp(int steps, std::vector<int64_t> batches) {
       values.push_back(static_cast<float>(loss.item()));
     }
   }
-  for (const gt::Tensor& p : params) Record(p);
+};
+
+void Mlp(int steps, std::vector<int64_t> batches) {
+  MlpModel model;
+  for (int64_t batch : batches) model.Train(steps, batch);
+  for (const gt::Tensor& p : model.params) Record(p);
+}
+
+void Placing(int steps) {
+  MlpModel model;
+  model.Train(steps, 8);
+  gt::register_config("rows", gt::SignalConfig{.shard = gt::ShardConfig{0, {0, 1}}});
+  for (int s = 0; s < steps; ++s) {  // repeated: hot, were it not for the bypass
+    gt::SignalScope scope("rows");
+    gt::Tensor x = gt::randn({8, 16}, gt::DType::kFloat32, 31);
+    Record((x.matmul(model.params[0].transpose(0, 1)) + model.params[1]).relu().sum({1}, false));
+  }
+  gt::clear_configs();
+  model.Train(steps, 8);
+  for (const gt::Tensor& p : model.params) Record(p);
 }
 
 // Every op kind: binary (tensor and scalar, both sides), comparisons,
@@ -113,6 +141,8 @@ int main(int argc, char** argv) {
     } else if (program == "config") {
       gt::load_config_string("step:\n  compile: true\n", "hotpath_client");
       Ops(steps, Scope::kConfig);
+    } else if (program == "placing") {
+      Placing(steps);
     } else {
       std::fprintf(stderr, "unknown program %s\n", program.c_str());
       return 2;

@@ -45,7 +45,8 @@ struct Outcome {
   int dispatcher_port = 0;
   int worker_port = 0;
   std::string dispatcher_metrics;
-  std::string worker_metrics;
+  std::string worker_metrics;               // the first worker's
+  std::vector<std::string> all_worker_metrics;
 };
 
 std::vector<float> ReadFloats(const std::string& path) {
@@ -56,26 +57,29 @@ std::vector<float> ReadFloats(const std::string& path) {
   return out;
 }
 
-// Runs `program` for `steps` against a fresh cluster with the given manifests.
-Outcome RunProgram(const std::string& dispatcher, const std::string& worker, const std::string& program, int steps) {
+// Runs `program` for `steps` against a fresh cluster with the given manifests;
+// `client_env` ("NAME=value ...") is the client process's extra environment.
+Outcome RunProgram(const std::string& dispatcher, const std::string& worker, const std::string& program, int steps,
+                   const std::string& client_env = "", int workers = 1) {
   ClusterOptions options;
-  options.workers = 1;
+  options.workers = workers;
   options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", dispatcher);
   options.worker_manifest = WriteTempFile("worker.yaml", worker);
   ProcessCluster cluster(options);
   Outcome run;
-  if (!cluster.WaitForWorkers(1)) {
+  if (!cluster.WaitForWorkers(workers)) {
     ADD_FAILURE() << "worker did not register";
     return run;
   }
   std::string out = WriteTempFile("values.bin", "");
-  std::string command = BinDir() + "/hotpath_client " + cluster.endpoint() + " " + program + " " +
-                        std::to_string(steps) + " " + out;
+  std::string command = "env " + client_env + " " + BinDir() + "/hotpath_client " + cluster.endpoint() + " " +
+                        program + " " + std::to_string(steps) + " " + out;
   EXPECT_EQ(std::system(command.c_str()), 0) << command;
   run.values = ReadFloats(out);
   std::remove(out.c_str());
   run.dispatcher_metrics = HttpGet(cluster.dispatcher_metrics_port(), "/metrics");
-  run.worker_metrics = HttpGet(cluster.worker_metrics_ports()[0], "/metrics");
+  for (int port : cluster.worker_metrics_ports()) run.all_worker_metrics.push_back(HttpGet(port, "/metrics"));
+  run.worker_metrics = run.all_worker_metrics.front();
   EXPECT_TRUE(cluster.AllAlive());
   return run;
 }
@@ -239,6 +243,90 @@ TEST(HotpathTest, WithoutTheStagesMarkersChangeNothing) {
   Outcome marked_only = RunProgram(DispatcherManifest(HotpathStage(1)), kWorkerPlain, "mlp", 4);
   Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 4);
   ExpectClose(marked_only.values, eager.values);
+}
+
+
+// ---- the same stages in the client's own pipeline -------------------------
+
+const std::string kClientCompiles = "GT_COMPILE=1";
+
+std::string ClientManifestEnv(const std::string& stages) {
+  return "GT_CLIENT_MANIFEST=" + WriteTempFile("client.yaml", "host: client\nid: the-client\nstages:\n" + stages);
+}
+
+double RouterReceived(const Outcome& run) {
+  return Metric(run.dispatcher_metrics, "gt_stage_instructions_received_total", {{"stage", "router"}});
+}
+
+TEST(ClientStagesTest, AReplayedStepLeavesTheClientAsOneRunUnit) {
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 8);
+  Outcome compiled = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 8, kClientCompiles);
+  ExpectClose(compiled.values, eager.values);
+  // The dispatcher runs no stages: the units are the client's.
+  EXPECT_EQ(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 1);
+  EXPECT_GE(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 6);
+  // Steps 3..8 reach the dispatcher as a run_unit, the fetch and the sync
+  // (and a few frees) instead of the step's ~40 instructions.
+  EXPECT_LT(RouterReceived(compiled) * 2, RouterReceived(eager))
+      << "router received " << RouterReceived(compiled) << ", eager " << RouterReceived(eager);
+}
+
+TEST(ClientStagesTest, EveryOpKindAndAShapeChangeGiveEagerValues) {
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 5);
+  Outcome compiled = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 5, kClientCompiles);
+  ExpectClose(compiled.values, eager.values);
+  EXPECT_GE(Metric(compiled.worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 3);
+  Outcome eager_shapes = RunProgram(kDispatcherPlain, kWorkerPlain, "shapes", 5);
+  Outcome shapes = RunProgram(kDispatcherPlain, kWorkerPlain, "shapes", 5, kClientCompiles);
+  ExpectClose(shapes.values, eager_shapes.values);
+  EXPECT_GE(Metric(shapes.worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 2)
+      << "one unit per batch size";
+}
+
+TEST(ClientStagesTest, CompileScopesAreUnitsFromTheirFirstUse) {
+  // A threshold no sequence reaches: only the scopes make units.
+  const std::string client = ClientManifestEnv(HotpathStage(1000) + kCompileStage);
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "ops", 2);
+  Outcome by_option = RunProgram(kDispatcherPlain, kWorkerPlain, "scope", 2, client);
+  Outcome by_config = RunProgram(kDispatcherPlain, kWorkerPlain, "config", 2, client);
+  ExpectClose(by_option.values, eager.values);
+  ExpectClose(by_config.values, eager.values);
+  for (const Outcome* run : {&by_option, &by_config}) {
+    EXPECT_EQ(Metric(run->worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 2);
+    EXPECT_EQ(Metric(run->worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 1);
+  }
+}
+
+TEST(ClientStagesTest, AClientThatPlacesTensorsBypassesItsStagesMeanwhile) {
+  // Two workers and the dispatcher's sharding stage: the sharded scope's ops
+  // must reach it one by one, and the steps around it are still units.
+  const std::string dispatcher = DispatcherManifest("  - name: sharding\n    plugin: sharding\n");
+  Outcome eager = RunProgram(dispatcher, kWorkerPlain, "placing", 5, "", 2);
+  Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "placing", 5, kClientCompiles, 2);
+  ExpectClose(compiled.values, eager.values);
+  double runs = 0;
+  for (const std::string& metrics : compiled.all_worker_metrics)
+    runs += MetricValue(metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}).value_or(0);
+  EXPECT_GE(runs, 6) << "steps before and after the sharded scope are replayed";
+  // The scope was sharded: the worker the client's other tensors are not on
+  // got work too (its shard of x).
+  for (const std::string& metrics : compiled.all_worker_metrics)
+    EXPECT_GT(MetricValue(metrics, "gt_stage_instructions_received_total", {{"stage", "backend"}}).value_or(0), 0);
+}
+
+TEST(ClientStagesTest, ABadClientManifestIsAClearErrorAtTheFirstOp) {
+  const std::string manifest = WriteTempFile(
+      "bad-client.yaml", "host: client\nlisten: tcp://0.0.0.0:5555\nstages:\n  - name: x\n    plugin: no_such_plugin\n");
+  const std::string err = WriteTempFile("stderr.txt", "");
+  const std::string command = "env GT_CLIENT_MANIFEST=" + manifest + " " + BinDir() +
+                              "/hotpath_client inproc://nowhere mlp 1 /dev/null 2> " + err;
+  EXPECT_NE(std::system(command.c_str()), 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("GT_CLIENT_MANIFEST"), std::string::npos) << text;
+  EXPECT_NE(text.find("a client manifest takes only"), std::string::npos) << text;
+  EXPECT_NE(text.find("no_such_plugin"), std::string::npos) << text;
+  std::remove(err.c_str());
 }
 
 }  // namespace

@@ -286,6 +286,32 @@ TEST(ManifestTest, ShippedConfigsAreValid) {
     ASSERT_TRUE(m->backend.has_value());
     EXPECT_STREQ(m->backend->plugin.descriptor->name, "torch");
   }
+  Result<HostManifest> client = LoadManifestFile(dir + "client-compile.yaml", HostKind::kClient);
+  ASSERT_TRUE(client.ok()) << client.status().message();
+  EXPECT_EQ(client->stages.size(), 2u);
+}
+
+TEST(ManifestTest, AClientManifestTakesOnlyStagesThatMayRunInAClient) {
+  constexpr char kYaml[] =
+      "host: client\n"
+      "listen: tcp://127.0.0.1:5555\n"
+      "metrics: 0.0.0.0:9100\n"
+      "stages:\n"
+      "  - plugin: dispatcher_only\n"
+      "backend:\n"
+      "  plugin: torch\n";
+  Result<HostManifest> m = ParseManifest(kYaml, "c.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  const std::string& message = m.status().message();
+  EXPECT_THAT(message, HasSubstr("c.yaml:2: listen: a client manifest takes only host, id, stages, not 'listen'"));
+  EXPECT_THAT(message, HasSubstr("c.yaml:3: metrics: a client manifest takes only"));
+  EXPECT_THAT(message, HasSubstr("stages[0].plugin: plugin 'dispatcher_only' may not run in a client host"));
+  EXPECT_THAT(message, HasSubstr("c.yaml:7: backend: a client takes no backend"));
+  // The two modifiers a client runs for GT_COMPILE=1 may.
+  Result<HostManifest> ok = ParseManifest(
+      "host: client\nstages:\n  - {name: h, plugin: hotpath}\n  - {name: c, plugin: compile}\n", "ok.yaml",
+      HostKind::kClient);
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
 }
 
 // ---- Plugin loading --------------------------------------------------------
