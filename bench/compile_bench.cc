@@ -1,7 +1,8 @@
-// Hot-path + compile benchmark: the same client program against a cluster
-// whose dispatcher runs the hotpath and compile stages and against a plain
-// one, in the same run (real gt-dispatcher and gt-worker processes; each
-// program runs in a child process, since a client connects once).
+// Hot-path + compile benchmark: the same client program with the hotpath and
+// compile stages and without them, in the same run: stages in the dispatcher
+// (real gt-dispatcher and gt-worker processes), stages in the client itself
+// (GT_COMPILE=1, plain processes), and the embedded default with GT_COMPILE=0
+// and 1. Each program runs in a child process, since a client connects once.
 //
 //   mlp step      a 64-128-10 MLP training step on a batch of 32 (forward,
 //                 MSE, backward, SGD), one loss.item() per step
@@ -57,27 +58,31 @@ double Median(std::vector<double> v) {
 
 // ---- the child: runs a program and prints seconds per step -----------------
 
-// Worker and dispatcher counters, read through gt::worker_stats() (a STATS
-// request: the hosts' own metrics) before and after the timed steps.
+// Worker, dispatcher and client-stage counters, read through
+// gt::worker_stats() (a STATS request: the hosts' own metrics, and the
+// client's stages' when it runs any) before and after the timed steps.
 struct Counters {
   double worker_messages = 0, worker_instructions = 0, backend_seconds = 0, dispatcher_seconds = 0;
+  double dispatcher_instructions = 0, client_seconds = 0;
   double units_defined = 0, units_chosen = 0;
 };
 
 Counters Read() {
   Counters c;
   for (const gt::HostStats& h : gt::worker_stats().hosts) {
-    const bool worker = h.host == "worker";
+    const bool worker = h.host == "worker", dispatcher = h.host == "dispatcher", client = h.host == "client";
     for (const gt::MetricSample& m : h.samples) {
       auto stage = m.labels.find("stage");
       const bool backend = stage != m.labels.end() && stage->second == "backend";
       if (worker && m.name == "gt_host_messages_received_total") c.worker_messages += m.value;
       if (worker && backend && m.name == "gt_stage_instructions_received_total") c.worker_instructions += m.value;
       if (worker && backend && m.name == "gt_stage_processing_seconds_sum") c.backend_seconds += m.value;
-      if (!worker && m.name == "gt_stage_processing_seconds_sum") c.dispatcher_seconds += m.value;
+      if (dispatcher && m.name == "gt_stage_processing_seconds_sum") c.dispatcher_seconds += m.value;
+      if (client && m.name == "gt_stage_processing_seconds_sum") c.client_seconds += m.value;
       if (worker && m.name == "gt_backend_units_chosen_total") c.units_chosen += m.value;
     }
     if (worker) c.units_defined += static_cast<double>(h.unit_cache_misses);
+    if (dispatcher) c.dispatcher_instructions += static_cast<double>(h.instructions);
   }
   return c;
 }
@@ -114,10 +119,12 @@ void Driven(int warmup, Step& step) {
   const Counters after = Read();
   const double n = std::max(1.0, timed_steps);
   // The worker also received the second STATS request: not a step's.
-  std::printf("%.4f %.4f %.9f %.9f\n", (after.worker_messages - before.worker_messages - 1) / n,
+  std::printf("%.4f %.4f %.9f %.9f %.4f %.9f\n", (after.worker_messages - before.worker_messages - 1) / n,
               (after.worker_instructions - before.worker_instructions) / n,
               (after.backend_seconds - before.backend_seconds) / n,
-              (after.dispatcher_seconds - before.dispatcher_seconds) / n);
+              (after.dispatcher_seconds - before.dispatcher_seconds) / n,
+              (after.dispatcher_instructions - before.dispatcher_instructions) / n,
+              (after.client_seconds - before.client_seconds) / n);
   std::fflush(stdout);
 }
 
@@ -350,9 +357,11 @@ struct Side {
   double worker_instructions = 0;  // per step
   double backend_seconds = 0;      // per step: time inside the worker's backend
   double dispatcher_seconds = 0;   // per step: time inside the dispatcher's stages and router
+  double dispatcher_instructions = 0;  // per step: instructions that entered the dispatcher
+  double client_seconds = 0;       // per step: time inside the client's own stages
   void ReadCounters(const std::string& line) {
-    std::sscanf(line.c_str(), "%lf %lf %lf %lf", &worker_messages, &worker_instructions, &backend_seconds,
-                &dispatcher_seconds);
+    std::sscanf(line.c_str(), "%lf %lf %lf %lf %lf %lf", &worker_messages, &worker_instructions, &backend_seconds,
+                &dispatcher_seconds, &dispatcher_instructions, &client_seconds);
   }
 };
 
@@ -416,19 +425,28 @@ std::string Strategies(const gt::testing::ProcessCluster& cluster) {
   return out.empty() ? "none" : out;
 }
 
-// Paired rounds of `program` on two process clusters (plain, compiled).
-Paired OnProcessClusters(const char* self, const std::string& program, int rounds, int chunk, std::string* strategies) {
-  auto plain_cluster = StartCluster(false), compiled_cluster = StartCluster(true);
+// Where the compiled side runs the hotpath and compile stages.
+enum class Where { kDispatcher, kClient };
+
+// Paired rounds of `program` on two process clusters: a plain dispatcher and
+// client against either a dispatcher with the stages (and a plain client) or
+// a plain dispatcher and a client running the stages itself (GT_COMPILE=1).
+Paired OnProcessClusters(const char* self, const std::string& program, int rounds, int chunk, Where where,
+                         std::string* strategies) {
+  const bool in_dispatcher = where == Where::kDispatcher;
+  auto plain_cluster = StartCluster(false), compiled_cluster = StartCluster(in_dispatcher);
   if (!plain_cluster || !compiled_cluster) return {};
   DrivenChild plain(self, plain_cluster->endpoint(), program, false);
-  DrivenChild compiled(self, compiled_cluster->endpoint(), program, true);
+  DrivenChild compiled(self, compiled_cluster->endpoint(), program, !in_dispatcher);
   Paired p = TakeTurns(plain, compiled, rounds, chunk);
   *strategies = Strategies(*compiled_cluster);
   return p;
 }
 
 // Paired rounds of `program` on the embedded default (GT_COMPILE=0 and 1:
-// each child runs a dispatcher and a worker on threads, ZeroMQ inproc).
+// each child runs a dispatcher and a worker on threads, ZeroMQ inproc; with
+// 1 the client runs the stages, and its dispatcher too, for clients whose
+// configs place tensors).
 Paired OnEmbedded(const char* self, const std::string& program, int rounds, int chunk) {
   DrivenChild plain(self, "embedded", program, false);
   DrivenChild compiled(self, "embedded", program, true);
@@ -460,8 +478,8 @@ int main(int argc, char** argv) {
   }
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::printf("gt compile benchmark: dispatcher with hotpath + compile stages vs without, 1 worker process "
-              "(1 intra-op thread); %d paired rounds, the two sides taking turns\n", rounds);
+  std::printf("gt compile benchmark: hotpath + compile stages vs none, 1 worker (1 intra-op thread); "
+              "%d paired rounds, the two sides taking turns\n", rounds);
   struct Program {
     const char* name;
     const char* label;
@@ -469,26 +487,32 @@ int main(int argc, char** argv) {
   };
   for (Program p : {Program{"mlp", "MLP 64-128-10 training step (b=32)", 100},
                     Program{"chain", "16-op elementwise chain on 1M floats", 4}}) {
-    std::string strategies;
-    const Paired cluster = OnProcessClusters(argv[0], p.name, rounds, p.chunk, &strategies);
     std::printf("%s, %d steps per side per round\n", p.label, p.chunk);
-    if (!cluster.ok) {
-      std::printf("  process clusters: FAILED (a child or cluster did not run)\n");
-    } else {
-      std::printf("  process clusters (ipc): %s\n", RatioSummary(cluster).c_str());
-      std::printf("    per step: worker messages %.2f -> %.2f, worker instructions %.1f -> %.1f, backend %.3f -> %.3f ms, "
-                  "dispatcher stages+router %.3f -> %.3f ms\n",
-                  cluster.plain.worker_messages, cluster.compiled.worker_messages, cluster.plain.worker_instructions,
+    for (Where where : {Where::kDispatcher, Where::kClient}) {
+      std::string strategies;
+      const Paired cluster = OnProcessClusters(argv[0], p.name, rounds, p.chunk, where, &strategies);
+      const char* label = where == Where::kDispatcher ? "stages in the dispatcher" : "stages in the client (GT_COMPILE=1)";
+      if (!cluster.ok) {
+        std::printf("  process clusters, %s: FAILED (a child or cluster did not run)\n", label);
+        continue;
+      }
+      std::printf("  process clusters (ipc), %s: %s\n", label, RatioSummary(cluster).c_str());
+      std::printf("    per step: worker messages %.2f -> %.2f, instructions into the dispatcher %.1f -> %.1f, into the worker "
+                  "%.1f -> %.1f; backend %.3f -> %.3f ms, dispatcher stages+router %.3f -> %.3f ms, client stages "
+                  "%.3f ms\n",
+                  cluster.plain.worker_messages, cluster.compiled.worker_messages, cluster.plain.dispatcher_instructions,
+                  cluster.compiled.dispatcher_instructions, cluster.plain.worker_instructions,
                   cluster.compiled.worker_instructions, cluster.plain.backend_seconds * 1e3,
                   cluster.compiled.backend_seconds * 1e3, cluster.plain.dispatcher_seconds * 1e3,
-                  cluster.compiled.dispatcher_seconds * 1e3);
+                  cluster.compiled.dispatcher_seconds * 1e3, cluster.compiled.client_seconds * 1e3);
       std::printf("    worker units by chosen strategy: %s\n", strategies.c_str());
     }
     const Paired embedded = OnEmbedded(argv[0], p.name, rounds, p.chunk);
     if (!embedded.ok) {
       std::printf("  embedded default: FAILED (a child did not run)\n");
     } else {
-      std::printf("  embedded default (inproc, GT_COMPILE=0 vs 1): %s\n", RatioSummary(embedded).c_str());
+      std::printf("  embedded default (inproc, GT_COMPILE=0 vs 1, stages in the client): %s\n",
+                  RatioSummary(embedded).c_str());
     }
   }
   // The round trip every step with a sync point pays, plain or compiled.
