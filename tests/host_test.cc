@@ -9,6 +9,7 @@
 
 #include "cluster.h"
 #include "gt/instruction.h"
+#include "gt/unit.h"
 
 namespace gt::testing {
 namespace {
@@ -194,6 +195,62 @@ TEST_F(HostTest, AClientsMarkerWithASequenceIdIsRefused) {
   EXPECT_EQ(done->errors(0).seq(), 2u);
   EXPECT_NE(FirstError(*done).find("carry no sequence id"), std::string::npos) << FirstError(*done);
   EXPECT_EQ(FetchFloats(client, 2, 5), (std::vector<float>{-3}));
+}
+
+// A unit of one input: `op` on placeholder 1 into 2, then (when `consume`)
+// a free of the input.
+UnitTemplate OneOpUnit(Op op, bool consume) {
+  UnitTemplate unit;
+  unit.inputs = 1;
+  unit.body.push_back(MakeInstruction(op, 0, {2}, {1}));
+  if (consume) unit.body.push_back(MakeInstruction(Op::kFree, 0, {}, {1}));
+  return unit;
+}
+
+Instruction DefineUnit(uint64_t seq, uint64_t key, const UnitTemplate& unit) {
+  Instruction define = MakeInstruction(Op::kDefineUnit, seq, {}, {});
+  define.attrs.seed = key;
+  define.payload = EncodeUnit(unit);
+  return define;
+}
+
+Instruction RunUnit(uint64_t seq, uint64_t key, TensorId input, TensorId output, std::vector<int64_t> consumed = {}) {
+  Instruction run = MakeInstruction(Op::kRunUnit, seq, {output}, {input});
+  run.attrs.seed = key;
+  run.attrs.axes = std::move(consumed);
+  return run;
+}
+
+// Workers keep units by key for every client; a unit a client defined itself
+// (GT_COMPILE=1 compiles in the client) must stay its own whatever key
+// another client defines.
+TEST_F(HostTest, AClientsOwnUnitIsNeverReplacedByAnothersUnderTheSameKey) {
+  RawClient a(context_, cluster_->endpoint());
+  RawClient b(context_, cluster_->endpoint());
+  a.Send({FromFloats(1, {3}, {1}), DefineUnit(2, 7, OneOpUnit(Op::kNeg, false)), RunUnit(3, 7, 1, 2)});
+  EXPECT_EQ(FetchFloats(a, 2, 4), (std::vector<float>{-3}));
+  b.Send({FromFloats(1, {-5}, {1}), DefineUnit(2, 7, OneOpUnit(Op::kAbs, false)), RunUnit(3, 7, 1, 2)});
+  EXPECT_EQ(FetchFloats(b, 2, 4), (std::vector<float>{5}));
+  a.Send({RunUnit(5, 7, 1, 3)});
+  EXPECT_EQ(FetchFloats(a, 3, 6), (std::vector<float>{-3})) << "client a ran client b's unit";
+}
+
+// The client forgets the inputs a run_unit consumes when it sends it; when
+// the dispatcher refuses the run, it must still free them.
+TEST_F(HostTest, ARefusedRunUnitStillFreesTheInputsItConsumes) {
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {3}, {1}), FromFloats(2, {4}, {1})});
+  ASSERT_TRUE(client.Sync());
+  EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 2);
+  client.Send({RunUnit(3, 9, 1, 5, {0})});  // no unit was defined under key 9
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 1);
+  EXPECT_NE(FirstError(*done).find("no unit was defined"), std::string::npos) << FirstError(*done);
+  EXPECT_TRUE(WaitFor([&] { return Scrape(wport(), "gt_worker_live_tensors") == 1; }));
+  wire::Envelope fetched;
+  EXPECT_TRUE(FetchFloats(client, 1, 6, &fetched).empty());
+  EXPECT_EQ(FetchFloats(client, 2, 7), (std::vector<float>{4}));
 }
 
 TEST_F(HostTest, DispatcherNoticesADeadWorker) {

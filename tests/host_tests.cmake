@@ -6,7 +6,9 @@ add_executable(hotpath_client hotpath_client.cc)
 target_link_libraries(hotpath_client PRIVATE gt_client)
 set_target_properties(hotpath_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 gt_add_test(hotpath_test hotpath_test.cc)
-add_dependencies(hotpath_test hotpath_client gt-dispatcher gt-worker gt_torch gt_instruction_log gt_hotpath gt_compile)
+add_dependencies(hotpath_test hotpath_client gt-dispatcher gt-worker gt_torch gt_instruction_log gt_hotpath gt_compile
+                 gt_sharding gt_test_plugin_throwing)
+target_compile_definitions(hotpath_test PRIVATE GT_TEST_PLUGIN_DIR="${GT_TEST_PLUGIN_DIR}")
 # Compiled-unit strategies in the torch backend, in-process.
 gt_add_test(unit_strategy_test unit_strategy_test.cc)
 target_link_libraries(unit_strategy_test PRIVATE gt_torch_runtime)

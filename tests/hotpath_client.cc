@@ -12,11 +12,14 @@
 //           config (the scope itself asks for nothing)
 //   placing MLP steps, then N times a row-sharded scope over workers 0 and 1
 //           that uses the trained weights, then MLP steps again with no config
-//           (a client with stages of its own bypasses them while a config
+//           (a client with stages of its own bypasses them once a config
 //           places tensors)
+//   placed  the MLP's parameters made in a row-sharded scope over workers 0
+//           and 1, the config cleared, then N training steps
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -143,6 +146,16 @@ int main(int argc, char** argv) {
       Ops(steps, Scope::kConfig);
     } else if (program == "placing") {
       Placing(steps);
+    } else if (program == "placed") {
+      gt::register_config("rows", gt::SignalConfig{.shard = gt::ShardConfig{0, {0, 1}}});
+      std::unique_ptr<MlpModel> model;
+      {
+        gt::SignalScope scope("rows");
+        model = std::make_unique<MlpModel>();
+      }
+      gt::clear_configs();
+      model->Train(steps, 8);
+      for (const gt::Tensor& p : model->params) Record(p);
     } else {
       std::fprintf(stderr, "unknown program %s\n", program.c_str());
       return 2;

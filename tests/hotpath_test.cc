@@ -297,9 +297,10 @@ TEST(ClientStagesTest, CompileScopesAreUnitsFromTheirFirstUse) {
   }
 }
 
-TEST(ClientStagesTest, AClientThatPlacesTensorsBypassesItsStagesMeanwhile) {
+TEST(ClientStagesTest, AClientThatPlacesTensorsBypassesItsStagesFromThenOn) {
   // Two workers and the dispatcher's sharding stage: the sharded scope's ops
-  // must reach it one by one, and the steps around it are still units.
+  // must reach it one by one (were they units, its repetitions would be), and
+  // so must everything after, since tensors it placed stay placed.
   const std::string dispatcher = DispatcherManifest("  - name: sharding\n    plugin: sharding\n");
   Outcome eager = RunProgram(dispatcher, kWorkerPlain, "placing", 5, "", 2);
   Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "placing", 5, kClientCompiles, 2);
@@ -307,11 +308,80 @@ TEST(ClientStagesTest, AClientThatPlacesTensorsBypassesItsStagesMeanwhile) {
   double runs = 0;
   for (const std::string& metrics : compiled.all_worker_metrics)
     runs += MetricValue(metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}).value_or(0);
-  EXPECT_GE(runs, 6) << "steps before and after the sharded scope are replayed";
+  EXPECT_GE(runs, 3) << "steps before the first config are replayed";
+  EXPECT_LE(runs, 5) << "nothing is a unit once a config placed tensors";
   // The scope was sharded: the worker the client's other tensors are not on
   // got work too (its shard of x).
   for (const std::string& metrics : compiled.all_worker_metrics)
     EXPECT_GT(MetricValue(metrics, "gt_stage_instructions_received_total", {{"stage", "backend"}}).value_or(0), 0);
+}
+
+TEST(ClientStagesTest, TensorsPlacedByAConfigNeverReachTheClientsUnits) {
+  // The parameters are sharded, and stay so after the config is cleared: the
+  // client keeps sending their training step one instruction at a time.
+  const std::string dispatcher = DispatcherManifest("  - name: sharding\n    plugin: sharding\n");
+  Outcome eager = RunProgram(dispatcher, kWorkerPlain, "placed", 5, "", 2);
+  Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "placed", 5, kClientCompiles, 2);
+  ExpectClose(compiled.values, eager.values);
+}
+
+TEST(ClientStagesTest, AUnitThatWouldTakeAShardedTensorIsRefusedClearly) {
+  // A dispatcher that places tensors with no config (auto_shard replicates
+  // the MLP's bias) and a client that cannot know it: its units reach the
+  // sharding stage, which refuses one that takes a tensor not whole on one
+  // worker, naming it (run as it was, it would update a temporary copy).
+  const std::string dispatcher =
+      DispatcherManifest("  - name: sharding\n    plugin: sharding\n    options: {auto_shard: true}\n");
+  Outcome eager = RunProgram(dispatcher, kWorkerPlain, "mlp", 6, "", 2);
+  ASSERT_FALSE(eager.values.empty());
+  const std::string err = WriteTempFile("stderr.txt", "");
+  ClusterOptions options;
+  options.workers = 2;
+  options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", dispatcher);
+  options.worker_manifest = WriteTempFile("worker.yaml", kWorkerPlain);
+  ProcessCluster cluster(options);
+  ASSERT_TRUE(cluster.WaitForWorkers(2));
+  const std::string out = WriteTempFile("values.bin", "");
+  const std::string command = "env GT_COMPILE=1 " + BinDir() + "/hotpath_client " + cluster.endpoint() +
+                              " mlp 6 " + out + " 2> " + err;
+  EXPECT_NE(std::system(command.c_str()), 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("run_unit"), std::string::npos) << text;
+  EXPECT_NE(text.find("a compiled unit takes only tensors whole on one worker"), std::string::npos) << text;
+  EXPECT_TRUE(cluster.AllAlive());
+  std::remove(err.c_str());
+  std::remove(out.c_str());
+}
+
+TEST(ClientStagesTest, HotpathAloneInTheClientChangesNothing) {
+  // Its markers carry sequence ids, which no host takes from a client: the
+  // client drops them when no compile stage consumed them.
+  Outcome eager = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 5);
+  Outcome marked = RunProgram(kDispatcherPlain, kWorkerPlain, "mlp", 5, ClientManifestEnv(HotpathStage(2)));
+  ExpectClose(marked.values, eager.values);
+}
+
+TEST(ClientStagesTest, AClientStagesErrorIsRaisedAtTheNextSyncPoint) {
+  const std::string manifest = WriteTempFile(
+      "throwing-client.yaml", "host: client\nstages:\n  - name: refuses_neg\n    plugin: throwing\n");
+  const std::string err = WriteTempFile("stderr.txt", "");
+  ClusterOptions options;
+  options.workers = 1;
+  options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", kDispatcherPlain);
+  options.worker_manifest = WriteTempFile("worker.yaml", kWorkerPlain);
+  ProcessCluster cluster(options);
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  const std::string command = std::string("env GT_PLUGIN_PATH=") + GT_TEST_PLUGIN_DIR + " GT_CLIENT_MANIFEST=" +
+                              manifest + " " + BinDir() + "/hotpath_client " + cluster.endpoint() +
+                              " ops 1 /dev/null 2> " + err;
+  EXPECT_NE(std::system(command.c_str()), 0);
+  std::ifstream in(err);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("failed on client"), std::string::npos) << text;
+  EXPECT_NE(text.find("throwing: refusing neg"), std::string::npos) << text;
+  EXPECT_TRUE(cluster.AllAlive());
+  std::remove(err.c_str());
 }
 
 TEST(ClientStagesTest, ABadClientManifestIsAClearErrorAtTheFirstOp) {

@@ -374,7 +374,7 @@ TEST(PluginLoaderTest, ValidTestPluginsLoad) {
   EXPECT_STREQ(p->descriptor->options[1].name, "verbose");
   Result<LoadedPlugin> t = FindPlugin("throwing");
   ASSERT_TRUE(t.ok()) << t.status().message();
-  EXPECT_EQ(t->descriptor->hosts, kAnyHost);
+  EXPECT_EQ(t->descriptor->hosts, kEveryHost);
 }
 
 TEST(PluginLoaderTest, ListingSurvivesBadPlugins) {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <random>
+#include <string_view>
 
 #include "codec.h"
 #include "transport.h"
@@ -102,6 +103,9 @@ void Session::EnsureStartedLocked() {
   // The client's own stages first: a bad manifest fails before anything starts.
   Result<std::optional<HostManifest>> manifest = ClientManifestFromEnv();
   if (!manifest.ok()) throw Error(manifest.status().code(), "gt: " + manifest.status().message());
+  // The embedded dispatcher's sharding stage then places tensors with no config.
+  if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && std::string_view(auto_shard) != "0")
+    placing_ = true;
   if (*manifest) {
     Result<std::unique_ptr<ClientPipeline>> pipeline =
         ClientPipeline::Create(**manifest, [this](Instruction&& inst) { AppendLocked(inst); });
@@ -164,8 +168,10 @@ void Session::ClearConfigs() {
     for (const auto& entry : old) SendConfigLocked(entry.first, std::nullopt);
 }
 
+// Sticky: tensors placed while a config was registered stay placed after it
+// is gone, and a unit must never take one (the sharding stage refuses it).
 void Session::UpdatePlacingLocked() {
-  bool placing = false;
+  bool placing = placing_;
   for (const auto& [name, config] : configs_) placing = placing || config.shard || config.replicated;
   // What the stages hold back goes first: the configure comes after it.
   if (placing && !placing_ && pipeline_) pipeline_->Drain();
@@ -219,10 +225,12 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   auto record = std::make_shared<TensorRecord>();
   record->id = next_id_++;
   record->meta = std::move(*meta);
-  record->session = shared_from_this();
   inst.results = {record->id};
   inst.seq = next_seq_++;
   QueueLocked(std::move(inst));
+  // Only once queued: a record dropped by a throw above must not free its
+  // id (its destructor would take mu_, held here).
+  record->session = shared_from_this();
   return record;
 }
 
@@ -304,6 +312,9 @@ FetchedData Session::Fetch(const TensorRecord& tensor) {
   fetch.seq = next_seq_++;
   fetch.operands = {tensor.id};
   const uint64_t fetch_seq = fetch.seq;
+  // Whatever the client's stages hold goes before the fetch and its sync,
+  // whatever the stages do with them.
+  if (pipeline_) pipeline_->Drain();
   QueueLocked(std::move(fetch));
   FetchedData data;
   SyncLocked(fetch_seq, &data);
@@ -323,6 +334,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
   sync.seq = next_seq_++;
   const uint64_t sync_id = next_sync_++;
   sync.attrs.sync_id = sync_id;
+  if (pipeline_) pipeline_->Drain();
   QueueLocked(std::move(sync));
   FlushLocked();
   bool have_data = false;

@@ -112,8 +112,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config);
   void FlushLocked();
   // A client whose signal configs place tensors (shard, replicated) bypasses
-  // its own stages: the dispatcher's sharding stage must see each of its
-  // instructions, not units.
+  // its own stages from then on: the dispatcher's sharding stage must see
+  // each of its instructions, not units (GT_AUTO_SHARD=1 too).
   void UpdatePlacingLocked();
   void SyncLocked(uint64_t fetch_seq, FetchedData* data);
   wire::Envelope AwaitStatsReplyLocked(uint64_t request_id, std::chrono::steady_clock::time_point deadline);
@@ -133,7 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
-  bool placing_ = false;        // GUARDED_BY(mu_): some config in configs_ places tensors
+  bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point
   std::unique_ptr<ClientPipeline> pipeline_;  // GUARDED_BY(mu_); null: no client stages
 
   std::unique_ptr<zmq::context_t> context_;

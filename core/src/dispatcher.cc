@@ -7,6 +7,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -166,13 +167,13 @@ class Dispatcher::Impl final : public Terminal {
     if (inst.op == Op::kDropClient) return SendDrop(c, inst);
     if (inst.op == Op::kSync) return BeginSync(c, inst);
     if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
-    if (Status s = CheckIds(c, inst); !s.ok()) return MarkFailed(c, inst, s);
+    if (Status s = CheckIds(c, inst); !s.ok()) return Refuse(c, inst, s);
     Result<size_t> target = TargetWorker(c, inst);
-    if (!target.ok()) return MarkFailed(c, inst, target.status());
+    if (!target.ok()) return Refuse(c, inst, target.status());
     if (inst.op == Op::kFree)
       for (TensorId id : inst.operands) c.tensors.erase(id);
     if (inst.op == Op::kRunUnit) {
-      if (Status s = SendUnitOnce(c, *target, inst); !s.ok()) return MarkFailed(c, inst, s);
+      if (Status s = SendUnitOnce(c, *target, inst); !s.ok()) return Refuse(c, inst, s);
       for (int64_t index : inst.attrs.axes) c.tensors.erase(inst.operands[static_cast<size_t>(index)]);
     }
     for (TensorId r : inst.results) c.tensors[r] = *target;
@@ -204,6 +205,28 @@ class Dispatcher::Impl final : public Terminal {
     if (unit == c.units.end()) return NotFound(run.Describe() + ": no unit was defined under this key");
     if (c.units_sent[w].insert(run.attrs.seed).second) Enqueue(w, c, unit->second);
     return Status::Ok();
+  }
+
+  // MarkFailed, and a kRunUnit refused here still frees the live operands it
+  // would have consumed (the client has forgotten them), as a worker does
+  // for one that fails there.
+  Status Refuse(ClientState& c, const Instruction& inst, Status status) {
+    if (inst.op == Op::kRunUnit) {
+      for (int64_t index : inst.attrs.axes) {
+        if (index < 0 || static_cast<size_t>(index) >= inst.operands.size()) continue;
+        auto it = c.tensors.find(inst.operands[static_cast<size_t>(index)]);
+        if (it == c.tensors.end()) continue;
+        Instruction free;
+        free.op = Op::kFree;
+        free.client = c.id;
+        free.seq = inst.seq;
+        free.operands = {it->first};
+        const size_t w = it->second;
+        c.tensors.erase(it);
+        if (w < workers_.size() && workers_[w].alive) Enqueue(w, c, free);
+      }
+    }
+    return MarkFailed(c, inst, std::move(status));
   }
 
   // Remembers that the results of `inst` were never made, so later uses
@@ -306,6 +329,8 @@ class Dispatcher::Impl final : public Terminal {
         RecordError({c.id, wi.seq(), op}, InvalidArgument(inst->Describe() + ": a client's markers carry no sequence id"));
         continue;
       }
+      // A client's own units (its compile stage) are keyed in its namespace.
+      if (inst->op == Op::kDefineUnit || inst->op == Op::kRunUnit) inst->attrs.seed = ClientUnitKey(c.id, inst->attrs.seed);
       // Held until the first worker registers and the stages know it, so
       // that every stage error names the client's own instruction.
       if (!ever_had_worker_) backlog_.push_back(std::move(*inst));
@@ -688,6 +713,20 @@ class Dispatcher::Impl final : public Terminal {
   std::unique_ptr<Pipeline> pipeline_;
 
   ClientId next_client_ = 1;
+  // Workers keep units by key for every client (a unit the compile stage
+  // here defines is shared: the same sequence is the same unit), so a unit a
+  // client defined itself gets a key of its own: another client's
+  // define_unit under the same key must never replace it. Salted per
+  // dispatcher, so that no client can aim at another's key.
+  const uint64_t unit_salt_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  static uint64_t Mix64(uint64_t x) {
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+  }
+  uint64_t ClientUnitKey(ClientId client, uint64_t key) const {
+    return Mix64(Mix64(key ^ unit_salt_) ^ (client * 0x9e3779b97f4a7c15ull));
+  }
   std::unordered_map<ClientId, ClientState> clients_;
   std::unordered_map<std::string, ClientId> client_by_route_;
   std::unordered_map<uint64_t, ClientId> client_by_token_;

@@ -22,8 +22,9 @@ std::string DispatcherManifest() {
   // GT_COMPILE=1: hot sequences (and compile signal scopes) replayed as
   // compiled units, after placement so that a unit never spans two workers.
   // The client runs the same two stages itself (client/src/client_pipeline.h)
-  // and sends units; these compile what it sends one by one: the stream of
-  // a client whose configs place tensors.
+  // and sends its steps as units, which these pass on; what they compile is
+  // what a client sends one instruction at a time: the stream of one whose
+  // configs place tensors (it bypasses its own stages).
   const char* compile = std::getenv("GT_COMPILE");
   if (compile && std::string_view(compile) == "1")
     yaml += "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";

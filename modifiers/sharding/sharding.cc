@@ -152,6 +152,11 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
     return Unavailable(inst.Describe() + ": no live worker");
   }
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
+  if (inst.op == Op::kDefineUnit) {  // the router keeps it until the unit's first run on a worker
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  if (inst.op == Op::kRunUnit) return RunUnit(c, std::move(inst), out);
   if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
   if (inst.op == Op::kFetch) return Fetch(c, std::move(inst), out);
   if (KindOf(inst.op) == OpKind::kCreate) return Create(c, std::move(inst), out);
@@ -667,6 +672,36 @@ Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<
   EmitOn(s, worker, std::move(inst));
   Explain(s, in, Placement{Placement::Kind::kWhole, {worker}, {}, 0, {}});
   FreeTemporaries(s);
+  return Status::Ok();
+}
+
+Status ShardingStage::RunUnit(Client& c, Instruction&& inst, Emitter& out) {
+  auto refuse = [&](Status status) {
+    for (TensorId r : inst.results) c.failed[r] = c.failed.count(r) ? c.failed[r] : inst.seq;
+    return status;
+  };
+  if (Status f = Failed(c, inst); !f.ok()) return refuse(f);
+  int worker = -1;
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    const bool recorded = it != c.tensors.end();
+    if (recorded && !it->second.placement.whole())
+      return refuse(InvalidArgument(inst.Describe() + ": operand " + Name(id) + " is " +
+                                    it->second.placement.ToString() +
+                                    "; a compiled unit takes only tensors whole on one worker (where this "
+                                    "stage places a client's tensors, units are made after it, not by the client)"));
+    const int at = recorded ? it->second.placement.workers[0] : c.default_worker;
+    if (at < 0) continue;  // unrecorded, and no tensor was ever placed: the router knows where
+    if (worker >= 0 && at != worker)
+      return refuse(InvalidArgument(inst.Describe() + ": its operands are on workers " + std::to_string(worker) +
+                                    " and " + std::to_string(at) + "; a compiled unit runs on one"));
+    worker = at;
+  }
+  for (int64_t index : inst.attrs.axes)
+    if (index >= 0 && static_cast<size_t>(index) < inst.operands.size()) c.tensors.erase(inst.operands[index]);
+  for (TensorId r : inst.results) c.tensors.erase(r);
+  if (worker >= 0) inst.worker = worker;
+  out.Emit(std::move(inst));
   return Status::Ok();
 }
 

@@ -148,6 +148,11 @@ class ShardingStage final : public Stage {
   // config): the placed operands assembled whole on the client's worker, the
   // op run there; its result has no record either.
   Status Unrecorded(Client& c, Instruction inst, const std::vector<const Tensor*>& in, Emitter& out);
+  // A compiled unit a client sent itself (its own compile stage): it runs
+  // whole on one worker, so it may take only tensors whole on one worker; the
+  // inputs it consumes lose their records, its results get none (whole where
+  // the router places them, as unrecorded tensors are).
+  Status RunUnit(Client& c, Instruction&& inst, Emitter& out);
 
   // Strategies; each returns the result's placement (ids filled in).
   Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);

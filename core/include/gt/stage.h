@@ -29,7 +29,7 @@ class Registry;
 namespace gt {
 
 // kClient: the client library's own pipeline (a `host: client` manifest),
-// which sees one client's stream before it is sent; see client/README.md.
+// which sees one client's stream before it is sent (client/src/client_pipeline.h).
 enum class HostKind : uint8_t { kDispatcher = 1, kWorker = 2, kClient = 3 };
 std::string_view HostKindName(HostKind kind);  // "dispatcher" | "worker" | "client"
 
