@@ -254,6 +254,37 @@ std::string ClientManifestEnv(const std::string& stages) {
   return "GT_CLIENT_MANIFEST=" + WriteTempFile("client.yaml", "host: client\nid: the-client\nstages:\n" + stages);
 }
 
+// Runs `program` in a client process with `client_env`, expecting it to
+// fail; returns what it wrote to stderr.
+std::string FailingClientStderr(const std::string& client_env, const std::string& endpoint, const std::string& program,
+                                int steps) {
+  const std::string err = WriteTempFile("stderr.txt", "");
+  const std::string command = "env " + client_env + " " + BinDir() + "/hotpath_client " + endpoint + " " + program +
+                              " " + std::to_string(steps) + " /dev/null 2> " + err;
+  EXPECT_NE(std::system(command.c_str()), 0) << command;
+  std::ifstream in(err);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(err.c_str());
+  return text;
+}
+
+// The same against a fresh cluster, which must survive it.
+std::string FailingRun(const std::string& dispatcher, int workers, const std::string& client_env,
+                       const std::string& program, int steps) {
+  ClusterOptions options;
+  options.workers = workers;
+  options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", dispatcher);
+  options.worker_manifest = WriteTempFile("worker.yaml", kWorkerPlain);
+  ProcessCluster cluster(options);
+  if (!cluster.WaitForWorkers(workers)) {
+    ADD_FAILURE() << "workers did not register";
+    return "";
+  }
+  std::string text = FailingClientStderr(client_env, cluster.endpoint(), program, steps);
+  EXPECT_TRUE(cluster.AllAlive());
+  return text;
+}
+
 double RouterReceived(const Outcome& run) {
   return Metric(run.dispatcher_metrics, "gt_stage_instructions_received_total", {{"stage", "router"}});
 }
@@ -332,26 +363,10 @@ TEST(ClientStagesTest, AUnitThatWouldTakeAShardedTensorIsRefusedClearly) {
   // worker, naming it (run as it was, it would update a temporary copy).
   const std::string dispatcher =
       DispatcherManifest("  - name: sharding\n    plugin: sharding\n    options: {auto_shard: true}\n");
-  Outcome eager = RunProgram(dispatcher, kWorkerPlain, "mlp", 6, "", 2);
-  ASSERT_FALSE(eager.values.empty());
-  const std::string err = WriteTempFile("stderr.txt", "");
-  ClusterOptions options;
-  options.workers = 2;
-  options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", dispatcher);
-  options.worker_manifest = WriteTempFile("worker.yaml", kWorkerPlain);
-  ProcessCluster cluster(options);
-  ASSERT_TRUE(cluster.WaitForWorkers(2));
-  const std::string out = WriteTempFile("values.bin", "");
-  const std::string command = "env GT_COMPILE=1 " + BinDir() + "/hotpath_client " + cluster.endpoint() +
-                              " mlp 6 " + out + " 2> " + err;
-  EXPECT_NE(std::system(command.c_str()), 0);
-  std::ifstream in(err);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(RunProgram(dispatcher, kWorkerPlain, "mlp", 6, "", 2).values.empty()) << "fine without the stages";
+  const std::string text = FailingRun(dispatcher, 2, kClientCompiles, "mlp", 6);
   EXPECT_NE(text.find("run_unit"), std::string::npos) << text;
   EXPECT_NE(text.find("a compiled unit takes only tensors whole on one worker"), std::string::npos) << text;
-  EXPECT_TRUE(cluster.AllAlive());
-  std::remove(err.c_str());
-  std::remove(out.c_str());
 }
 
 TEST(ClientStagesTest, HotpathAloneInTheClientChangesNothing) {
@@ -365,38 +380,21 @@ TEST(ClientStagesTest, HotpathAloneInTheClientChangesNothing) {
 TEST(ClientStagesTest, AClientStagesErrorIsRaisedAtTheNextSyncPoint) {
   const std::string manifest = WriteTempFile(
       "throwing-client.yaml", "host: client\nstages:\n  - name: refuses_neg\n    plugin: throwing\n");
-  const std::string err = WriteTempFile("stderr.txt", "");
-  ClusterOptions options;
-  options.workers = 1;
-  options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", kDispatcherPlain);
-  options.worker_manifest = WriteTempFile("worker.yaml", kWorkerPlain);
-  ProcessCluster cluster(options);
-  ASSERT_TRUE(cluster.WaitForWorkers(1));
-  const std::string command = std::string("env GT_PLUGIN_PATH=") + GT_TEST_PLUGIN_DIR + " GT_CLIENT_MANIFEST=" +
-                              manifest + " " + BinDir() + "/hotpath_client " + cluster.endpoint() +
-                              " ops 1 /dev/null 2> " + err;
-  EXPECT_NE(std::system(command.c_str()), 0);
-  std::ifstream in(err);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string text = FailingRun(kDispatcherPlain, 1,
+                                      std::string("GT_PLUGIN_PATH=") + GT_TEST_PLUGIN_DIR + " GT_CLIENT_MANIFEST=" + manifest,
+                                      "ops", 1);
   EXPECT_NE(text.find("failed on client"), std::string::npos) << text;
   EXPECT_NE(text.find("throwing: refusing neg"), std::string::npos) << text;
-  EXPECT_TRUE(cluster.AllAlive());
-  std::remove(err.c_str());
 }
 
 TEST(ClientStagesTest, ABadClientManifestIsAClearErrorAtTheFirstOp) {
   const std::string manifest = WriteTempFile(
       "bad-client.yaml", "host: client\nlisten: tcp://0.0.0.0:5555\nstages:\n  - name: x\n    plugin: no_such_plugin\n");
-  const std::string err = WriteTempFile("stderr.txt", "");
-  const std::string command = "env GT_CLIENT_MANIFEST=" + manifest + " " + BinDir() +
-                              "/hotpath_client inproc://nowhere mlp 1 /dev/null 2> " + err;
-  EXPECT_NE(std::system(command.c_str()), 0);
-  std::ifstream in(err);
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Nothing to connect to: the client fails before it tries.
+  const std::string text = FailingClientStderr("GT_CLIENT_MANIFEST=" + manifest, "inproc://nowhere", "mlp", 1);
   EXPECT_NE(text.find("GT_CLIENT_MANIFEST"), std::string::npos) << text;
   EXPECT_NE(text.find("a client manifest takes only"), std::string::npos) << text;
   EXPECT_NE(text.find("no_such_plugin"), std::string::npos) << text;
-  std::remove(err.c_str());
 }
 
 }  // namespace
