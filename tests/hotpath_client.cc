@@ -16,6 +16,8 @@
 //           places tensors)
 //   placed  the MLP's parameters made in a row-sharded scope over workers 0
 //           and 1, the config cleared, then N training steps
+//   made    N times a `compile` scope that takes no tensor (it makes one),
+//           its result then added to a tensor made before
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -146,6 +148,16 @@ int main(int argc, char** argv) {
       Ops(steps, Scope::kConfig);
     } else if (program == "placing") {
       Placing(steps);
+    } else if (program == "made") {
+      gt::Tensor before = gt::randn({4, 4}, gt::DType::kFloat32, 41);
+      for (int s = 0; s < steps; ++s) {
+        gt::Tensor made;
+        {
+          gt::SignalScope scope("made", gt::SignalOptions{.compile = true});
+          made = gt::ones({4, 4}) * 2 + 1;
+        }
+        Record((made + before).sum());
+      }
     } else if (program == "placed") {
       gt::register_config("rows", gt::SignalConfig{.shard = gt::ShardConfig{0, {0, 1}}});
       std::unique_ptr<MlpModel> model;

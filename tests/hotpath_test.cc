@@ -59,8 +59,10 @@ std::vector<float> ReadFloats(const std::string& path) {
 
 // Runs `program` for `steps` against a fresh cluster with the given manifests;
 // `client_env` ("NAME=value ...") is the client process's extra environment.
+// `earlier`, when set, is a program another client runs (one step, plainly)
+// before it.
 Outcome RunProgram(const std::string& dispatcher, const std::string& worker, const std::string& program, int steps,
-                   const std::string& client_env = "", int workers = 1) {
+                   const std::string& client_env = "", int workers = 1, const std::string& earlier = "") {
   ClusterOptions options;
   options.workers = workers;
   options.dispatcher_manifest = WriteTempFile("dispatcher.yaml", dispatcher);
@@ -70,6 +72,10 @@ Outcome RunProgram(const std::string& dispatcher, const std::string& worker, con
   if (!cluster.WaitForWorkers(workers)) {
     ADD_FAILURE() << "worker did not register";
     return run;
+  }
+  if (!earlier.empty()) {
+    const std::string first = BinDir() + "/hotpath_client " + cluster.endpoint() + " " + earlier + " 1 /dev/null";
+    EXPECT_EQ(std::system(first.c_str()), 0) << first;
   }
   std::string out = WriteTempFile("values.bin", "");
   std::string command = "env " + client_env + " " + BinDir() + "/hotpath_client " + cluster.endpoint() + " " +
@@ -354,6 +360,21 @@ TEST(ClientStagesTest, TensorsPlacedByAConfigNeverReachTheClientsUnits) {
   Outcome eager = RunProgram(dispatcher, kWorkerPlain, "placed", 5, "", 2);
   Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "placed", 5, kClientCompiles, 2);
   ExpectClose(compiled.values, eager.values);
+  for (const std::string& metrics : compiled.all_worker_metrics)
+    EXPECT_EQ(MetricValue(metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}).value_or(0), 0);
+}
+
+TEST(ClientStagesTest, AUnitThatTakesNoTensorRunsWhereTheClientsTensorsAre) {
+  // The second client of a two-worker cluster has its tensors on worker 1;
+  // its compile scope takes no tensor, and its unit must run there too.
+  const std::string dispatcher = DispatcherManifest("  - name: sharding\n    plugin: sharding\n");
+  Outcome eager = RunProgram(dispatcher, kWorkerPlain, "made", 3, "", 2, "mlp");
+  Outcome compiled = RunProgram(dispatcher, kWorkerPlain, "made", 3, kClientCompiles, 2, "mlp");
+  ExpectClose(compiled.values, eager.values);
+  double runs = 0;
+  for (const std::string& metrics : compiled.all_worker_metrics)
+    runs += MetricValue(metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}).value_or(0);
+  EXPECT_GE(runs, 3) << "the scope's unit, every step";
 }
 
 TEST(ClientStagesTest, AUnitThatWouldTakeAShardedTensorIsRefusedClearly) {
@@ -366,7 +387,7 @@ TEST(ClientStagesTest, AUnitThatWouldTakeAShardedTensorIsRefusedClearly) {
   ASSERT_FALSE(RunProgram(dispatcher, kWorkerPlain, "mlp", 6, "", 2).values.empty()) << "fine without the stages";
   const std::string text = FailingRun(dispatcher, 2, kClientCompiles, "mlp", 6);
   EXPECT_NE(text.find("run_unit"), std::string::npos) << text;
-  EXPECT_NE(text.find("a compiled unit takes only tensors whole on one worker"), std::string::npos) << text;
+  EXPECT_NE(text.find("a compiled unit takes only tensors whole on the client's worker"), std::string::npos) << text;
 }
 
 TEST(ClientStagesTest, HotpathAloneInTheClientChangesNothing) {

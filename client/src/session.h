@@ -108,8 +108,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void AppendLocked(const Instruction& inst);
   // Sends the batch as it is; the stages may still hold instructions back.
   void SendBatchLocked();
-  // Ends the stages' batch, then sends everything queued.
   void SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config);
+  // Ends the stages' batch, then sends everything queued.
   void FlushLocked();
   // A client whose signal configs place tensors (shard, replicated) bypasses
   // its own stages from then on: the dispatcher's sharding stage must see

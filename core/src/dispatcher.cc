@@ -6,8 +6,8 @@
 #include <iostream>
 #include <iterator>
 #include <map>
+#include <cstring>
 #include <mutex>
-#include <random>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -42,6 +42,7 @@ struct ClientState {
   std::vector<wire::OpError> errors;                // found here, reported at the next sync
   std::deque<PendingSync> syncs;
   std::unordered_map<uint64_t, Instruction> units;            // kDefineUnit by unit key
+  std::unordered_map<uint64_t, uint64_t> unit_keys;           // a key the client chose -> its unit's content key
   std::unordered_map<size_t, std::unordered_set<uint64_t>> units_sent;  // worker -> keys it was sent
 };
 
@@ -329,8 +330,7 @@ class Dispatcher::Impl final : public Terminal {
         RecordError({c.id, wi.seq(), op}, InvalidArgument(inst->Describe() + ": a client's markers carry no sequence id"));
         continue;
       }
-      // A client's own units (its compile stage) are keyed in its namespace.
-      if (inst->op == Op::kDefineUnit || inst->op == Op::kRunUnit) inst->attrs.seed = ClientUnitKey(c.id, inst->attrs.seed);
+      if (inst->op == Op::kDefineUnit || inst->op == Op::kRunUnit) KeyByContent(c, *inst);
       // Held until the first worker registers and the stages know it, so
       // that every stage error names the client's own instruction.
       if (!ever_had_worker_) backlog_.push_back(std::move(*inst));
@@ -505,6 +505,41 @@ class Dispatcher::Impl final : public Terminal {
       if (workers_[w].alive) m.attrs.shape.push_back(static_cast<int64_t>(w));
     pipeline_->Push(std::move(m));
     pipeline_->EndBatch();
+  }
+
+  // Workers keep units by key for every client and refuse a different
+  // template under a key they hold, so a unit a client defined itself (its
+  // own compile stage) reaches them under a key made from its template's
+  // bytes, not the key the client chose: two clients' templates never meet
+  // under one key unless they are the same template (then shared). The
+  // client's runs name its key; they are mapped through its definitions.
+  static void KeyByContent(ClientState& c, Instruction& inst) {
+    if (inst.op == Op::kRunUnit) {
+      if (auto it = c.unit_keys.find(inst.attrs.seed); it != c.unit_keys.end()) inst.attrs.seed = it->second;
+      return;  // else the router finds no such unit of this client's
+    }
+    if (!inst.payload) return;  // refused by the router
+    const uint64_t content = ContentKey(*inst.payload);
+    c.unit_keys[inst.attrs.seed] = content;
+    inst.attrs.seed = content;
+  }
+
+  static uint64_t ContentKey(const Blob& bytes) {
+    auto mix = [](uint64_t x) {
+      x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+      x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+      return x ^ (x >> 31);
+    };
+    uint64_t h = mix(bytes.size() ^ 0x6a09e667f3bcc909ull);
+    size_t i = 0;
+    for (; i + 8 <= bytes.size(); i += 8) {
+      uint64_t word;
+      std::memcpy(&word, bytes.data() + i, 8);
+      h = mix(h ^ word);
+    }
+    uint64_t tail = 0;
+    if (i < bytes.size()) std::memcpy(&tail, bytes.data() + i, bytes.size() - i);
+    return mix(h ^ tail ^ 0x9e3779b97f4a7c15ull);
   }
 
   Status CheckIds(const ClientState& c, const Instruction& inst) const {
@@ -713,20 +748,6 @@ class Dispatcher::Impl final : public Terminal {
   std::unique_ptr<Pipeline> pipeline_;
 
   ClientId next_client_ = 1;
-  // Workers keep units by key for every client (a unit the compile stage
-  // here defines is shared: the same sequence is the same unit), so a unit a
-  // client defined itself gets a key of its own: another client's
-  // define_unit under the same key must never replace it. Salted per
-  // dispatcher, so that no client can aim at another's key.
-  const uint64_t unit_salt_ = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-  static uint64_t Mix64(uint64_t x) {
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-  }
-  uint64_t ClientUnitKey(ClientId client, uint64_t key) const {
-    return Mix64(Mix64(key ^ unit_salt_) ^ (client * 0x9e3779b97f4a7c15ull));
-  }
   std::unordered_map<ClientId, ClientState> clients_;
   std::unordered_map<std::string, ClientId> client_by_route_;
   std::unordered_map<uint64_t, ClientId> client_by_token_;

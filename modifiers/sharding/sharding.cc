@@ -170,12 +170,29 @@ Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
     if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
     if (Status f = Failed(c, inst); !f.ok()) {
       for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+      if (inst.op == Op::kRunUnit) FreeConsumed(c, inst, out);
       return f;
     }
   }
-  if (KindOf(inst.op) == OpKind::kCreate) inst.worker = DefaultWorker(c);
+  // What takes no tensor is made where the client's tensors are (a unit of a
+  // compile scope can take none).
+  if (KindOf(inst.op) == OpKind::kCreate || (inst.op == Op::kRunUnit && inst.operands.empty()))
+    inst.worker = DefaultWorker(c);
   out.Emit(std::move(inst));
   return Status::Ok();
+}
+
+void ShardingStage::FreeConsumed(Client& c, const Instruction& run, Emitter& out) {
+  Instruction free;
+  free.op = Op::kFree;
+  free.client = run.client;
+  free.seq = run.seq;
+  for (int64_t index : run.attrs.axes) {
+    if (index < 0 || static_cast<size_t>(index) >= run.operands.size()) continue;
+    const TensorId id = run.operands[static_cast<size_t>(index)];
+    if (std::find(free.operands.begin(), free.operands.end(), id) == free.operands.end()) free.operands.push_back(id);
+  }
+  if (!free.operands.empty()) (void)Free(c, std::move(free), out);
 }
 
 Status ShardingStage::Configure(Client& c, const Instruction& inst) {
@@ -675,32 +692,32 @@ Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<
   return Status::Ok();
 }
 
+// The unit runs on the client's default worker, where its unrecorded
+// tensors live and where its results (which get no record) must live too.
 Status ShardingStage::RunUnit(Client& c, Instruction&& inst, Emitter& out) {
   auto refuse = [&](Status status) {
-    for (TensorId r : inst.results) c.failed[r] = c.failed.count(r) ? c.failed[r] : inst.seq;
+    for (TensorId r : inst.results)
+      if (!c.tensors.count(r)) c.failed.emplace(r, inst.seq);  // a live tensor keeps its id
+    FreeConsumed(c, inst, out);  // the client has forgotten them
     return status;
   };
   if (Status f = Failed(c, inst); !f.ok()) return refuse(f);
-  int worker = -1;
+  const int home = DefaultWorker(c);
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);
-    const bool recorded = it != c.tensors.end();
-    if (recorded && !it->second.placement.whole())
-      return refuse(InvalidArgument(inst.Describe() + ": operand " + Name(id) + " is " +
-                                    it->second.placement.ToString() +
-                                    "; a compiled unit takes only tensors whole on one worker (where this "
-                                    "stage places a client's tensors, units are made after it, not by the client)"));
-    const int at = recorded ? it->second.placement.workers[0] : c.default_worker;
-    if (at < 0) continue;  // unrecorded, and no tensor was ever placed: the router knows where
-    if (worker >= 0 && at != worker)
-      return refuse(InvalidArgument(inst.Describe() + ": its operands are on workers " + std::to_string(worker) +
-                                    " and " + std::to_string(at) + "; a compiled unit runs on one"));
-    worker = at;
+    if (it == c.tensors.end()) continue;  // unrecorded: whole on `home`
+    const Placement& p = it->second.placement;
+    if (!p.whole() || p.workers[0] != home)
+      return refuse(InvalidArgument(inst.Describe() + ": operand " + Name(id) + " is " + p.ToString() +
+                                    "; a compiled unit takes only tensors whole on the client's worker " +
+                                    std::to_string(home) + " (where this stage places a client's tensors, units "
+                                    "are made after it, not by the client)"));
   }
+  for (TensorId r : inst.results)
+    if (c.tensors.count(r)) return refuse(InvalidArgument(inst.Describe() + ": result " + Name(r) + " already names a live tensor"));
   for (int64_t index : inst.attrs.axes)
     if (index >= 0 && static_cast<size_t>(index) < inst.operands.size()) c.tensors.erase(inst.operands[index]);
-  for (TensorId r : inst.results) c.tensors.erase(r);
-  if (worker >= 0) inst.worker = worker;
+  inst.worker = home;
   out.Emit(std::move(inst));
   return Status::Ok();
 }

@@ -153,6 +153,8 @@ class ShardingStage final : public Stage {
   // inputs it consumes lose their records, its results get none (whole where
   // the router places them, as unrecorded tensors are).
   Status RunUnit(Client& c, Instruction&& inst, Emitter& out);
+  // Frees the operands a kRunUnit this stage refuses would have consumed.
+  void FreeConsumed(Client& c, const Instruction& run, Emitter& out);
 
   // Strategies; each returns the result's placement (ids filled in).
   Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);

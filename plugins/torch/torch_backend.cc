@@ -530,7 +530,11 @@ struct TorchBackend::CompiledUnit {
 Status TorchBackend::DefineUnit(const Instruction& inst) {
   if (!inst.payload) return Invalid(inst, "no unit template");
   std::string bytes(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
-  if (auto it = units_.find(inst.attrs.seed); it != units_.end() && it->second->bytes == bytes) {
+  if (auto it = units_.find(inst.attrs.seed); it != units_.end()) {
+    // Every client's units share this cache: a key names one template for
+    // good, so no definition can change what another client's runs execute.
+    if (it->second->bytes != bytes)
+      return Invalid(inst, "a different template is already defined under this key (a key names one template)");
     ++unit_stats_.redefinitions;
     Bump(unit_counters_.cache_hits);
     return Status::Ok();
