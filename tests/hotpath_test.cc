@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "cluster.h"
+#include "gt/unit.h"
 
 namespace gt::testing {
 namespace {
@@ -388,6 +389,53 @@ TEST(ClientStagesTest, AUnitThatWouldTakeAShardedTensorIsRefusedClearly) {
   const std::string text = FailingRun(dispatcher, 2, kClientCompiles, "mlp", 6);
   EXPECT_NE(text.find("run_unit"), std::string::npos) << text;
   EXPECT_NE(text.find("a compiled unit takes only tensors whole on the client's worker"), std::string::npos) << text;
+}
+
+TEST(ClientStagesTest, AUnitTheShardingStageRefusesStillFreesWhatItConsumes) {
+  // A raw client: a row-sharded tensor, and a unit that consumes it (the
+  // client forgets it when it sends the run). The sharding stage refuses the
+  // unit and must free the shards on both workers.
+  ClusterOptions options;
+  options.workers = 2;
+  options.dispatcher_manifest =
+      WriteTempFile("dispatcher.yaml", DispatcherManifest("  - name: sharding\n    plugin: sharding\n"));
+  options.worker_manifest = WriteTempFile("worker.yaml", kWorkerPlain);
+  ProcessCluster cluster(options);
+  ASSERT_TRUE(cluster.WaitForWorkers(2));
+  zmq::context_t context(1);
+  RawClient client(context, cluster.endpoint());
+  Instruction configure = MakeInstruction(Op::kConfigure, 1, {}, {});
+  configure.signal = "rows";
+  configure.attrs.axes = {0};
+  configure.attrs.shape = {0, 1};
+  Instruction sharded = FromFloats(2, {1, 2, 3, 4}, {4, 1});
+  sharded.signal = "rows";
+  UnitTemplate neg;
+  neg.inputs = 1;
+  neg.body = {MakeInstruction(Op::kNeg, 0, {2}, {1}), MakeInstruction(Op::kFree, 0, {}, {1})};
+  Instruction define = MakeInstruction(Op::kDefineUnit, 3, {}, {});
+  define.attrs.seed = 5;
+  define.payload = EncodeUnit(neg);
+  Instruction run = MakeInstruction(Op::kRunUnit, 4, {3}, {2});
+  run.attrs.seed = 5;
+  run.attrs.axes = {0};
+  client.Send({configure, sharded});
+  ASSERT_TRUE(client.Sync());
+  auto live = [&cluster] {
+    double n = 0;
+    for (int port : cluster.worker_metrics_ports())
+      n += MetricValue(HttpGet(port, "/metrics"), "gt_worker_live_tensors").value_or(-100);
+    return n;
+  };
+  EXPECT_EQ(live(), 2) << "one shard on each worker";
+  client.Send({define, run});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_GE(done->errors_size(), 1);
+  EXPECT_NE(done->errors(0).message().find("a compiled unit takes only tensors whole"), std::string::npos)
+      << done->errors(0).message();
+  EXPECT_EQ(live(), 0) << "the refused unit's consumed shards are freed";
+  EXPECT_TRUE(cluster.AllAlive());
 }
 
 TEST(ClientStagesTest, HotpathAloneInTheClientChangesNothing) {
