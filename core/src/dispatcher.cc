@@ -13,6 +13,7 @@
 #include <unordered_set>
 
 #include "codec.h"
+#include "gt/unit.h"
 #include "host_metrics.h"
 #include "host_snapshot.h"
 #include "pipeline.h"
@@ -213,9 +214,8 @@ class Dispatcher::Impl final : public Terminal {
   // for one that fails there.
   Status Refuse(ClientState& c, const Instruction& inst, Status status) {
     if (inst.op == Op::kRunUnit) {
-      for (int64_t index : inst.attrs.axes) {
-        if (index < 0 || static_cast<size_t>(index) >= inst.operands.size()) continue;
-        auto it = c.tensors.find(inst.operands[static_cast<size_t>(index)]);
+      for (TensorId id : ConsumedOperands(inst)) {
+        auto it = c.tensors.find(id);
         if (it == c.tensors.end()) continue;
         Instruction free;
         free.op = Op::kFree;

@@ -8,6 +8,17 @@
 #include "codec.h"
 
 namespace gt {
+
+std::vector<TensorId> ConsumedOperands(const Instruction& run) {
+  std::vector<TensorId> ids;
+  for (int64_t index : run.attrs.axes) {
+    if (index < 0 || static_cast<size_t>(index) >= run.operands.size()) continue;
+    const TensorId id = run.operands[static_cast<size_t>(index)];
+    if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  }
+  return ids;
+}
+
 namespace {
 
 bool AllowedInUnit(Op op) {

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "codec.h"
+#include "gt/unit.h"
 #include "host_metrics.h"
 #include "host_snapshot.h"
 #include "pipeline.h"
@@ -145,8 +146,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     free.op = Op::kFree;
     free.client = run.client;
     free.seq = run.seq;
-    for (int64_t index : run.attrs.axes)
-      if (index >= 0 && static_cast<size_t>(index) < run.operands.size()) free.operands.push_back(run.operands[index]);
+    free.operands = ConsumedOperands(run);
     (void)FreeSkippingFailed(free, failed);
   }
 

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "gt/metrics.h"
+#include "gt/unit.h"
 
 namespace gt::sharding {
 namespace {
@@ -187,11 +188,7 @@ void ShardingStage::FreeConsumed(Client& c, const Instruction& run, Emitter& out
   free.op = Op::kFree;
   free.client = run.client;
   free.seq = run.seq;
-  for (int64_t index : run.attrs.axes) {
-    if (index < 0 || static_cast<size_t>(index) >= run.operands.size()) continue;
-    const TensorId id = run.operands[static_cast<size_t>(index)];
-    if (std::find(free.operands.begin(), free.operands.end(), id) == free.operands.end()) free.operands.push_back(id);
-  }
+  free.operands = ConsumedOperands(run);
   if (!free.operands.empty()) (void)Free(c, std::move(free), out);
 }
 
@@ -715,8 +712,7 @@ Status ShardingStage::RunUnit(Client& c, Instruction&& inst, Emitter& out) {
   }
   for (TensorId r : inst.results)
     if (c.tensors.count(r)) return refuse(InvalidArgument(inst.Describe() + ": result " + Name(r) + " already names a live tensor"));
-  for (int64_t index : inst.attrs.axes)
-    if (index >= 0 && static_cast<size_t>(index) < inst.operands.size()) c.tensors.erase(inst.operands[index]);
+  for (TensorId id : ConsumedOperands(inst)) c.tensors.erase(id);
   inst.worker = home;
   out.Emit(std::move(inst));
   return Status::Ok();

@@ -40,6 +40,11 @@ struct UnitInterface {
 
 // The template as the payload of a kDefineUnit (a serialized wire.proto Unit).
 BlobPtr EncodeUnit(const UnitTemplate& unit);
+// The operands a kRunUnit consumes (its attrs.axes as tensor ids; indexes
+// out of range skipped, each id once): what a host that refuses or cannot
+// run it must still free, since the client has forgotten them.
+std::vector<TensorId> ConsumedOperands(const Instruction& run);
+
 // Inverse of EncodeUnit. InvalidArgument when the bytes are not a Unit or
 // name an unknown op or dtype.
 Result<UnitTemplate> DecodeUnit(const Blob& bytes);
