@@ -61,6 +61,7 @@ void Describe(const gt::LoadedPlugin& p) {
     if (*o.unit) std::cout << " " << o.unit;
     if (o.type == gt::OptionType::kInt || o.type == gt::OptionType::kDouble)
       std::cout << "  range [" << o.min << ", " << o.max << "]";
+    if (o.env != nullptr) std::cout << "  env $" << o.env;
     std::cout << "\n      " << o.doc << "\n";
   }
 }

@@ -18,3 +18,7 @@ target_link_libraries(sequence_test PRIVATE gt_sequence)
 gt_add_test(compile_stage_test compile_stage_test.cc ${PROJECT_SOURCE_DIR}/modifiers/compile/compile.cc)
 target_include_directories(compile_stage_test PRIVATE ${PROJECT_SOURCE_DIR}/modifiers/compile)
 target_link_libraries(compile_stage_test PRIVATE gt_sequence prometheus-cpp::core)
+
+# The dispatcher's parts (router, worker registry, sync tracking, the
+# failed-tensor ledger, typed op attributes) in-process, without a socket.
+gt_add_test(router_test router_test.cc)

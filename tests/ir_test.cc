@@ -299,7 +299,7 @@ TEST(CodecTest, RejectsMissingPayloadFrame) {
 
 TEST(CodecTest, OpErrorRoundTrips) {
   Instruction inst = FullInstruction();
-  wire::OpError e = MakeOpError(inst, NotFound("unknown tensor %3"), "worker-1");
+  wire::OpError e = MakeOpError(RefOf(inst), NotFound("unknown tensor %3"), "worker-1");
   std::string bytes;
   ASSERT_TRUE(e.SerializeToString(&bytes));
   wire::OpError parsed;

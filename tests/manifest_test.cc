@@ -8,6 +8,8 @@
 //                           options limit (int 1..10, default 5), verbose (bool)
 // and the build tree's real plugins (torch, instruction_log).
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +27,8 @@
 #include "manifest.h"
 #include "pipeline.h"
 #include "plugin_loader.h"
+#include "shipped_configs.h"
+#include "worker.h"
 
 namespace gt {
 namespace {
@@ -272,6 +276,60 @@ TEST(ManifestTest, ValidDispatcherManifestGetsDefaults) {
   EXPECT_EQ(strict.name, "strict");
   EXPECT_EQ(strict.options.GetInt("limit"), 10);
   EXPECT_TRUE(strict.options.GetBool("verbose"));
+}
+
+TEST(ManifestTest, AnOptionsEnvironmentVariableReplacesItsValue) {
+  constexpr char kYaml[] = "host: dispatcher\nstages:\n  - plugin: dispatcher_only\n    options: {limit: 3}\n";
+  setenv("GT_TEST_COUNTING_LIMIT", "7", 1);
+  setenv("GT_TEST_COUNTING_VERBOSE", "1", 1);
+  Result<HostManifest> m = ParseManifest(kYaml, "d.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->stages[0].options.GetInt("limit"), 7);
+  EXPECT_TRUE(m->stages[0].options.GetBool("verbose"));
+  // Parsed as the option's type and range; the problem names the variable.
+  setenv("GT_TEST_COUNTING_LIMIT", "70", 1);
+  Result<HostManifest> bad = ParseManifest(kYaml, "d.yaml", HostKind::kDispatcher);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), ::testing::HasSubstr("stages[0].options.limit: $GT_TEST_COUNTING_LIMIT: "));
+  unsetenv("GT_TEST_COUNTING_LIMIT");
+  unsetenv("GT_TEST_COUNTING_VERBOSE");
+  Result<HostManifest> plain = ParseManifest(kYaml, "d.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_EQ(plain->stages[0].options.GetInt("limit"), 3);
+  EXPECT_FALSE(plain->stages[0].options.GetBool("verbose"));
+}
+
+TEST(ManifestTest, AWorkerRefusesABackendThatLacksAnOp) {
+  Result<HostManifest> m = ParseManifest("host: worker\nid: w\nbackend:\n  plugin: partial_backend\n", "w.yaml",
+                                         HostKind::kWorker);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  zmq::context_t context;
+  prometheus::Registry registry;
+  Result<std::unique_ptr<Worker>> worker = Worker::Create(*m, context, registry);
+  ASSERT_FALSE(worker.ok());
+  EXPECT_EQ(worker.status().code(), Code::kUnimplemented);
+  EXPECT_THAT(worker.status().message(),
+              ::testing::HasSubstr("backend 'partial_backend' lacks ops a worker must run: matmul"));
+}
+
+TEST(ManifestTest, TheBuiltInManifestsAreTheShippedFiles) {
+  const std::string dir = GT_SOURCE_DIR "/configs/";
+  for (const char* file : {"embedded-dispatcher.yaml", "embedded-worker.yaml", "client-compile.yaml"}) {
+    std::ifstream in(dir + file);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::optional<std::string_view> built_in = ShippedConfig(file);
+    ASSERT_TRUE(built_in.has_value()) << file;
+    EXPECT_EQ(*built_in, text.str()) << file << " changed since the build";
+  }
+  Result<HostManifest> d = LoadShippedManifest("embedded-dispatcher.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  std::vector<std::string> stages;
+  for (const ManifestStage& s : d->stages) stages.push_back(s.name);
+  EXPECT_EQ(stages, (std::vector<std::string>{"instruction_log", "sharding", "hotpath", "compile"}));
+  Result<HostManifest> w = LoadShippedManifest("embedded-worker.yaml", HostKind::kWorker);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  EXPECT_STREQ(w->backend->plugin.descriptor->name, "torch");
 }
 
 TEST(ManifestTest, ShippedConfigsAreValid) {

@@ -9,12 +9,8 @@ set(GT_TEST_PLUGIN_DIR ${CMAKE_BINARY_DIR}/test-plugins)
 # Adds test plugin target gt_test_plugin_<name>, file gt_<name>.so, from
 # plugins/<source>.
 function(gt_add_test_plugin name source)
-  set(target gt_test_plugin_${name})
-  add_library(${target} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/plugins/${source})
-  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME gt_${name}
-                        LIBRARY_OUTPUT_DIRECTORY ${GT_TEST_PLUGIN_DIR}
-                        CXX_VISIBILITY_PRESET hidden)
-  target_link_libraries(${target} PRIVATE gt_core)
+  gt_add_modifier(${name} NO_INSTALL TARGET gt_test_plugin_${name} OUTPUT_DIRECTORY ${GT_TEST_PLUGIN_DIR}
+                  ${CMAKE_CURRENT_SOURCE_DIR}/plugins/${source})
 endfunction()
 
 gt_add_test_plugin(wrong_abi wrong_abi.cc)
@@ -23,16 +19,17 @@ target_compile_definitions(gt_test_plugin_wrong_abi PRIVATE GT_PLUGIN_ABI_VERSIO
 gt_add_test_plugin(not_a_plugin not_a_plugin.cc)
 gt_add_test_plugin(throwing throwing.cc)
 gt_add_test_plugin(dispatcher_only counting.cc)
+gt_add_test_plugin(partial_backend partial_backend.cc)
 
 set(GT_TEST_PLUGIN_TARGETS gt_test_plugin_wrong_abi gt_test_plugin_not_a_plugin
-    gt_test_plugin_throwing gt_test_plugin_dispatcher_only)
+    gt_test_plugin_throwing gt_test_plugin_dispatcher_only gt_test_plugin_partial_backend)
 
 gt_add_test(manifest_test manifest_test.cc)
 target_compile_definitions(manifest_test PRIVATE GT_TEST_PLUGIN_DIR="${GT_TEST_PLUGIN_DIR}"
                            GT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_link_libraries(manifest_test PRIVATE GTest::gmock)  # HasSubstr
 # The suite loads these at run time; `gt` is run by the command tests below.
-add_dependencies(manifest_test ${GT_TEST_PLUGIN_TARGETS} gt_instruction_log gt_torch gt)
+add_dependencies(manifest_test ${GT_TEST_PLUGIN_TARGETS} gt_instruction_log gt_sharding gt_hotpath gt_compile gt_torch gt)
 
 # Every shipped manifest must validate against the plugins this tree builds.
 # GT_PLUGIN_PATH is cleared so that only the build tree's plugins count.

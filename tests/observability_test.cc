@@ -165,14 +165,12 @@ struct Cluster {
                     dispatcher_modifiers + (more ? "  - name: sharding\n    plugin: sharding\n" : "");
     if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
     WriteFile(dir / "dispatcher.yaml", d);
-    // Every worker's log path comes from $GT_INSTRUCTION_LOG; they share it,
-    // which the test never reads.
+    // Every worker logs to one file, which the test never reads.
     WriteFile(dir / "worker.yaml",
-              "host: worker\nheartbeat_interval_ms: 200\nstages:\n  - name: log\n    plugin: instruction_log\n" +
-                  modifiers + "backend:\n  plugin: torch\n");
+              "host: worker\nheartbeat_interval_ms: 200\nstages:\n  - name: log\n    plugin: instruction_log\n"
+              "    options: {path: " + dir / "w.log" + "}\n" + modifiers + "backend:\n  plugin: torch\n");
     options.dispatcher_manifest = dir / "dispatcher.yaml";
     options.worker_manifest = dir / "worker.yaml";
-    options.env = {{"GT_INSTRUCTION_LOG", dir / "w.log"}};
     processes = std::make_unique<ProcessCluster>(options);
   }
   std::unique_ptr<ProcessCluster> processes;

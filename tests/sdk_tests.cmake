@@ -21,12 +21,9 @@ endif()
 # compiled with the extra definitions in ARGN.
 function(gt_add_sdk_probe name)
   set(target gt_sdk_probe_${name})
-  add_library(${target} MODULE ${CMAKE_CURRENT_SOURCE_DIR}/sdk_test_probe_plugin.cc)
-  set_target_properties(${target} PROPERTIES PREFIX "" OUTPUT_NAME gt_${name}
-                        LIBRARY_OUTPUT_DIRECTORY ${GT_SDK_TEST_PLUGIN_DIR}
-                        CXX_VISIBILITY_PRESET hidden)
+  gt_add_modifier(${name} NO_INSTALL TARGET ${target} OUTPUT_DIRECTORY ${GT_SDK_TEST_PLUGIN_DIR}
+                  ${CMAKE_CURRENT_SOURCE_DIR}/sdk_test_probe_plugin.cc)
   target_compile_definitions(${target} PRIVATE GT_SDK_PROBE_NAME="${name}" ${ARGN})
-  target_link_libraries(${target} PRIVATE gt_core)
   set(GT_SDK_PROBE_TARGETS ${GT_SDK_PROBE_TARGETS} ${target} PARENT_SCOPE)
 endfunction()
 

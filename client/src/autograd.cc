@@ -25,19 +25,29 @@ std::deque<TapeEntry>& Tape() {  // GUARDED_BY(tape_mu)
 }
 uint64_t next_tape_index = 0;  // GUARDED_BY(tape_mu)
 
+// Every op is listed (no default): a new op does not compile until the
+// autograd says whether it has a gradient (and InputGrads gives it).
 bool Differentiable(Op op) {
-  switch (KindOf(op)) {
-    case OpKind::kBinary:
-      return op == Op::kAdd || op == Op::kSub || op == Op::kMul || op == Op::kDiv || op == Op::kPow;
-    case OpKind::kContract:
-    case OpKind::kUnary:
-    case OpKind::kMovement:
+  switch (op) {
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
+    case Op::kMatmul:
+    case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
+    case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
+    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin:
+    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
+    case Op::kSlice: case Op::kSelect: case Op::kCat:
       return true;
-    case OpKind::kReduce:
-      return op != Op::kArgMax && op != Op::kArgMin;  // positions have no gradient
-    default:
+    case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
+    case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
+    case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
+    case Op::kCopyInto: case Op::kFill:
+    case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
+    case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
+    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:
+    case Op::kCount:
       return false;
   }
+  return false;
 }
 
 uint64_t AppendToTape(Op op, const std::vector<Tensor>& inputs, const Tensor& out) {
@@ -286,6 +296,7 @@ std::vector<Tensor> MovementGrads(const Node& n, const Tensor& g) {
   }
 }
 
+// REQUIRES: Differentiable(n.op) (only such ops are recorded on the tape).
 std::vector<Tensor> InputGrads(const Node& n, const Tensor& g) {
   switch (KindOf(n.op)) {
     case OpKind::kBinary: return BinaryGrads(n, g);
@@ -293,8 +304,9 @@ std::vector<Tensor> InputGrads(const Node& n, const Tensor& g) {
     case OpKind::kUnary: return UnaryGrads(n, g);
     case OpKind::kReduce: return ReduceGrads(n, g);
     case OpKind::kMovement: return MovementGrads(n, g);
-    default: return {};
+    case OpKind::kCreate: case OpKind::kMutate: case OpKind::kControl: case OpKind::kCollective: return {};
   }
+  return {};
 }
 
 // ---- the engine ----------------------------------------------------------------

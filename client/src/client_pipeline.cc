@@ -12,15 +12,6 @@ namespace {
 // The terminal's `stage` label: what it does with an instruction.
 constexpr const char* kTerminalName = "send";
 
-constexpr std::string_view kCompileManifest =
-    "host: client\n"
-    "id: client\n"
-    "stages:\n"
-    "  - name: hotpath\n"
-    "    plugin: hotpath\n"
-    "  - name: compile\n"
-    "    plugin: compile\n";
-
 }  // namespace
 
 Result<std::optional<HostManifest>> ClientManifestFromEnv() {
@@ -31,7 +22,7 @@ Result<std::optional<HostManifest>> ClientManifestFromEnv() {
   }
   const char* compile = std::getenv("GT_COMPILE");
   if (compile == nullptr || std::string_view(compile) != "1") return std::optional<HostManifest>();
-  Result<HostManifest> m = ParseManifest(kCompileManifest, "<GT_COMPILE=1 client>", HostKind::kClient);
+  Result<HostManifest> m = LoadShippedManifest("client-compile.yaml", HostKind::kClient);
   if (!m.ok()) return m.status();
   return std::optional<HostManifest>(std::move(*m));
 }
@@ -48,11 +39,7 @@ Result<std::unique_ptr<ClientPipeline>> ClientPipeline::Create(const HostManifes
   p->pipeline_->SetTerminal(p.get(), kTerminalName);
   ClientPipeline* self = p.get();
   p->pipeline_->SetErrorSink([self](const OpRef& ref, const Status& status) {
-    Instruction named;
-    named.client = ref.client;
-    named.seq = ref.seq;
-    named.op = ref.op;
-    self->errors_.push_back(MakeOpError(named, status, self->manifest_.id));
+    self->errors_.push_back(MakeOpError(ref, status, self->manifest_.id));
   });
   return p;
 }

@@ -21,6 +21,7 @@
 
 #include <prometheus/registry.h>
 
+#include "gt/op_attrs.h"
 #include "host_metrics.h"
 #include "manifest.h"
 #include "pipeline.h"
@@ -53,7 +54,7 @@ class ClientPipeline final : public Terminal {
     // Markers with a hot sequence's id are for a compile stage after the
     // hotpath one; with none, they mean nothing to the hosts (which refuse
     // a client's).
-    if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && inst.attrs.seed != 0) return Status::Ok();
+    if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && MarksHotSequence(inst)) return Status::Ok();
     sink_(std::move(inst));
     return Status::Ok();
   }

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "codec.h"
+#include "gt/op_attrs.h"
 #include "transport.h"
 
 namespace gt::client_internal {
@@ -179,22 +180,19 @@ void Session::UpdatePlacingLocked() {
 }
 
 void Session::SendConfigLocked(const std::string& name, const std::optional<SignalConfig>& config) {
-  Instruction inst;
-  inst.op = Op::kConfigure;
-  inst.seq = next_seq_++;
-  inst.signal = name;
-  if (!config) {
-    inst.attrs.scalar = 1;
-  } else {
+  ConfigureSpec spec;
+  spec.signal = name;
+  spec.forget = !config;
+  if (config) {
     if (config->shard) {
-      inst.attrs.axes = {config->shard->axis};
-      inst.attrs.shape.assign(config->shard->workers.begin(), config->shard->workers.end());
+      spec.shard_axis = config->shard->axis;
+      spec.workers.assign(config->shard->workers.begin(), config->shard->workers.end());
     }
-    inst.attrs.keepdims = config->replicated;
-    inst.attrs.seed = config->compile ? 1 : 0;
-    if (!config->backward.empty()) inst.payload = CopyToBlob(config->backward.data(), config->backward.size());
+    spec.replicated = config->replicated;
+    spec.compile = config->compile;
+    spec.backward = config->backward;
   }
-  QueueLocked(std::move(inst));
+  QueueLocked(MakeConfigure(next_seq_++, spec));
 }
 
 void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {
@@ -257,8 +255,7 @@ void Session::Marker(Op op, const std::string& signal) {
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
   if (op == Op::kHotStart) FlushLocked();
-  Instruction marker;
-  marker.op = op;
+  Instruction marker = MakeHotMarker(op, HotMarker{});  // a compile scope: no sequence id
   marker.seq = next_seq_++;
   marker.signal = signal;
   QueueLocked(std::move(marker));
@@ -294,11 +291,7 @@ void Session::Free(TensorId id) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mu_);
     if (!started_ || closed_) return;
-    Instruction inst;
-    inst.op = Op::kFree;
-    inst.seq = next_seq_++;
-    inst.operands = {id};
-    QueueLocked(std::move(inst));
+    QueueLocked(MakeFree(0, next_seq_++, {id}));
   } catch (...) {
     // A free that cannot be sent is reclaimed when the session ends.
   }
@@ -307,10 +300,7 @@ void Session::Free(TensorId id) noexcept {
 FetchedData Session::Fetch(const TensorRecord& tensor) {
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
-  Instruction fetch;
-  fetch.op = Op::kFetch;
-  fetch.seq = next_seq_++;
-  fetch.operands = {tensor.id};
+  Instruction fetch = MakeFetch(0, next_seq_++, tensor.id);
   const uint64_t fetch_seq = fetch.seq;
   // Whatever the client's stages hold goes before the fetch and its sync,
   // whatever the stages do with them.
@@ -329,11 +319,8 @@ void Session::Sync() {
 }
 
 void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
-  Instruction sync;
-  sync.op = Op::kSync;
-  sync.seq = next_seq_++;
   const uint64_t sync_id = next_sync_++;
-  sync.attrs.sync_id = sync_id;
+  Instruction sync = MakeSync(0, next_seq_++, sync_id);
   if (pipeline_) pipeline_->Drain();
   QueueLocked(std::move(sync));
   FlushLocked();

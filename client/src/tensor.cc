@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gt/op_attrs.h"
 #include "gt/gt.h"
 #include "session.h"
 #include "tensor_impl.h"
@@ -61,11 +62,7 @@ Tensor Binary(const Tensor& a, const Tensor& b, Op op) {
 }
 
 Tensor WithScalar(const Tensor& a, double s, Op op, ScalarSide side) {
-  Instruction inst;
-  inst.op = op;
-  inst.attrs.scalar = s;
-  inst.attrs.scalar_side = side;
-  return Issue(std::move(inst), {a});
+  return Issue(MakeScalarBinary(op, s, side), {a});
 }
 
 Tensor Reduce(const Tensor& t, Op op, std::vector<int64_t> axes, bool keepdims) {
@@ -102,7 +99,7 @@ Tensor Create(Op op, Shape shape, DType dtype, uint64_t seed, BlobPtr payload) {
   inst.op = op;
   inst.attrs.shape = std::move(shape);
   inst.attrs.dtype = dtype;
-  inst.attrs.seed = seed;
+  if (op == Op::kRandn || op == Op::kRand) SetRngSeed(inst, seed);
   inst.payload = std::move(payload);
   return Issue(std::move(inst), {});
 }

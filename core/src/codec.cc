@@ -64,11 +64,11 @@ Result<Instruction> DecodeInstruction(const wire::Instruction& in, const std::ve
   return inst;
 }
 
-wire::OpError MakeOpError(const Instruction& inst, const Status& status, const std::string& host) {
+wire::OpError MakeOpError(const OpRef& ref, const Status& status, const std::string& host) {
   wire::OpError e;
-  e.set_client(inst.client);
-  e.set_seq(inst.seq);
-  e.set_op(static_cast<uint32_t>(inst.op));
+  e.set_client(ref.client);
+  e.set_seq(ref.seq);
+  e.set_op(static_cast<uint32_t>(ref.op));
   e.set_code(static_cast<uint32_t>(status.code()));
   e.set_message(status.message());
   e.set_host(host);

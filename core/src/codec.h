@@ -20,7 +20,8 @@ void EncodeInstruction(const Instruction& inst, wire::Instruction* out, std::vec
 // Decodes one instruction; `payloads` are the data frames of its message.
 Result<Instruction> DecodeInstruction(const wire::Instruction& in, const std::vector<BlobPtr>& payloads);
 
-wire::OpError MakeOpError(const Instruction& inst, const Status& status, const std::string& host);
+// The error report of op `ref` that failed with `status` on `host`.
+wire::OpError MakeOpError(const OpRef& ref, const Status& status, const std::string& host);
 Status OpErrorToStatus(const wire::OpError& error);
 
 }  // namespace gt

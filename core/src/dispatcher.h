@@ -1,15 +1,15 @@
 // The dispatcher role of a stream host.
 //
-// Binds one ROUTER socket that clients and workers connect DEALERs to. Each
-// client gets its own namespace (ClientId, taken from the connection, never
-// from a message), its instructions run through the manifest's stages and
-// end in the router terminal, which checks tensor ids against the client's
-// table and forwards instructions to the worker holding the operands.
-// Sync points (kSync) are answered once every worker that received the
-// client's instructions since its last sync has acknowledged them, carrying
-// every error of those instructions. A client's STATS request is answered
-// with the metrics snapshot of the dispatcher and of every worker that
-// answers within the request's timeout (wire.proto, "Stats").
+// Binds one ROUTER socket that clients and workers connect DEALERs to, and
+// runs the socket loop: each message goes to the part that handles it.
+//   client_table.h    each client's namespace (ClientId, taken from the
+//                     connection, never from a message)
+//   worker_registry.h registered workers, liveness, per-worker batches
+//   router.h          the terminal stage after the manifest's stages: id
+//                     checks, target worker, units
+//   sync_tracker.h    sync points, answered when every worker touched has
+//                     acknowledged, carrying every error
+//   stats_fanout.h    STATS requests answered with every host's snapshot
 //
 // Thread-safety: Run() owns the socket; call everything else before Run() or
 // from the thread that runs it, except LiveWorkerEndpoints(), which any
@@ -25,18 +25,9 @@
 #include <zmq.hpp>
 
 #include "manifest.h"
+#include "worker_registry.h"
 
 namespace gt {
-
-// A live worker's metrics endpoint, as published for service discovery.
-struct WorkerEndpoint {
-  std::string name;     // the worker's id (its `instance` label)
-  std::string metrics;  // "host:port" the worker announced in REGISTER; the host
-                        // may be a wildcard (0.0.0.0, [::]) when it listens on
-                        // every interface
-  std::string peer_ip;  // IP address the worker connected from (tcp only; ""
-                        // for ipc:// and inproc:// peers)
-};
 
 class Dispatcher {
  public:

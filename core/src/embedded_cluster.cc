@@ -13,27 +13,30 @@
 namespace gt {
 namespace {
 
-std::string DispatcherManifest() {
-  std::string yaml = "host: dispatcher\nid: embedded-dispatcher\nstages:\n";
+// configs/embedded-dispatcher.yaml, less the stages its environment
+// switches off (the file's header says which).
+Result<HostManifest> DispatcherManifest() {
+  Result<HostManifest> m = LoadShippedManifest("embedded-dispatcher.yaml", HostKind::kDispatcher);
+  if (!m.ok()) return m;
   const char* log = std::getenv("GT_INSTRUCTION_LOG");
-  if (log && *log) yaml += "  - name: instruction_log\n    plugin: instruction_log\n";
-  // Signal configs place tensors and ops across the workers.
-  yaml += "  - name: sharding\n    plugin: sharding\n";
-  // GT_COMPILE=1: hot sequences (and compile signal scopes) replayed as
-  // compiled units, after placement so that a unit never spans two workers.
-  // The client runs the same two stages itself (client/src/client_pipeline.h)
-  // and sends its steps as units, which these pass on; what they compile is
-  // what a client sends one instruction at a time: the stream of one whose
-  // configs place tensors (it bypasses its own stages).
   const char* compile = std::getenv("GT_COMPILE");
-  if (compile && std::string_view(compile) == "1")
-    yaml += "  - name: hotpath\n    plugin: hotpath\n  - name: compile\n    plugin: compile\n";
-  return yaml;
+  const bool logged = log != nullptr && *log != '\0';
+  const bool compiled = compile != nullptr && std::string_view(compile) == "1";
+  std::erase_if(m->stages, [&](const ManifestStage& stage) {
+    if (stage.name == "instruction_log") return !logged;
+    if (stage.name == "hotpath" || stage.name == "compile") return !compiled;
+    return false;
+  });
+  return m;
 }
 
-std::string WorkerManifest(int index, int64_t threads) {
-  return "host: worker\nid: embedded-worker-" + std::to_string(index) +
-         "\nbackend:\n  plugin: torch\n  options:\n    intra_op_threads: " + std::to_string(threads) + "\n";
+// configs/embedded-worker.yaml as worker `index`.
+Result<HostManifest> WorkerManifest(int index, int64_t threads) {
+  Result<HostManifest> m = LoadShippedManifest("embedded-worker.yaml", HostKind::kWorker);
+  if (!m.ok()) return m;
+  m->id += "-" + std::to_string(index);
+  if (threads > 0) m->backend->options.Set("intra_op_threads", threads);
+  return m;
 }
 
 }  // namespace
@@ -41,7 +44,7 @@ std::string WorkerManifest(int index, int64_t threads) {
 Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& context,
                                                                 const EmbeddedClusterOptions& options) {
   std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster());
-  Result<HostManifest> dm = ParseManifest(DispatcherManifest(), "<embedded dispatcher>", HostKind::kDispatcher);
+  Result<HostManifest> dm = DispatcherManifest();
   if (!dm.ok()) return dm.status();
   cluster->registries_.push_back(std::make_unique<prometheus::Registry>());
   Result<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(*dm, context, *cluster->registries_.back());
@@ -51,8 +54,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& 
   cluster->endpoint_ = cluster->dispatcher_->endpoint();
 
   for (int i = 0; i < options.workers; ++i) {
-    Result<HostManifest> wm = ParseManifest(WorkerManifest(i, options.intra_op_threads),
-                                            "<embedded worker>", HostKind::kWorker);
+    Result<HostManifest> wm = WorkerManifest(i, options.intra_op_threads);
     if (!wm.ok()) return wm.status();
     cluster->registries_.push_back(std::make_unique<prometheus::Registry>());
     Result<std::unique_ptr<Worker>> worker = Worker::Create(*wm, context, *cluster->registries_.back());

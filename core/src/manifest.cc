@@ -1,5 +1,7 @@
 #include "manifest.h"
 
+#include "shipped_configs.h"
+
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -82,7 +84,12 @@ OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Nod
       c.Add(opt_path, given.IsDefined() ? given : options, v.status().message());
       continue;
     }
-    values.Set(spec.name, std::move(*v));
+    Result<std::optional<OptionValue>> env = ReadEnvOverride(spec);
+    if (!env.ok()) {
+      c.Add(opt_path, given.IsDefined() ? given : options, env.status().message());
+      continue;
+    }
+    values.Set(spec.name, *env ? std::move(**env) : std::move(*v));
   }
   return values;
 }
@@ -251,6 +258,12 @@ Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& sou
   }
   m.source = source;
   return m;
+}
+
+Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected) {
+  std::optional<std::string_view> text = ShippedConfig(name);
+  if (!text) return Internal("configs/" + std::string(name) + " is not compiled in");
+  return ParseManifest(*text, "configs/" + std::string(name) + " (built in)", expected);
 }
 
 Result<HostManifest> LoadManifestFile(const std::string& file, std::optional<HostKind> expected) {

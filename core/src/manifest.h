@@ -68,6 +68,9 @@ struct ManifestProblem {
 Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& source,
                                    std::optional<HostKind> expected);
 Result<HostManifest> LoadManifestFile(const std::string& file, std::optional<HostKind> expected);
+// ParseManifest of configs/<name> as compiled in (shipped_configs.h); its
+// source reads "configs/<name> (built in)".
+Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected);
 
 // Same checks, returning the problems as data (empty when valid).
 std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected);

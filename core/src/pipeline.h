@@ -32,12 +32,6 @@ class Terminal {
   virtual void EndBatch() {}
 };
 
-// Which instruction an error is about (the instruction itself may be gone).
-struct OpRef {
-  ClientId client;
-  uint64_t seq;
-  Op op;
-};
 using ErrorSink = std::function<void(const OpRef&, const Status&)>;
 
 class Pipeline {
@@ -85,7 +79,6 @@ class Pipeline {
   Tally terminal_tally_;
   HostMetrics* metrics_ = nullptr;
   ErrorSink errors_;
-  std::vector<OptionValues> options_;  // referenced by StageContext while factories run
 };
 
 }  // namespace gt

@@ -355,20 +355,34 @@ Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, siz
   return out;
 }
 
+// Every op is listed (no default): a new op does not compile until it has a
+// rule here.
 Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
-  switch (KindOf(inst.op)) {
-    case OpKind::kCreate: return InferCreate(inst);
-    case OpKind::kBinary: return InferBinary(inst, in);
-    case OpKind::kContract: return InferMatmul(inst, in);
-    case OpKind::kUnary: return InferUnary(inst, in);
-    case OpKind::kReduce: return InferReduce(inst, in);
-    case OpKind::kMovement:
-      if (inst.op == Op::kCat) return InferCat(inst, in);
+  switch (inst.op) {
+    case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
+      return InferCreate(inst);
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
+    case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:
+      return InferBinary(inst, in);
+    case Op::kMatmul:
+      return InferMatmul(inst, in);
+    case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
+    case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
+      return InferUnary(inst, in);
+    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kArgMax: case Op::kArgMin:
+      return InferReduce(inst, in);
+    case Op::kCat:
+      return InferCat(inst, in);
+    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
+    case Op::kSlice: case Op::kSelect:
       if (in.size() != 1) return ArityError(inst, 1, in.size());
       return InferMovement(inst, *in[0]);
-    case OpKind::kMutate:
-    case OpKind::kControl:
-    case OpKind::kCollective: break;  // made only by dispatcher stages, which know their shapes
+    case Op::kCopyInto: case Op::kFill:  // change their operand, make nothing
+    case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
+    case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
+    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:  // made only by dispatcher stages, which know their shapes
+    case Op::kCount:
+      break;
   }
   return Internal(Where(inst) + " produces no tensor");
 }

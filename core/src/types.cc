@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
 
@@ -152,6 +153,8 @@ static_assert(OpTableInOrder(), "kOpTable rows must follow enum Op");
 
 const OpInfo& GetOpInfo(Op op) { return kOpTable.at(static_cast<size_t>(op)); }
 
+bool OpReachesBackend(Op op) { return op != Op::kSync && op != Op::kConfigure && op != Op::kMembership; }
+
 std::optional<Op> ParseOp(std::string_view name) {
   for (const auto& info : kOpTable)
     if (info.name == name) return info.op;
@@ -272,25 +275,25 @@ Result<OptionValue> ParseOptionValue(const OptionSpec& spec, std::string_view te
   return Internal("unknown option type");
 }
 
+Result<std::optional<OptionValue>> ReadEnvOverride(const OptionSpec& spec) {
+  const char* text = spec.env != nullptr ? std::getenv(spec.env) : nullptr;
+  if (text == nullptr || *text == '\0') return std::optional<OptionValue>();
+  std::string_view value(text);
+  if (spec.type == OptionType::kBool) {
+    if (value == "1" || value == "yes" || value == "on") value = "true";
+    if (value == "0" || value == "no" || value == "off") value = "false";
+  }
+  Result<OptionValue> parsed = ParseOptionValue(spec, value);
+  if (!parsed.ok()) return InvalidArgument("$" + std::string(spec.env) + ": " + parsed.status().message());
+  return std::optional<OptionValue>(std::move(*parsed));
+}
+
 const OptionValue& OptionValues::At(std::string_view name) const {
   auto it = values_.find(name);
   assert(it != values_.end() && "option not declared by this plugin");
   return it->second;
 }
 
-std::string OptionValueToString(const OptionValue& value) {
-  struct Visitor {
-    std::string operator()(bool b) const { return b ? "true" : "false"; }
-    std::string operator()(int64_t i) const { return std::to_string(i); }
-    std::string operator()(double d) const {
-      std::ostringstream o;
-      o << d;
-      return o.str();
-    }
-    std::string operator()(const std::string& s) const { return s; }
-  };
-  return std::visit(Visitor{}, value);
-}
 
 // ---- Host and plugin kinds -------------------------------------------------
 

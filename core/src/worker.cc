@@ -8,6 +8,8 @@
 #include <unordered_set>
 
 #include "codec.h"
+#include "gt/failed_tensors.h"
+#include "gt/op_attrs.h"
 #include "gt/unit.h"
 #include "host_metrics.h"
 #include "host_snapshot.h"
@@ -52,12 +54,26 @@ class Worker::Impl final : public Terminal, public ReplySink {
     Result<PluginInstance<Backend>> backend = CreateBackend(manifest_.backend->plugin, ctx);
     if (!backend.ok()) return backend.status();
     backend_ = std::move(*backend);
+    if (Status s = CheckBackendSupportsEveryOp(); !s.ok()) return s;
     Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
     if (!pipeline.ok()) return pipeline.status();
     pipeline_ = std::move(*pipeline);
     pipeline_->SetTerminal(this, manifest_.backend->name);
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
     return Status::Ok();
+  }
+
+  // A backend that lacks an op would fail it for every client, at run time:
+  // refused here instead, naming what is missing.
+  Status CheckBackendSupportsEveryOp() const {
+    std::string missing;
+    for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+      const Op op = static_cast<Op>(i);
+      if (OpReachesBackend(op) && !backend_->Supports(op)) missing += (missing.empty() ? "" : ", ") + std::string(OpName(op));
+    }
+    if (missing.empty()) return Status::Ok();
+    return Unimplemented(manifest_.source + ": backend '" + manifest_.backend->name + "' lacks ops a worker must run: " +
+                         missing);
   }
 
   void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
@@ -97,21 +113,19 @@ class Worker::Impl final : public Terminal, public ReplySink {
       errors_.erase(inst.client);
       return backend_->Execute(inst, *this);
     }
-    auto& failed = failed_[inst.client];
+    FailedTensors& failed = failed_[inst.client];
     if (inst.op == Op::kFree) return FreeSkippingFailed(inst, failed);
-    for (TensorId id : inst.operands) {
-      if (auto f = failed.find(id); f != failed.end()) {
-        for (TensorId r : inst.results) failed[r] = f->second;
-        if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
-        return FailedPrecondition(inst.Describe() + ": operand %" + std::to_string(id) +
-                                  " does not exist because op #" + std::to_string(f->second) + " failed");
-      }
+    // A use of what a failed op should have made fails too, naming that op
+    // (its results inherit it: the error names the root cause).
+    if (std::optional<FailedTensors::Use> use = failed.FindFailedOperand(inst)) {
+      failed.RecordResults(inst, use->failed_seq);
+      if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
+      return FailedTensors::UseError(inst, *use);
     }
     Clock::time_point start = Clock::now();
     Status status = backend_->Execute(inst, *this);
     op_seconds_[static_cast<size_t>(inst.op)].Observe(SecondsSince(start));
-    if (!status.ok())
-      for (TensorId r : inst.results) failed[r] = inst.seq;
+    if (!status.ok()) failed.RecordResults(inst, inst.seq);
     return status;
   }
 
@@ -141,20 +155,15 @@ class Worker::Impl final : public Terminal, public ReplySink {
  private:
   // A kRunUnit that cannot run still frees the operands it would have freed
   // (the dispatcher has forgotten them already).
-  void ReleaseConsumed(const Instruction& run, std::unordered_map<TensorId, uint64_t>& failed) {
-    Instruction free;
-    free.op = Op::kFree;
-    free.client = run.client;
-    free.seq = run.seq;
-    free.operands = ConsumedOperands(run);
-    (void)FreeSkippingFailed(free, failed);
+  void ReleaseConsumed(const Instruction& run, FailedTensors& failed) {
+    (void)FreeSkippingFailed(MakeFree(run.client, run.seq, ConsumedOperands(run)), failed);
   }
 
-  Status FreeSkippingFailed(const Instruction& inst, std::unordered_map<TensorId, uint64_t>& failed) {
+  Status FreeSkippingFailed(const Instruction& inst, FailedTensors& failed) {
     Instruction live = inst;
     live.operands.clear();
     for (TensorId id : inst.operands)
-      if (!failed.erase(id)) live.operands.push_back(id);
+      if (!failed.Forget(id)) live.operands.push_back(id);
     if (live.operands.empty()) return Status::Ok();
     return backend_->Execute(live, *this);
   }
@@ -163,7 +172,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     wire::Envelope ack;
     ack.set_kind(wire::Envelope::SYNC_ACK);
     ack.set_client(inst.client);
-    ack.set_sync_id(inst.attrs.sync_id);
+    ack.set_sync_id(SyncId(inst));
     if (auto it = errors_.find(inst.client); it != errors_.end()) {
       for (auto& e : it->second) *ack.add_errors() = std::move(e);
       errors_.erase(it);
@@ -177,11 +186,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
       std::cerr << "worker " << manifest_.id << ": " << status.ToString() << "\n";
       return;
     }
-    Instruction named;
-    named.client = ref.client;
-    named.seq = ref.seq;
-    named.op = ref.op;
-    errors_[ref.client].push_back(MakeOpError(named, status, manifest_.id));
+    errors_[ref.client].push_back(MakeOpError(ref, status, manifest_.id));
   }
 
   void SendControl(zmq::socket_t& dealer, wire::Envelope::Kind kind) {
@@ -309,7 +314,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
   // (added with the gauges), and per client namespace:
   std::array<HistogramTally, static_cast<size_t>(Op::kCount)> op_seconds_;
-  std::unordered_map<ClientId, std::unordered_map<TensorId, uint64_t>> failed_;  // tensor -> seq of failed op
+  std::unordered_map<ClientId, FailedTensors> failed_;
   std::unordered_map<ClientId, std::vector<wire::OpError>> errors_;               // until the next sync
 };
 

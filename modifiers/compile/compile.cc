@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 
 #include "gt/metrics.h"
+#include "gt/op_attrs.h"
 #include "gt/unit.h"
 
 namespace gt::compile {
@@ -15,21 +16,11 @@ namespace {
 // Distinct units remembered; past this, new sequences run eagerly.
 constexpr size_t kMaxUnits = 4096;
 
-bool IsMarker(const Instruction& inst) { return inst.op == Op::kHotStart || inst.op == Op::kHotEnd; }
-
 }  // namespace
 
-Result<CompileOptions> CompileOptions::FromValues(const OptionValues& values, const char* (*getenv)(const char*)) {
+CompileOptions CompileOptions::FromValues(const OptionValues& values) {
   CompileOptions o;
   o.batch_size = values.GetInt(kOptionBatchSize);
-  if (const char* text = getenv(kEnvBatchSize); text != nullptr && *text != '\0') {
-    std::string_view s(text);
-    int64_t v = 0;
-    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || end != s.data() + s.size() || v < 1)
-      return InvalidArgument(std::string(kEnvBatchSize) + "='" + text + "' is not an integer >= 1");
-    o.batch_size = v;
-  }
   return o;
 }
 
@@ -60,12 +51,10 @@ Result<CompileMetrics> CompileMetrics::Build(const StageContext& context) {
 
 Result<std::unique_ptr<Stage>> CompileStage::Create(const StageContext& context) {
   if (context.options == nullptr) return Internal("compile: created without options");
-  Result<CompileOptions> options =
-      CompileOptions::FromValues(*context.options, [](const char* name) -> const char* { return std::getenv(name); });
-  if (!options.ok()) return options.status();
+  const CompileOptions options = CompileOptions::FromValues(*context.options);
   Result<CompileMetrics> metrics = CompileMetrics::Build(context);
   if (!metrics.ok()) return metrics.status();
-  return std::unique_ptr<Stage>(std::make_unique<CompileStage>(*options, *metrics));
+  return std::unique_ptr<Stage>(std::make_unique<CompileStage>(options, *metrics));
 }
 
 CompileStage::CompileStage(const CompileOptions& options, const CompileMetrics& metrics)
@@ -94,9 +83,10 @@ Status CompileStage::Process(Instruction&& inst, Emitter& out) {
   if (inst.op == Op::kHotStart) {
     if (pending.mode == Mode::kReplay) GiveUpReplay(pending, out);
     Finish(client, pending, pending.mode == Mode::kBatch, out);
-    pending.known = inst.attrs.seed != 0 ? Replayable(client, inst.attrs.seed) : nullptr;
+    const uint64_t sequence_id = ReadHotMarker(inst).sequence_id;
+    pending.known = sequence_id != 0 ? Replayable(client, sequence_id) : nullptr;
     pending.mode = pending.known != nullptr ? Mode::kReplay : Mode::kMarked;
-    pending.replay = inst.attrs.seed;
+    pending.replay = sequence_id;
     return Status::Ok();  // markers end here: the unit replaces what they delimit
   }
   if (inst.op == Op::kHotEnd) {
@@ -248,29 +238,17 @@ CompileStage::Known CompileStage::MakeKnown(ClientId client, const sequence::Seq
 void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence& s, int32_t worker, Emitter& out) {
   const Instruction& first = pending.instructions.front();
   if (defined_[client].insert(s.id).second) {
-    Instruction define;
-    define.op = Op::kDefineUnit;
-    define.client = client;
-    define.seq = first.seq;
+    Instruction define = MakeDefineUnit(client, first.seq, s.id, EncodeUnit(sequence::MakeUnit(s, pending.instructions)));
     define.signal = first.signal;
     define.worker = worker;
-    define.attrs.seed = s.id;
-    define.payload = EncodeUnit(sequence::MakeUnit(s, pending.instructions));
     out.Emit(std::move(define));
     metrics_.cache_misses->Increment();
   } else {
     metrics_.cache_hits->Increment();
   }
-  Instruction run;
-  run.op = Op::kRunUnit;
-  run.client = client;
-  run.seq = first.seq;
+  Instruction run = MakeRunUnit(client, first.seq, s.id, std::move(s.inputs), std::move(s.outputs), s.consumed);
   run.signal = first.signal;
   run.worker = worker;
-  run.attrs.seed = s.id;
-  run.attrs.axes = s.consumed;
-  run.operands = std::move(s.inputs);
-  run.results = std::move(s.outputs);
   pending.instructions.clear();
   metrics_.runs->Increment();
   metrics_.compiled_instructions->Increment(static_cast<double>(s.length));

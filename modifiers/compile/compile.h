@@ -47,13 +47,14 @@ class Counter;
 namespace gt::compile {
 
 inline constexpr const char* kOptionBatchSize = "batch_size";
+// Replaces batch_size when set (declared in plugin.cc's OptionSpec).
 inline constexpr const char* kEnvBatchSize = "GT_WORKER_BATCH_SIZE";
 
 struct CompileOptions {
   // 1: only marked sequences become units (eager otherwise). N > 1: unmarked
   // runs of up to N sequenceable instructions become units too.
   int64_t batch_size = 0;
-  static Result<CompileOptions> FromValues(const OptionValues& values, const char* (*getenv)(const char*));
+  static CompileOptions FromValues(const OptionValues& values);
 };
 
 // Declared once, in compile.cc; listed in README.md and docs/METRICS.md.

@@ -12,8 +12,8 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {kOptionBatchSize, OptionType::kInt, "1", "instructions",
      "1: compile only marked sequences; N > 1: also group unmarked runs of up to N instructions into units "
-     "($GT_WORKER_BATCH_SIZE overrides)",
-     1, 1e6},
+     "(seed 001's $GT_WORKER_BATCH_SIZE)",
+     1, 1e6, kEnvBatchSize},
 };
 
 Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) { return CompileStage::Create(context); }

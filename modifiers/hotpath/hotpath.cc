@@ -11,24 +11,13 @@
 #include <prometheus/registry.h>
 
 #include "gt/metrics.h"
+#include "gt/op_attrs.h"
 
 namespace gt::hotpath {
 namespace {
 
 // Signatures remembered at most: hot ones stay, others age out of the window.
 constexpr size_t kMaxSignatures = 4096;
-
-Status Override(const char* name, const char* (*getenv)(const char*), int64_t min, int64_t* value) {
-  const char* text = getenv(name);
-  if (text == nullptr || *text == '\0') return Status::Ok();
-  int64_t v = 0;
-  std::string_view s(text);
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || v < min)
-    return InvalidArgument(std::string(name) + "='" + text + "' is not an integer >= " + std::to_string(min));
-  *value = v;
-  return Status::Ok();
-}
 
 }  // namespace
 
@@ -38,16 +27,12 @@ std::string SequenceLabel(uint64_t id) {
   return text;
 }
 
-Result<HotpathOptions> HotpathOptions::FromValues(const OptionValues& values, const char* (*getenv)(const char*)) {
+Result<HotpathOptions> HotpathOptions::FromValues(const OptionValues& values) {
   HotpathOptions o;
   o.window = values.GetInt(kOptionWindow);
   o.threshold = values.GetInt(kOptionThreshold);
   o.min_length = values.GetInt(kOptionMinLength);
   o.max_length = values.GetInt(kOptionMaxLength);
-  if (Status s = Override(kEnvWindow, getenv, 1, &o.window); !s.ok()) return s;
-  if (Status s = Override(kEnvThreshold, getenv, 1, &o.threshold); !s.ok()) return s;
-  if (Status s = Override(kEnvMinLength, getenv, 1, &o.min_length); !s.ok()) return s;
-  if (Status s = Override(kEnvMaxLength, getenv, 1, &o.max_length); !s.ok()) return s;
   if (o.min_length > o.max_length)
     return InvalidArgument("min_length (" + std::to_string(o.min_length) + ") exceeds max_length (" +
                            std::to_string(o.max_length) + ")");
@@ -93,7 +78,7 @@ Result<HotpathMetrics> HotpathMetrics::Build(const StageContext& context) {
 Result<std::unique_ptr<Stage>> HotpathStage::Create(const StageContext& context) {
   if (context.options == nullptr) return Internal("hotpath: created without options");
   Result<HotpathOptions> options =
-      HotpathOptions::FromValues(*context.options, [](const char* name) -> const char* { return std::getenv(name); });
+      HotpathOptions::FromValues(*context.options);
   if (!options.ok()) return options.status();
   Result<HotpathMetrics> metrics = HotpathMetrics::Build(context);
   if (!metrics.ok()) return metrics.status();
@@ -110,7 +95,7 @@ Status HotpathStage::Process(Instruction&& inst, Emitter& out) {
     Flush(inst.client, pending, out);
     // A client's compile scope (signature 0) is compiled as a whole; no
     // detected sequence is marked inside it.
-    if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && inst.attrs.seed == 0)
+    if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && !MarksHotSequence(inst))
       pending.in_scope = inst.op == Op::kHotStart;
     if (inst.op == Op::kDropClient) {
       tracker_.Observe(inst);
@@ -167,16 +152,15 @@ void HotpathStage::Flush(ClientId client, Pending& pending, Emitter& out) {
     instructions.clear();
     return;
   }
-  Instruction start;
-  start.op = Op::kHotStart;
+  const HotMarker marker{s.id, static_cast<int64_t>(s.length)};
+  Instruction start = MakeHotMarker(Op::kHotStart, marker);
   start.client = client;
   start.seq = instructions.front().seq;
   start.signal = instructions.front().signal;
-  start.attrs.seed = s.id;
-  start.attrs.axes = {static_cast<int64_t>(s.length)};
-  Instruction end = start;
-  end.op = Op::kHotEnd;
+  Instruction end = MakeHotMarker(Op::kHotEnd, marker);
+  end.client = client;
   end.seq = instructions.back().seq;
+  end.signal = start.signal;
   out.Emit(std::move(start));
   for (Instruction& inst : instructions) out.Emit(std::move(inst));
   instructions.clear();

@@ -51,7 +51,8 @@ inline constexpr const char* kOptionThreshold = "threshold";
 inline constexpr const char* kOptionMinLength = "min_length";
 inline constexpr const char* kOptionMaxLength = "max_length";
 
-// Environment variables that override the manifest's options when set.
+// Environment variables that replace the manifest's options when set
+// (declared in plugin.cc's OptionSpec; the host applies them).
 inline constexpr const char* kEnvWindow = "GT_HOTPATH_WINDOW";
 inline constexpr const char* kEnvThreshold = "GT_HOTPATH_THRESHOLD";
 inline constexpr const char* kEnvMinLength = "GT_HOTPATH_MIN_SEQ";
@@ -69,10 +70,9 @@ struct HotpathOptions {
   // Longest candidate; a longer run is cut into pieces of this length.
   int64_t max_length = 0;
 
-  // The declared options, each overridden by its environment variable when
-  // that is set (`getenv` is a parameter for tests). InvalidArgument naming
-  // the variable when one is not a valid value.
-  static Result<HotpathOptions> FromValues(const OptionValues& values, const char* (*getenv)(const char*));
+  // The declared options (the host applied the environment).
+  // InvalidArgument when min_length exceeds max_length.
+  static Result<HotpathOptions> FromValues(const OptionValues& values);
 };
 
 // Hot sequences that get their own series, per stage: the first ones to

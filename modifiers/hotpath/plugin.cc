@@ -10,14 +10,14 @@ namespace {
 
 // The one place each option's type, default, unit, doc and range are written.
 constexpr OptionSpec kOptions[] = {
-    {kOptionWindow, OptionType::kInt, "4096", "instructions",
-     "history in which repetitions are counted ($GT_HOTPATH_WINDOW overrides)", 1, 1e9},
-    {kOptionThreshold, OptionType::kInt, "2", "occurrences",
-     "occurrences within the window that make a sequence hot ($GT_HOTPATH_THRESHOLD overrides)", 1, 1e6},
-    {kOptionMinLength, OptionType::kInt, "2", "instructions",
-     "shortest sequence worth marking ($GT_HOTPATH_MIN_SEQ overrides)", 1, 1e6},
-    {kOptionMaxLength, OptionType::kInt, "1024", "instructions",
-     "longest sequence; longer runs are cut ($GT_HOTPATH_MAX_EXPAND overrides)", 1, 1e6},
+    {kOptionWindow, OptionType::kInt, "4096", "instructions", "history in which repetitions are counted", 1, 1e9,
+     kEnvWindow},
+    {kOptionThreshold, OptionType::kInt, "2", "occurrences", "occurrences within the window that make a sequence hot",
+     1, 1e6, kEnvThreshold},
+    {kOptionMinLength, OptionType::kInt, "2", "instructions", "shortest sequence worth marking", 1, 1e6,
+     kEnvMinLength},
+    {kOptionMaxLength, OptionType::kInt, "1024", "instructions", "longest sequence; longer runs are cut", 1, 1e6,
+     kEnvMaxLength},
 };
 
 Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) { return HotpathStage::Create(context); }

@@ -36,11 +36,9 @@ prometheus::Counter* AddCounter(prometheus::Registry& registry, const prometheus
 
 // ---- InstructionLogOptions --------------------------------------------------
 
-Result<InstructionLogOptions> InstructionLogOptions::FromValues(const OptionValues& values,
-                                                                const char* env_path) {
+Result<InstructionLogOptions> InstructionLogOptions::FromValues(const OptionValues& values) {
   InstructionLogOptions options;
   options.path = values.GetString(kOptionPath);
-  if (options.path.empty() && env_path != nullptr) options.path = env_path;
   if (options.path.empty()) {
     return InvalidArgument("instruction_log: set option 'path' or GT_INSTRUCTION_LOG");
   }
@@ -81,7 +79,7 @@ Result<InstructionLogMetrics> InstructionLogMetrics::Build(const StageContext& c
 Result<std::unique_ptr<Stage>> InstructionLogStage::Create(const StageContext& context) {
   if (context.options == nullptr) return Internal("instruction_log: StageContext has no options");
   Result<InstructionLogOptions> options =
-      InstructionLogOptions::FromValues(*context.options, std::getenv(kPathEnvVar));
+      InstructionLogOptions::FromValues(*context.options);
   if (!options.ok()) return options.status();
   Result<std::unique_ptr<InstructionLogStage>> stage = Open(context, std::move(options).value());
   if (!stage.ok()) return stage.status();

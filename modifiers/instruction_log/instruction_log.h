@@ -36,14 +36,14 @@ inline constexpr const char* kOptionAppend = "append";
 inline constexpr const char* kOptionFlushEvery = "flush_every";
 inline constexpr const char* kOptionMaxFileBytes = "max_file_bytes";
 
-// Read when option `path` is empty.
+// Replaces option `path` when set (declared in plugin.cc's OptionSpec).
 inline constexpr const char* kPathEnvVar = "GT_INSTRUCTION_LOG";
 
 // Built by FromValues(). The zero values below are placeholders, not
 // defaults: those are written once, in plugin.cc's OptionSpec table.
 struct InstructionLogOptions {
-  // File the lines go to: option `path`, else $GT_INSTRUCTION_LOG. Never empty
-  // once FromValues() succeeded.
+  // File the lines go to: option `path` ($GT_INSTRUCTION_LOG when set). Never
+  // empty once FromValues() succeeded.
   std::string path;
   // Keep an existing file's contents instead of truncating it on open. Off by
   // default so that each run's log starts clean.
@@ -55,14 +55,10 @@ struct InstructionLogOptions {
   // unlimited. Disk use stays below about twice this (file + one old file).
   int64_t max_file_bytes = 0;
 
-  // Reads the declared options. `env_path` is the value of kPathEnvVar
-  // (nullptr when unset); it is a parameter so tests need not touch the
-  // environment.
-  // Returns InvalidArgument when neither the option nor `env_path` names a
-  // file.
+  // Reads the declared options (the host applied the environment).
+  // Returns InvalidArgument when `path` names no file.
   // REQUIRES: every option declared in plugin.cc is present in `values`.
-  static Result<InstructionLogOptions> FromValues(const OptionValues& values,
-                                                  const char* env_path);
+  static Result<InstructionLogOptions> FromValues(const OptionValues& values);
 };
 
 // This stage's own series, each labelled with gt::StageLabels(). Built once

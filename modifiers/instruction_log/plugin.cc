@@ -12,8 +12,8 @@ namespace {
 
 // The one place each option's type, default, unit, doc and range are written.
 constexpr OptionSpec kOptions[] = {
-    {kOptionPath, OptionType::kString, "", "",
-     "log file; empty = $GT_INSTRUCTION_LOG (one of them must be set)", 0, 0},
+    {kOptionPath, OptionType::kString, "", "", "log file (this or $GT_INSTRUCTION_LOG must be set)", 0, 0,
+     kPathEnvVar},
     {kOptionAppend, OptionType::kBool, "false", "",
      "append to an existing file instead of truncating it on open", 0, 0},
     {kOptionFlushEvery, OptionType::kInt, "256", "lines",

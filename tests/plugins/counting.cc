@@ -1,6 +1,7 @@
 // Test plugin "dispatcher_only": a modifier that may run only in a
 // dispatcher (hosts = HostBit(kDispatcher)) and declares one option of each
-// kind the manifest tests need: an int with a range and a bool. At run time
+// kind the manifest tests need: an int with a range and a bool, each with an
+// environment override. At run time
 // it passes every instruction on and counts them; nothing reads the count.
 #include <cstdint>
 #include <iterator>
@@ -13,8 +14,10 @@ namespace {
 
 // The one place these options' defaults and ranges are written.
 constexpr OptionSpec kOptions[] = {
-    {"limit", OptionType::kInt, "5", "instructions", "a bounded int option for the manifest tests", 1, 10},
-    {"verbose", OptionType::kBool, "false", "", "a bool option for the manifest tests", 0, 0},
+    {"limit", OptionType::kInt, "5", "instructions", "a bounded int option for the manifest tests", 1, 10,
+     "GT_TEST_COUNTING_LIMIT"},
+    {"verbose", OptionType::kBool, "false", "", "a bool option for the manifest tests", 0, 0,
+     "GT_TEST_COUNTING_VERBOSE"},
 };
 
 class CountingStage final : public Stage {

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "codec.h"
+#include "gt/op_attrs.h"
 #include "transport.h"
 
 extern char** environ;
@@ -223,15 +224,13 @@ std::optional<wire::Envelope> RawClient::Receive(int timeout_ms) {
 }
 
 std::optional<wire::Envelope> RawClient::Sync(std::vector<std::pair<wire::Envelope, std::string>>* data, int timeout_ms) {
-  Instruction sync;
-  sync.op = Op::kSync;
-  sync.attrs.sync_id = ++next_sync_;
+  const Instruction sync = MakeSync(0, 0, ++next_sync_);
   Send({sync});
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     std::optional<wire::Envelope> env = Receive(100);
     if (!env) continue;
-    if (env->kind() == wire::Envelope::SYNC_DONE && env->sync_id() == sync.attrs.sync_id) return env;
+    if (env->kind() == wire::Envelope::SYNC_DONE && env->sync_id() == SyncId(sync)) return env;
     if (env->kind() == wire::Envelope::DATA && data) data->emplace_back(*env, last_frames_.empty() ? "" : last_frames_[0]);
   }
   return std::nullopt;

@@ -37,7 +37,9 @@ class Backend {
   // the error to the client.
   virtual Status Execute(const Instruction& inst, ReplySink& replies) = 0;
 
-  // Whether Execute() implements `op`.
+  // Whether Execute() implements `op`. A worker asks for every op a worker's
+  // terminal can receive (OpReachesBackend in gt/op.h) when it starts, and
+  // refuses to start with a backend that lacks one, naming them.
   virtual bool Supports(Op op) const = 0;
 
   virtual BackendStats Stats() const = 0;

@@ -67,6 +67,14 @@ struct Instruction {
   std::string Describe() const;
 };
 
+// Which instruction an error is about (the instruction itself may be gone).
+struct OpRef {
+  ClientId client = 0;
+  uint64_t seq = 0;
+  Op op = Op::kSync;
+};
+inline OpRef RefOf(const Instruction& inst) { return {inst.client, inst.seq, inst.op}; }
+
 // Human-readable "[2, 3]".
 std::string ShapeToString(const Shape& shape);
 // Product of dims; 1 for a scalar.

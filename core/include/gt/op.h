@@ -120,6 +120,10 @@ struct OpInfo {
 
 // REQUIRES: op < Op::kCount.
 const OpInfo& GetOpInfo(Op op);
+// False for the ops no backend receives: kSync (the worker answers it), and
+// kConfigure and kMembership (for the dispatcher's stages only). Hot markers
+// do reach a backend when no compile stage consumed them (it ignores them).
+bool OpReachesBackend(Op op);
 inline std::string_view OpName(Op op) { return GetOpInfo(op).name; }
 inline OpKind KindOf(Op op) { return GetOpInfo(op).kind; }
 // Inverse of OpName.

@@ -1,13 +1,17 @@
 // Self-describing plugin options.
 //
 // A plugin declares each option exactly once, as an OptionSpec (name, type,
-// default, unit, one-line doc, range). The host validates a manifest's
-// options against those specs before the plugin sees them, fills in the
-// defaults, and hands the plugin an immutable OptionValues.
+// default, unit, one-line doc, range, and the environment variable that
+// overrides it). The host validates a manifest's options against those specs
+// before the plugin sees them, fills in the defaults, applies the set
+// environment overrides, and hands the plugin an immutable OptionValues. A
+// plugin never reads the environment itself: `gt inspect` then shows every
+// knob it has.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -27,6 +31,10 @@ struct OptionSpec {
   const char* doc;            // one line
   double min;                 // kInt/kDouble range, inclusive
   double max;
+  // Environment variable that, when set and not empty, replaces the
+  // manifest's value (nullptr: none). Parsed as the option's type and range;
+  // a bool also takes 1/0, yes/no and on/off there.
+  const char* env = nullptr;
 };
 
 using OptionValue = std::variant<bool, int64_t, double, std::string>;
@@ -34,12 +42,14 @@ using OptionValue = std::variant<bool, int64_t, double, std::string>;
 // Parses `text` as `spec` demands and checks the range. The error names the
 // option, the expected type and the text.
 Result<OptionValue> ParseOptionValue(const OptionSpec& spec, std::string_view text);
+// The value of `spec.env` when it is set and not empty, parsed; nullopt when
+// it is unset (or the spec has none). The error names the variable.
+Result<std::optional<OptionValue>> ReadEnvOverride(const OptionSpec& spec);
 
 // Validated option values, one per declared option.
 class OptionValues {
  public:
   void Set(std::string name, OptionValue value) { values_[std::move(name)] = std::move(value); }
-  bool Has(std::string_view name) const { return values_.find(std::string(name)) != values_.end(); }
 
   // REQUIRES: `name` was declared with the matching type (the host guarantees
   // that every declared option is present).
@@ -55,6 +65,5 @@ class OptionValues {
   std::map<std::string, OptionValue, std::less<>> values_;
 };
 
-std::string OptionValueToString(const OptionValue& value);
 
 }  // namespace gt

@@ -7,7 +7,8 @@
 // anything, and refuses a mismatch naming the file and both versions.
 // kPluginAbiVersion changes whenever any type in gt/*.h that crosses the
 // plugin boundary changes layout or meaning. 3: Stage::Process and
-// Emitter::Emit take the instruction as an rvalue reference.
+// Emitter::Emit take the instruction as an rvalue reference. 4: OptionSpec
+// names the environment variable that overrides an option.
 #pragma once
 
 #include <cstddef>
@@ -20,7 +21,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 3
+#define GT_PLUGIN_ABI_VERSION 4
 #endif
 
 namespace gt {

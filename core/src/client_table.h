@@ -1,0 +1,81 @@
+// The dispatcher's clients: one namespace each, keyed by the connection
+// they came in on (never by anything a message says), with the placement of
+// every live tensor, the tensors that failed, the workers they touched, the
+// errors waiting for their next sync point and their compiled units.
+//
+// Thread-safety: owned by the dispatcher's thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "gt/failed_tensors.h"
+#include "gt/instruction.h"
+#include "wire.pb.h"
+
+namespace gt {
+
+// A sync point the client asked for that some worker has not acknowledged.
+struct PendingSync {
+  uint64_t sync_id = 0;
+  std::set<size_t> waiting;  // worker indexes that have not acknowledged yet
+  std::vector<wire::OpError> errors;
+};
+
+struct ClientState {
+  ClientId id = 0;
+  std::string route;  // its ZeroMQ routing id
+  uint64_t token = 0;  // heartbeat token; 0: the client sends no heartbeats
+  std::chrono::steady_clock::time_point last_seen;
+  int worker = -1;                               // where new tensors go
+  std::unordered_map<TensorId, size_t> tensors;  // live tensor -> worker index
+  FailedTensors failed;
+  std::set<size_t> touched;                      // workers sent to since the last sync
+  std::set<size_t> ever;                         // workers that may hold its tensors
+  std::vector<wire::OpError> errors;             // found here, reported at the next sync
+  std::deque<PendingSync> syncs;
+  std::unordered_map<uint64_t, Instruction> units;                      // kDefineUnit by unit key
+  std::unordered_map<uint64_t, uint64_t> unit_keys;                     // the client's key -> content key
+  std::unordered_map<size_t, std::unordered_set<uint64_t>> units_sent;  // worker -> keys it was sent
+};
+
+class ClientTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The client connected under `route`, created (with `token`) on its first
+  // message; `*created` tells which.
+  ClientState& ForRoute(const std::string& route, uint64_t token, bool* created);
+  // nullptr when there is no such client (it left, or never was).
+  ClientState* Find(ClientId id);
+  ClientState* FindByRoute(const std::string& route);
+  ClientState* FindByToken(uint64_t token);
+  void Erase(ClientId id);
+  // Clients with a heartbeat token not heard from for longer than `timeout`.
+  std::vector<ClientId> Silent(Clock::time_point now, Clock::duration timeout) const;
+
+  auto begin() { return clients_.begin(); }
+  auto end() { return clients_.end(); }
+
+  // Workers keep units by key for every client and refuse a different
+  // template under a key they hold, so a unit a client defined itself (its
+  // own compile stage) reaches them under a key made from its template's
+  // bytes, not the key the client chose: two clients' templates never meet
+  // under one key unless they are the same template (then shared). The
+  // client's runs name its key; they are mapped through its definitions.
+  static void KeyUnitByContent(ClientState& c, Instruction& define_or_run);
+
+ private:
+  ClientId next_id_ = 1;
+  std::unordered_map<ClientId, ClientState> clients_;
+  std::unordered_map<std::string, ClientId> by_route_;
+  std::unordered_map<uint64_t, ClientId> by_token_;
+};
+
+}  // namespace gt

@@ -1,0 +1,184 @@
+// Where each op-specific attribute lives in the generic Attributes record
+// (the layout documented in gt/op.h). Nothing else writes these fields.
+#include "gt/op_attrs.h"
+
+#include <cassert>
+
+namespace gt {
+namespace {
+
+Instruction Control(Op op, ClientId client, uint64_t seq) {
+  Instruction inst;
+  inst.op = op;
+  inst.client = client;
+  inst.seq = seq;
+  return inst;
+}
+
+std::string BlobText(const BlobPtr& blob) {
+  if (!blob) return {};
+  return std::string(reinterpret_cast<const char*>(blob->data()), blob->size());
+}
+
+BlobPtr TextBlob(const std::string& text) { return CopyToBlob(text.data(), text.size()); }
+
+Status Invalid(const Instruction& inst, const std::string& why) { return InvalidArgument(inst.Describe() + ": " + why); }
+
+}  // namespace
+
+Instruction MakeFree(ClientId client, uint64_t seq, std::vector<TensorId> ids) {
+  Instruction inst = Control(Op::kFree, client, seq);
+  inst.operands = std::move(ids);
+  return inst;
+}
+
+Instruction MakeFetch(ClientId client, uint64_t seq, TensorId id) {
+  Instruction inst = Control(Op::kFetch, client, seq);
+  inst.operands = {id};
+  return inst;
+}
+
+Instruction MakeSync(ClientId client, uint64_t seq, uint64_t sync_id) {
+  Instruction inst = Control(Op::kSync, client, seq);
+  inst.attrs.sync_id = sync_id;
+  return inst;
+}
+
+Instruction MakeDropClient(ClientId client) { return Control(Op::kDropClient, client, 0); }
+
+Instruction MakeMembership(const std::vector<int64_t>& live_workers) {
+  Instruction inst = Control(Op::kMembership, 0, 0);
+  inst.attrs.shape = live_workers;
+  return inst;
+}
+
+std::vector<int> MembershipWorkers(const Instruction& membership) {
+  return std::vector<int>(membership.attrs.shape.begin(), membership.attrs.shape.end());
+}
+
+Instruction MakeHotMarker(Op op, const HotMarker& marker) {
+  assert(op == Op::kHotStart || op == Op::kHotEnd);
+  Instruction inst = Control(op, 0, 0);
+  inst.attrs.seed = marker.sequence_id;
+  if (marker.length) inst.attrs.axes = {*marker.length};
+  return inst;
+}
+
+HotMarker ReadHotMarker(const Instruction& marker) {
+  HotMarker out;
+  out.sequence_id = marker.attrs.seed;
+  if (!marker.attrs.axes.empty()) out.length = marker.attrs.axes[0];
+  return out;
+}
+
+Instruction MakeDefineUnit(ClientId client, uint64_t seq, uint64_t key, BlobPtr template_bytes) {
+  Instruction inst = Control(Op::kDefineUnit, client, seq);
+  SetUnitKey(inst, key);
+  inst.payload = std::move(template_bytes);
+  return inst;
+}
+
+Instruction MakeRunUnit(ClientId client, uint64_t seq, uint64_t key, std::vector<TensorId> inputs,
+                        std::vector<TensorId> outputs, std::vector<int64_t> freed) {
+  Instruction inst = Control(Op::kRunUnit, client, seq);
+  SetUnitKey(inst, key);
+  inst.operands = std::move(inputs);
+  inst.results = std::move(outputs);
+  inst.attrs.axes = std::move(freed);
+  return inst;
+}
+
+// kConfigure: signal = the name; axes = {shard axis}; shape = workers;
+// keepdims = replicated; seed = compile; payload = backward; scalar 1 = forget.
+Instruction MakeConfigure(uint64_t seq, const ConfigureSpec& spec) {
+  Instruction inst = Control(Op::kConfigure, 0, seq);
+  inst.signal = spec.signal;
+  if (spec.forget) {
+    inst.attrs.scalar = 1;
+    return inst;
+  }
+  if (spec.shard_axis) inst.attrs.axes = {*spec.shard_axis};
+  inst.attrs.shape = spec.workers;
+  inst.attrs.keepdims = spec.replicated;
+  inst.attrs.seed = spec.compile ? 1 : 0;
+  if (!spec.backward.empty()) inst.payload = TextBlob(spec.backward);
+  return inst;
+}
+
+ConfigureSpec ReadConfigure(const Instruction& configure) {
+  ConfigureSpec spec;
+  spec.signal = configure.signal;
+  spec.forget = configure.attrs.scalar == 1;
+  if (spec.forget) return spec;
+  if (!configure.attrs.axes.empty()) spec.shard_axis = configure.attrs.axes[0];
+  spec.workers = configure.attrs.shape;
+  spec.replicated = configure.attrs.keepdims;
+  spec.compile = configure.attrs.seed != 0;
+  spec.backward = BlobText(configure.payload);
+  return spec;
+}
+
+// Collectives: numbers = group; axes = {rank, ...op's own}; payload =
+// rendezvous; kAllReduce: scalar = ReduceOp.
+Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
+  assert(KindOf(op) == OpKind::kCollective);
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.numbers.assign(spec.group.begin(), spec.group.end());
+  inst.attrs.axes = {spec.rank};
+  inst.payload = TextBlob(spec.rendezvous);
+  switch (op) {
+    case Op::kBroadcast: inst.attrs.axes.push_back(spec.root); break;
+    case Op::kAllReduce: inst.attrs.scalar = static_cast<double>(spec.reduce); break;
+    case Op::kAllGather:
+      inst.attrs.axes.push_back(spec.dim);
+      inst.attrs.axes.insert(inst.attrs.axes.end(), spec.sizes.begin(), spec.sizes.end());
+      break;
+    default: break;  // not a collective: asserted above
+  }
+  return inst;
+}
+
+Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
+  CollectiveSpec spec;
+  spec.rendezvous = BlobText(inst.payload);
+  if (spec.rendezvous.empty()) return Invalid(inst, "no rendezvous address");
+  if (spec.rendezvous.rfind(':') == std::string::npos)
+    return Invalid(inst, "rendezvous '" + spec.rendezvous + "' is not host:port");
+  const std::vector<int64_t>& axes = inst.attrs.axes;
+  if (inst.attrs.numbers.empty() || axes.empty()) return Invalid(inst, "no group (numbers) or rank (axes[0])");
+  for (double w : inst.attrs.numbers) spec.group.push_back(static_cast<int64_t>(w));
+  const int64_t size = static_cast<int64_t>(spec.group.size());
+  spec.rank = axes[0];
+  if (spec.rank < 0 || spec.rank >= size)
+    return Invalid(inst, "rank " + std::to_string(spec.rank) + " outside a group of " + std::to_string(size));
+  switch (inst.op) {
+    case Op::kBroadcast:
+      if (axes.size() != 2) return Invalid(inst, "broadcast expects axes {rank, root}");
+      spec.root = axes[1];
+      if (spec.root < 0 || spec.root >= size)
+        return Invalid(inst, "root rank " + std::to_string(spec.root) + " outside the group");
+      return spec;
+    case Op::kAllReduce: {
+      const double op = inst.attrs.scalar;
+      spec.reduce = op == 1 ? ReduceOp::kMax : op == 2 ? ReduceOp::kMin : ReduceOp::kSum;
+      return spec;
+    }
+    case Op::kAllGather:
+      if (axes.size() != 2 + spec.group.size()) return Invalid(inst, "all_gather expects axes {rank, dim, sizes...}");
+      spec.dim = axes[1];
+      spec.sizes.assign(axes.begin() + 2, axes.end());
+      return spec;
+    default: return Invalid(inst, "not a collective");
+  }
+}
+
+Instruction MakeScalarBinary(Op op, double scalar, ScalarSide side) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.scalar = scalar;
+  inst.attrs.scalar_side = side;
+  return inst;
+}
+
+}  // namespace gt

@@ -1,0 +1,147 @@
+#include "router.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "gt/op_attrs.h"
+#include "gt/unit.h"
+
+namespace gt {
+namespace {
+
+std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
+
+}  // namespace
+
+Status Router::Accept(Instruction inst) {
+  // Meant for the stages (the sharding modifier); no worker needs them.
+  if (inst.op == Op::kConfigure || inst.op == Op::kMembership) return Status::Ok();
+  ClientState* client = clients_.Find(inst.client);
+  if (!client) return Internal("instruction for unknown client " + std::to_string(inst.client));
+  ClientState& c = *client;
+  if (inst.op == Op::kDropClient) return SendDrop(c, inst);
+  if (inst.op == Op::kSync) {
+    syncs_.Begin(c, inst);
+    return Status::Ok();
+  }
+  if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
+  if (Status s = CheckIds(c, inst); !s.ok()) return Refuse(c, inst, s);
+  Result<size_t> target = TargetWorker(c, inst);
+  if (!target.ok()) return Refuse(c, inst, target.status());
+  if (inst.op == Op::kFree)
+    for (TensorId id : inst.operands) c.tensors.erase(id);
+  if (inst.op == Op::kRunUnit) {
+    if (Status s = SendUnitOnce(c, *target, inst); !s.ok()) return Refuse(c, inst, s);
+    for (TensorId id : ConsumedOperands(inst)) c.tensors.erase(id);
+  }
+  for (TensorId r : inst.results) c.tensors[r] = *target;
+  Enqueue(*target, c, inst);
+  return Status::Ok();
+}
+
+Status Router::SendDrop(ClientState& c, const Instruction& drop) {
+  for (size_t w : c.ever)
+    if (workers_.IsAlive(w)) workers_.Enqueue(w, drop);
+  return Status::Ok();
+}
+
+// Keeps a unit's definition; it goes to a worker just before that worker's
+// first kRunUnit of it (SendUnitOnce), so each worker gets it once.
+Status Router::DefineUnit(ClientState& c, Instruction inst) {
+  if (!inst.payload) return InvalidArgument(inst.Describe() + ": no unit template");
+  const uint64_t key = UnitKey(inst);
+  auto it = c.units.find(key);
+  if (it != c.units.end()) {
+    const Blob& held = *it->second.payload;
+    if (held.size() == inst.payload->size() && std::equal(held.data(), held.data() + held.size(), inst.payload->data()))
+      return Status::Ok();
+    // Redefined: workers that had the old one must get the new one.
+    for (auto& [w, keys] : c.units_sent) keys.erase(key);
+  }
+  c.units[key] = std::move(inst);
+  return Status::Ok();
+}
+
+Status Router::SendUnitOnce(ClientState& c, size_t w, const Instruction& run) {
+  auto unit = c.units.find(UnitKey(run));
+  if (unit == c.units.end()) return NotFound(run.Describe() + ": no unit was defined under this key");
+  if (c.units_sent[w].insert(UnitKey(run)).second) Enqueue(w, c, unit->second);
+  return Status::Ok();
+}
+
+Status Router::CheckIds(const ClientState& c, const Instruction& inst) const {
+  if (Status s = c.failed.CheckOperands(inst); !s.ok()) return s;
+  for (TensorId id : inst.operands)
+    if (!c.tensors.count(id)) return NotFound(inst.Describe() + ": unknown tensor " + TensorName(id));
+  for (TensorId id : inst.results)
+    if (c.tensors.count(id)) return InvalidArgument(inst.Describe() + ": result " + TensorName(id) + " already names a live tensor");
+  if (ProducesTensor(inst.op) && inst.results.size() != 1)
+    return InvalidArgument(inst.Describe() + ": expected exactly one result id");
+  if (inst.op == Op::kRunUnit) {
+    // Several results: every one a distinct new id (each is placed on the target worker).
+    std::unordered_set<TensorId> distinct(inst.results.begin(), inst.results.end());
+    if (distinct.size() != inst.results.size()) return InvalidArgument(inst.Describe() + ": a result id appears twice");
+    for (int64_t index : FreedOperandIndexes(inst))
+      if (index < 0 || static_cast<size_t>(index) >= inst.operands.size())
+        return InvalidArgument(inst.Describe() + ": freed operand index " + std::to_string(index) + " out of range");
+  }
+  return Status::Ok();
+}
+
+// REQUIRES: CheckIds(c, inst) passed (every operand is a live tensor of c).
+Result<size_t> Router::TargetWorker(ClientState& c, const Instruction& inst) {
+  if (inst.worker >= 0) {  // placed by a stage
+    const size_t w = static_cast<size_t>(inst.worker);
+    const std::string where = inst.signal.empty() ? "" : "signal '" + inst.signal + "': ";
+    if (!workers_.IsAlive(w))
+      return Unavailable(where + inst.Describe() + ": worker index " + std::to_string(w) + " is not a live worker (" +
+                         std::to_string(workers_.LiveCount()) + " live)");
+    for (TensorId id : inst.operands)
+      if (c.tensors.at(id) != w)
+        return Internal(inst.Describe() + ": operand " + TensorName(id) + " is on " + workers_.at(c.tensors.at(id)).name +
+                        ", not on the worker the instruction was placed on");
+    return w;
+  }
+  if (!inst.operands.empty()) {
+    const size_t w = c.tensors.at(inst.operands[0]);
+    for (TensorId id : inst.operands)
+      if (c.tensors.at(id) != w)
+        return Unavailable(inst.Describe() + ": operands live on different workers (" + workers_.at(w).name + ", " +
+                           workers_.at(c.tensors.at(id)).name + ")");
+    if (!workers_.IsAlive(w))
+      return Unavailable(inst.Describe() + ": operands were on worker " + workers_.at(w).name + ", which is gone");
+    return w;
+  }
+  if (c.worker >= 0 && workers_.IsAlive(static_cast<size_t>(c.worker))) return static_cast<size_t>(c.worker);
+  std::optional<size_t> w = workers_.NextPlacement();
+  if (!w) return Unavailable(inst.Describe() + ": no live worker");
+  c.worker = static_cast<int>(*w);
+  return *w;
+}
+
+// Remembers that the results of `inst` were never made (a result id that
+// names a live tensor keeps it), so later uses name this op; a kRunUnit
+// refused here still frees the live operands it would have consumed (the
+// client has forgotten them), as a worker does for one that fails there.
+Status Router::Refuse(ClientState& c, const Instruction& inst, Status status) {
+  if (inst.op == Op::kRunUnit) {
+    for (TensorId id : ConsumedOperands(inst)) {
+      auto it = c.tensors.find(id);
+      if (it == c.tensors.end()) continue;
+      const size_t w = it->second;
+      c.tensors.erase(it);
+      if (workers_.IsAlive(w)) Enqueue(w, c, MakeFree(c.id, inst.seq, {id}));
+    }
+  }
+  for (TensorId r : inst.results)
+    if (!c.tensors.count(r)) c.failed.Record(r, inst.seq);
+  return status;
+}
+
+void Router::Enqueue(size_t w, ClientState& c, const Instruction& inst) {
+  workers_.Enqueue(w, inst);
+  c.touched.insert(w);
+  c.ever.insert(w);
+}
+
+}  // namespace gt

@@ -1,0 +1,52 @@
+// The router: the dispatcher's terminal stage, where a client's instruction
+// stream, after the manifest's stages, becomes per-worker batches.
+//
+// It owns no socket. For each instruction it checks the client's tensor ids
+// (an operand must be live in the client's namespace, a result must not be),
+// picks the target worker (the one a stage placed it on, else the one holding
+// its operands, else the client's worker), keeps each client's units and
+// sends a unit's template to a worker once before its first run there, and
+// appends the instruction to the target's batch (WorkerRegistry). Refused
+// instructions are reported to the client at its next sync point, and their
+// results remembered as failed, so later uses name the op that failed.
+//
+// Thread-safety: as every Terminal (the pipeline's thread).
+#pragma once
+
+#include <functional>
+
+#include "client_table.h"
+#include "gt/status.h"
+#include "pipeline.h"
+#include "sync_tracker.h"
+#include "worker_registry.h"
+
+namespace gt {
+
+class Router final : public Terminal {
+ public:
+  // `end_batch` runs when the pipeline's pass ends (the dispatcher flushes
+  // the workers' batches there).
+  Router(ClientTable& clients, WorkerRegistry& workers, SyncTracker& syncs, std::function<void()> end_batch)
+      : clients_(clients), workers_(workers), syncs_(syncs), end_batch_(std::move(end_batch)) {}
+
+  // An error for the client's next sync point when `inst` is refused.
+  Status Accept(Instruction inst) override;
+  void EndBatch() override { end_batch_(); }
+
+ private:
+  Status SendDrop(ClientState& c, const Instruction& drop);
+  Status DefineUnit(ClientState& c, Instruction inst);
+  Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);
+  Status CheckIds(const ClientState& c, const Instruction& inst) const;
+  Result<size_t> TargetWorker(ClientState& c, const Instruction& inst);
+  Status Refuse(ClientState& c, const Instruction& inst, Status status);
+  void Enqueue(size_t w, ClientState& c, const Instruction& inst);
+
+  ClientTable& clients_;
+  WorkerRegistry& workers_;
+  SyncTracker& syncs_;
+  std::function<void()> end_batch_;
+};
+
+}  // namespace gt

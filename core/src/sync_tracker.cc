@@ -1,0 +1,56 @@
+#include "sync_tracker.h"
+
+#include "gt/op_attrs.h"
+
+namespace gt {
+
+void SyncTracker::Begin(ClientState& c, const Instruction& sync) {
+  PendingSync pending;
+  pending.sync_id = SyncId(sync);
+  for (size_t w : c.touched) {
+    if (!workers_.IsAlive(w)) continue;
+    pending.waiting.insert(w);
+    workers_.Enqueue(w, sync);
+  }
+  c.touched.clear();
+  c.syncs.push_back(std::move(pending));
+  CompleteReady(c);
+}
+
+void SyncTracker::OnAck(ClientState& c, size_t w, const wire::Envelope& ack) {
+  for (PendingSync& s : c.syncs) {
+    if (s.sync_id != ack.sync_id() || !s.waiting.erase(w)) continue;
+    s.errors.insert(s.errors.end(), ack.errors().begin(), ack.errors().end());
+    break;
+  }
+  CompleteReady(c);
+}
+
+void SyncTracker::OnWorkerLost(ClientState& c, size_t w, const std::string& why) {
+  for (PendingSync& s : c.syncs) {
+    if (!s.waiting.erase(w)) continue;
+    wire::OpError e;
+    e.set_client(c.id);
+    e.set_code(static_cast<uint32_t>(Code::kUnavailable));
+    e.set_message("worker " + workers_.at(w).name + " was lost (" + why + ") before it answered; its tensors are gone");
+    e.set_host(host_id_);
+    s.errors.push_back(e);
+  }
+  CompleteReady(c);
+}
+
+void SyncTracker::CompleteReady(ClientState& c) {
+  while (!c.syncs.empty() && c.syncs.front().waiting.empty()) {
+    PendingSync& s = c.syncs.front();
+    wire::Envelope done;
+    done.set_kind(wire::Envelope::SYNC_DONE);
+    done.set_sync_id(s.sync_id);
+    for (auto& e : c.errors) *done.add_errors() = std::move(e);
+    for (auto& e : s.errors) *done.add_errors() = std::move(e);
+    c.errors.clear();
+    (void)sender_.Send(c.route, done, {});
+    c.syncs.pop_front();
+  }
+}
+
+}  // namespace gt

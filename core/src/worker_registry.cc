@@ -1,0 +1,103 @@
+#include "worker_registry.h"
+
+#include "codec.h"
+
+namespace gt {
+
+size_t WorkerRegistry::Register(const std::string& route, const std::string& name,
+                                const std::string& metrics_endpoint, const std::string& peer_ip) {
+  const size_t index = workers_.size();
+  WorkerState w;
+  w.route = route;
+  w.name = name.empty() ? "worker-" + std::to_string(index) : name;
+  w.metrics_endpoint = metrics_endpoint;
+  w.peer_ip = peer_ip;
+  w.last_seen = Clock::now();
+  workers_.push_back(std::move(w));
+  by_route_[route] = index;
+  Publish();
+  return index;
+}
+
+std::optional<size_t> WorkerRegistry::FindByRoute(const std::string& route) const {
+  auto it = by_route_.find(route);
+  if (it == by_route_.end()) return std::nullopt;
+  return it->second;
+}
+
+bool WorkerRegistry::MarkLost(size_t w) {
+  WorkerState& worker = workers_[w];
+  if (!worker.alive) return false;
+  worker.alive = false;
+  by_route_.erase(worker.route);
+  Publish();
+  return true;
+}
+
+size_t WorkerRegistry::LiveCount() const {
+  size_t n = 0;
+  for (const WorkerState& w : workers_) n += w.alive ? 1 : 0;
+  return n;
+}
+
+std::vector<int64_t> WorkerRegistry::LiveIndexes() const {
+  std::vector<int64_t> live;
+  for (size_t w = 0; w < workers_.size(); ++w)
+    if (workers_[w].alive) live.push_back(static_cast<int64_t>(w));
+  return live;
+}
+
+std::vector<size_t> WorkerRegistry::Silent(Clock::time_point now, Clock::duration timeout) const {
+  std::vector<size_t> silent;
+  for (size_t w = 0; w < workers_.size(); ++w)
+    if (workers_[w].alive && now - workers_[w].last_seen > timeout) silent.push_back(w);
+  return silent;
+}
+
+std::optional<size_t> WorkerRegistry::NextPlacement() {
+  for (size_t k = 0; k < workers_.size(); ++k) {
+    const size_t w = (next_placement_ + k) % workers_.size();
+    if (!workers_[w].alive) continue;
+    next_placement_ = w + 1;
+    return w;
+  }
+  return std::nullopt;
+}
+
+void WorkerRegistry::Enqueue(size_t w, const Instruction& inst) {
+  WorkerState& worker = workers_[w];
+  if (worker.outgoing.instructions_size() == 0) worker.outgoing.set_kind(wire::Envelope::BATCH);
+  EncodeInstruction(inst, worker.outgoing.add_instructions(), &worker.payloads);
+  dirty_.insert(w);
+}
+
+std::vector<size_t> WorkerRegistry::Flush(const std::function<bool(const WorkerState&)>& send) {
+  std::vector<size_t> unreachable;
+  for (size_t w : dirty_) {
+    WorkerState& worker = workers_[w];
+    if (worker.alive && !send(worker)) unreachable.push_back(w);
+    worker.outgoing.Clear();
+    worker.payloads.clear();
+  }
+  dirty_.clear();
+  return unreachable;
+}
+
+std::vector<WorkerEndpoint> WorkerRegistry::LiveEndpoints() const {
+  std::lock_guard<std::mutex> lock(endpoints_mutex_);
+  return endpoints_;
+}
+
+void WorkerRegistry::Publish() {
+  std::vector<WorkerEndpoint> live;
+  size_t alive = 0;
+  for (const WorkerState& w : workers_) {
+    alive += w.alive ? 1 : 0;
+    if (w.alive && !w.metrics_endpoint.empty()) live.push_back({w.name, w.metrics_endpoint, w.peer_ip});
+  }
+  live_workers_.store(alive, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(endpoints_mutex_);
+  endpoints_.swap(live);
+}
+
+}  // namespace gt

@@ -1,0 +1,99 @@
+// The dispatcher's table of workers: who registered, who is alive, where new
+// tensors go, and the batch of instructions each worker gets at the end of
+// the current pipeline pass.
+//
+// Worker indexes are positions in registration order and never reused: a
+// lost worker keeps its slot (marked dead), so an index held by a client's
+// tensor or a stage stays meaningful.
+//
+// Thread-safety: owned by the dispatcher's thread, except LiveEndpoints()
+// and PublishedLiveCount(), which any thread may call (the discovery server).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gt/instruction.h"
+#include "wire.pb.h"
+
+namespace gt {
+
+// A live worker's metrics endpoint, as published for service discovery.
+struct WorkerEndpoint {
+  std::string name;     // the worker's id (its `instance` label)
+  std::string metrics;  // "host:port" the worker announced in REGISTER; the host
+                        // may be a wildcard (0.0.0.0, [::]) when it listens on
+                        // every interface
+  std::string peer_ip;  // IP address the worker connected from (tcp only; ""
+                        // for ipc:// and inproc:// peers)
+};
+
+struct WorkerState {
+  std::string route;  // its ZeroMQ routing id
+  std::string name;
+  std::string metrics_endpoint;
+  std::string peer_ip;  // tcp peers only
+  std::chrono::steady_clock::time_point last_seen;
+  bool alive = true;
+  wire::Envelope outgoing;        // this pass's BATCH, sent by Flush()
+  std::vector<BlobPtr> payloads;  // its payload frames
+};
+
+class WorkerRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // Adds a worker; returns its index. An empty `name` becomes "worker-<index>".
+  size_t Register(const std::string& route, const std::string& name, const std::string& metrics_endpoint,
+                  const std::string& peer_ip);
+  // The live worker connected under `route`, if any.
+  std::optional<size_t> FindByRoute(const std::string& route) const;
+  // Marks worker `w` dead; false when it already was.
+  bool MarkLost(size_t w);
+
+  // REQUIRES: w < size().
+  const WorkerState& at(size_t w) const { return workers_[w]; }
+  void Touch(size_t w) { workers_[w].last_seen = Clock::now(); }
+  bool IsAlive(size_t w) const { return w < workers_.size() && workers_[w].alive; }
+  size_t size() const { return workers_.size(); }
+  size_t LiveCount() const;
+  std::vector<int64_t> LiveIndexes() const;
+  // Live workers whose last message is older than `timeout`.
+  std::vector<size_t> Silent(Clock::time_point now, Clock::duration timeout) const;
+  // The next live worker in round-robin order (where a new client's tensors go).
+  std::optional<size_t> NextPlacement();
+
+  // Appends `inst` to worker w's batch for this pass.
+  void Enqueue(size_t w, const Instruction& inst);
+  // Hands every non-empty batch of a live worker to `send` and clears all
+  // batches; returns the workers `send` could not reach.
+  std::vector<size_t> Flush(const std::function<bool(const WorkerState&)>& send);
+
+  // The workers alive now that announced a metrics endpoint, in registration
+  // order, as of the last Register()/MarkLost(). Thread-safe.
+  std::vector<WorkerEndpoint> LiveEndpoints() const;
+  // How many workers were alive at the last Register()/MarkLost(). Thread-safe.
+  size_t PublishedLiveCount() const { return live_workers_.load(std::memory_order_acquire); }
+
+ private:
+  void Publish();
+
+  std::vector<WorkerState> workers_;  // never shrinks: indexes stay valid
+  std::unordered_map<std::string, size_t> by_route_;
+  size_t next_placement_ = 0;
+  std::set<size_t> dirty_;  // workers with a batch this pass
+
+  mutable std::mutex endpoints_mutex_;
+  std::vector<WorkerEndpoint> endpoints_;  // GUARDED_BY(endpoints_mutex_)
+  std::atomic<size_t> live_workers_{0};
+};
+
+}  // namespace gt

@@ -1,0 +1,273 @@
+// The dispatcher's parts in-process, without a socket: the router (id checks,
+// target worker, units, refusals), the worker registry's batches, sync
+// tracking and the failed-tensor ledger. What the router sends is read back
+// from the per-worker batches it fills; what goes to clients is recorded by
+// a PeerSender.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "client_table.h"
+#include "codec.h"
+#include "gt/op_attrs.h"
+#include "gt/unit.h"
+#include "router.h"
+#include "sync_tracker.h"
+#include "worker_registry.h"
+
+namespace gt {
+namespace {
+
+// Messages to peers, by routing id.
+class RecordingSender final : public PeerSender {
+ public:
+  bool Send(const std::string& route, const wire::Envelope& env, const std::vector<BlobPtr>&) override {
+    sent[route].push_back(env);
+    return reachable;
+  }
+  std::map<std::string, std::vector<wire::Envelope>> sent;
+  bool reachable = true;
+};
+
+class RouterTest : public ::testing::Test {
+ protected:
+  RouterTest() : syncs_(workers_, sender_, "dispatcher-test"), router_(clients_, workers_, syncs_, [this] { Flush(); }) {
+    workers_.Register("w0", "worker-0", "", "");
+    workers_.Register("w1", "worker-1", "", "");
+  }
+
+  ClientState& NewClient(const std::string& route) {
+    bool created = false;
+    return clients_.ForRoute(route, 0, &created);
+  }
+
+  // What each worker got since the last call, decoded.
+  std::map<std::string, std::vector<Instruction>> TakeBatches() {
+    router_.EndBatch();
+    auto out = std::move(batches_);
+    batches_.clear();
+    return out;
+  }
+
+  static Instruction Op1(Op op, ClientId client, uint64_t seq, std::vector<TensorId> operands, TensorId result) {
+    Instruction inst;
+    inst.op = op;
+    inst.client = client;
+    inst.seq = seq;
+    inst.operands = std::move(operands);
+    inst.results = {result};
+    inst.attrs.shape = {2, 2};
+    return inst;
+  }
+
+  void Flush() {
+    workers_.Flush([this](const WorkerState& w) {
+      for (const wire::Instruction& wi : w.outgoing.instructions()) {
+        Result<Instruction> inst = DecodeInstruction(wi, w.payloads);
+        EXPECT_TRUE(inst.ok()) << inst.status().ToString();
+        if (inst.ok()) batches_[w.name].push_back(std::move(*inst));
+      }
+      return true;
+    });
+  }
+
+  ClientTable clients_;
+  WorkerRegistry workers_;
+  RecordingSender sender_;
+  SyncTracker syncs_;
+  Router router_;
+  std::map<std::string, std::vector<Instruction>> batches_;
+};
+
+TEST_F(RouterTest, ClientsArePlacedRoundRobinAndOpsFollowTheirOperands) {
+  ClientState& a = NewClient("a");
+  ClientState& b = NewClient("b");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, a.id, 1, {}, 1)).ok());
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, b.id, 1, {}, 1)).ok());
+  ASSERT_TRUE(router_.Accept(Op1(Op::kRelu, a.id, 2, {1}, 2)).ok());
+  auto batches = TakeBatches();
+  ASSERT_EQ(batches["worker-0"].size(), 2u);
+  ASSERT_EQ(batches["worker-1"].size(), 1u);
+  EXPECT_EQ(batches["worker-0"][0].client, a.id);
+  EXPECT_EQ(batches["worker-0"][1].op, Op::kRelu);
+  EXPECT_EQ(batches["worker-1"][0].client, b.id);
+  EXPECT_EQ(a.tensors.at(2), 0u);
+  EXPECT_EQ(b.tensors.at(1), 1u);
+}
+
+TEST_F(RouterTest, RefusesUnknownIdsAndTakenResultsAndRemembersWhatFailed) {
+  ClientState& c = NewClient("c");
+  Status unknown = router_.Accept(Op1(Op::kRelu, c.id, 1, {7}, 2));
+  EXPECT_EQ(unknown.code(), Code::kNotFound);
+  EXPECT_NE(unknown.message().find("unknown tensor %7"), std::string::npos) << unknown.message();
+  // %2 was never made: a use names op #1, the one that failed.
+  Status after = router_.Accept(Op1(Op::kNeg, c.id, 2, {2}, 3));
+  EXPECT_EQ(after.code(), Code::kFailedPrecondition);
+  EXPECT_NE(after.message().find("operand %2 does not exist because op #1 failed"), std::string::npos) << after.message();
+  ASSERT_TRUE(router_.Accept(Op1(Op::kOnes, c.id, 3, {}, 4)).ok());
+  Status taken = router_.Accept(Op1(Op::kOnes, c.id, 4, {}, 4));
+  EXPECT_EQ(taken.code(), Code::kInvalidArgument);
+  EXPECT_EQ(c.tensors.count(4), 1u) << "a refused op keeps the live tensor its result id names";
+  auto batches = TakeBatches();
+  EXPECT_EQ(batches["worker-0"].size() + batches["worker-1"].size(), 1u) << "only the accepted op reaches a worker";
+}
+
+TEST_F(RouterTest, AnOpPlacedOnADeadWorkerIsRefusedNamingIt) {
+  ClientState& c = NewClient("c");
+  ASSERT_TRUE(workers_.MarkLost(1));
+  Instruction placed = Op1(Op::kZeros, c.id, 1, {}, 1);
+  placed.worker = 1;
+  Status s = router_.Accept(std::move(placed));
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_NE(s.message().find("worker index 1 is not a live worker (1 live)"), std::string::npos) << s.message();
+}
+
+TEST_F(RouterTest, AUnitGoesToAWorkerOnceBeforeItsFirstRunAndItsInputsAreConsumed) {
+  ClientState& c = NewClient("c");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, c.id, 1, {}, 1)).ok());
+  Status missing = router_.Accept(MakeRunUnit(c.id, 2, 42, {1}, {2}, {}));
+  EXPECT_EQ(missing.code(), Code::kNotFound);
+  const std::string bytes = "template";
+  ASSERT_TRUE(router_.Accept(MakeDefineUnit(c.id, 3, 42, CopyToBlob(bytes.data(), bytes.size()))).ok());
+  ASSERT_TRUE(router_.Accept(MakeRunUnit(c.id, 4, 42, {1}, {3}, {})).ok());
+  ASSERT_TRUE(router_.Accept(MakeRunUnit(c.id, 5, 42, {3}, {4}, {0})).ok());
+  auto batches = TakeBatches();
+  const std::vector<Instruction>& w0 = batches["worker-0"];
+  ASSERT_EQ(w0.size(), 4u);  // zeros, define, run, run
+  EXPECT_EQ(w0[1].op, Op::kDefineUnit);
+  EXPECT_EQ(UnitKey(w0[1]), 42u);
+  EXPECT_EQ(w0[2].op, Op::kRunUnit);
+  EXPECT_EQ(w0[3].op, Op::kRunUnit);
+  EXPECT_EQ(c.tensors.count(3), 0u) << "the second run consumed %3";
+  EXPECT_EQ(c.tensors.count(4), 1u);
+}
+
+TEST_F(RouterTest, ARefusedRunStillFreesTheInputsItWouldHaveConsumed) {
+  ClientState& c = NewClient("c");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, c.id, 1, {}, 1)).ok());
+  TakeBatches();
+  Status s = router_.Accept(MakeRunUnit(c.id, 2, 99, {1}, {2}, {0}));  // no unit 99
+  EXPECT_EQ(s.code(), Code::kNotFound);
+  auto batches = TakeBatches();
+  ASSERT_EQ(batches["worker-0"].size(), 1u);
+  EXPECT_EQ(batches["worker-0"][0].op, Op::kFree);
+  EXPECT_EQ(batches["worker-0"][0].operands, std::vector<TensorId>{1});
+  EXPECT_EQ(c.tensors.count(1), 0u);
+  EXPECT_TRUE(c.failed.Contains(2));
+}
+
+TEST_F(RouterTest, ASyncIsAnsweredWhenEveryTouchedWorkerAcknowledgesOrIsLost) {
+  ClientState& a = NewClient("a");
+  ClientState& b = NewClient("b");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, a.id, 1, {}, 1)).ok());  // worker-0
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, b.id, 1, {}, 1)).ok());  // worker-1
+  Instruction placed = Op1(Op::kZeros, a.id, 2, {}, 2);
+  placed.worker = 1;
+  ASSERT_TRUE(router_.Accept(std::move(placed)).ok());
+  ASSERT_TRUE(router_.Accept(MakeSync(a.id, 3, 7)).ok());
+  auto batches = TakeBatches();
+  ASSERT_EQ(batches["worker-0"].back().op, Op::kSync);
+  ASSERT_EQ(batches["worker-1"].back().op, Op::kSync);
+  EXPECT_TRUE(sender_.sent["a"].empty()) << "answered before the workers acknowledged";
+  wire::Envelope ack;
+  ack.set_kind(wire::Envelope::SYNC_ACK);
+  ack.set_client(a.id);
+  ack.set_sync_id(7);
+  syncs_.OnAck(a, 0, ack);
+  EXPECT_TRUE(sender_.sent["a"].empty());
+  ASSERT_TRUE(workers_.MarkLost(1));
+  syncs_.OnWorkerLost(a, 1, "killed");
+  ASSERT_EQ(sender_.sent["a"].size(), 1u);
+  const wire::Envelope& done = sender_.sent["a"][0];
+  EXPECT_EQ(done.kind(), wire::Envelope::SYNC_DONE);
+  EXPECT_EQ(done.sync_id(), 7u);
+  ASSERT_EQ(done.errors_size(), 1);
+  EXPECT_NE(done.errors(0).message().find("worker worker-1 was lost (killed)"), std::string::npos);
+  // A client with nothing outstanding is answered at once.
+  ASSERT_TRUE(router_.Accept(MakeSync(b.id, 2, 1)).ok());
+  EXPECT_EQ(sender_.sent["b"].size(), 1u) << "its only worker is gone: nothing to wait for";
+}
+
+TEST_F(RouterTest, ADropReachesEveryLiveWorkerTheClientEverUsed) {
+  ClientState& c = NewClient("c");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, c.id, 1, {}, 1)).ok());
+  Instruction placed = Op1(Op::kZeros, c.id, 2, {}, 2);
+  placed.worker = 1;
+  ASSERT_TRUE(router_.Accept(std::move(placed)).ok());
+  ASSERT_TRUE(router_.Accept(MakeSync(c.id, 3, 1)).ok());
+  TakeBatches();
+  ASSERT_TRUE(router_.Accept(MakeDropClient(c.id)).ok());
+  auto batches = TakeBatches();
+  ASSERT_EQ(batches["worker-0"].size(), 1u);
+  ASSERT_EQ(batches["worker-1"].size(), 1u);
+  EXPECT_EQ(batches["worker-0"][0].op, Op::kDropClient);
+}
+
+TEST(FailedTensorsTest, NamesTheFirstFailedOperandAndForgetsFreedIds) {
+  FailedTensors ledger;
+  Instruction use;
+  use.op = Op::kAdd;
+  use.seq = 9;
+  use.operands = {3, 5};
+  EXPECT_TRUE(ledger.CheckOperands(use).ok());
+  ledger.Record(5, 4);
+  Status s = ledger.CheckOperands(use);
+  EXPECT_EQ(s.code(), Code::kFailedPrecondition);
+  EXPECT_NE(s.message().find("operand %5 does not exist because op #4 failed"), std::string::npos) << s.message();
+  EXPECT_TRUE(ledger.Forget(5));
+  EXPECT_FALSE(ledger.Forget(5));
+  EXPECT_TRUE(ledger.CheckOperands(use).ok());
+}
+
+TEST(OpAttrsTest, TypedViewsRoundTrip) {
+  ConfigureSpec spec;
+  spec.signal = "layer1";
+  spec.shard_axis = 1;
+  spec.workers = {0, 2};
+  spec.replicated = false;
+  spec.compile = true;
+  spec.backward = "layer1_bwd";
+  ConfigureSpec back = ReadConfigure(MakeConfigure(5, spec));
+  EXPECT_EQ(back.signal, "layer1");
+  EXPECT_EQ(back.shard_axis, std::optional<int64_t>(1));
+  EXPECT_EQ(back.workers, (std::vector<int64_t>{0, 2}));
+  EXPECT_TRUE(back.compile);
+  EXPECT_FALSE(back.forget);
+  EXPECT_EQ(back.backward, "layer1_bwd");
+  ConfigureSpec forget;
+  forget.signal = "x";
+  forget.forget = true;
+  EXPECT_TRUE(ReadConfigure(MakeConfigure(6, forget)).forget);
+
+  CollectiveSpec gather;
+  gather.group = {3, 1};
+  gather.rank = 1;
+  gather.rendezvous = "127.0.0.1:29500";
+  gather.dim = 0;
+  gather.sizes = {2, 3};
+  Result<CollectiveSpec> read = ReadCollective(MakeCollective(Op::kAllGather, gather));
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(read->group, gather.group);
+  EXPECT_EQ(read->rank, 1);
+  EXPECT_EQ(read->rendezvous, gather.rendezvous);
+  EXPECT_EQ(read->sizes, gather.sizes);
+  Instruction bad = MakeCollective(Op::kAllGather, gather);
+  bad.attrs.axes.pop_back();
+  EXPECT_EQ(ReadCollective(bad).status().code(), Code::kInvalidArgument);
+  gather.rank = 2;
+  EXPECT_EQ(ReadCollective(MakeCollective(Op::kAllGather, gather)).status().code(), Code::kInvalidArgument);
+
+  HotMarker marker = ReadHotMarker(MakeHotMarker(Op::kHotStart, HotMarker{77, 12}));
+  EXPECT_EQ(marker.sequence_id, 77u);
+  EXPECT_EQ(marker.length, std::optional<int64_t>(12));
+  EXPECT_FALSE(MarksHotSequence(MakeHotMarker(Op::kHotEnd, HotMarker{})));
+
+  Instruction run = MakeRunUnit(1, 2, 3, {10, 11}, {12}, {1});
+  EXPECT_EQ(ConsumedOperands(run), std::vector<TensorId>{11});
+  EXPECT_EQ(MembershipWorkers(MakeMembership({0, 2})), (std::vector<int>{0, 2}));
+}
+
+}  // namespace
+}  // namespace gt
