@@ -9,3 +9,9 @@ gt_add_test(sharding_session_test sharding_session_test.cc)
 target_link_libraries(sharding_session_test PRIVATE gt_client)
 target_compile_definitions(sharding_session_test PRIVATE GT_TEST_PLUGIN_DIR="${GT_TEST_PLUGIN_DIR}")
 add_dependencies(sharding_session_test gt-dispatcher gt-worker gt_torch gt_sharding gt_test_plugin_throwing)
+
+# The sharding stage in-process with a recording emitter: which instructions
+# and collectives each row of the strategy table emits. No hosts, no LibTorch.
+gt_add_test(sharding_strategy_test sharding_strategy_test.cc)
+target_link_libraries(sharding_strategy_test PRIVATE gt_sharding_runtime)
+target_compile_options(sharding_strategy_test PRIVATE -Wall -Wextra)

@@ -7,6 +7,8 @@
 //
 // A partial-sum placement (every worker holds an addend) exists only inside
 // a strategy: the stage all-reduces it before the op ends.
+//
+// Thread-safety: plain values.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "gt/instruction.h"
+#include "shape_inference.h"
 
 namespace gt::sharding {
 
@@ -36,8 +39,25 @@ struct Placement {
   std::string ToString() const;
 };
 
+// A client tensor with a record here: its logical shape and dtype, and
+// where its pieces live.
+struct Tensor {
+  TensorMeta meta;
+  Placement placement;
+};
+
 // torch.chunk sizes of `length` split `parts` ways (fewer pieces when
 // `length` is small; none for 0).
 std::vector<int64_t> ChunkSizes(int64_t length, size_t parts);
+
+// Same kind on the same workers, and for shards the same axis and sizes:
+// member r of each holds the same part of its tensor.
+bool SameLayout(const Placement& a, const Placement& b);
+
+// "[0, 1, 2]".
+std::string WorkerList(const std::vector<int>& workers);
+// "%12", as errors name a tensor.
+std::string TensorName(TensorId id);
+bool Contains(const std::vector<int>& v, int x);
 
 }  // namespace gt::sharding

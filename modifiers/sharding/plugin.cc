@@ -1,9 +1,12 @@
 // Registration of the sharding modifier: descriptor, option schema, factory.
-// The runtime is in sharding.{h,cc}; README.md documents it for users.
+// The runtime is in stage.h and the files sharding.h lists; README.md
+// documents it for users.
 #include <iterator>
 
 #include "gt/plugin.h"
+#include "rendezvous.h"
 #include "sharding.h"
+#include "stage.h"
 
 namespace gt::sharding {
 namespace {
@@ -20,7 +23,9 @@ constexpr OptionSpec kOptions[] = {
      "divides evenly, else replicated (also GT_AUTO_SHARD=1)", 0, 0},
 };
 
-Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) { return ShardingStage::Create(context); }
+Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) {
+  return ShardingStage::Create(context, &StartTcpStore);
+}
 
 const PluginDescriptor kDescriptor = {
     PluginKind::kModifier,

@@ -1,0 +1,37 @@
+#include "bookkeeping.h"
+
+namespace gt::sharding {
+
+std::vector<int> Workers::Of(const Config& config) const { return config.workers.empty() ? live_ : config.workers; }
+
+int Workers::DefaultFor(Client& c) {
+  if (c.default_worker >= 0 && Contains(live_, c.default_worker)) return c.default_worker;
+  c.default_worker = live_[next_default_++ % live_.size()];
+  return c.default_worker;
+}
+
+Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape) {
+  const std::string where = "signal '" + signal + "': ";
+  for (size_t i = 0; i < config.workers.size(); ++i)
+    if (!workers.IsLive(config.workers[i]))
+      return InvalidArgument(where + "shard.workers[" + std::to_string(i) + "]: worker index " +
+                             std::to_string(config.workers[i]) + " is not a live worker (live: " +
+                             WorkerList(workers.live()) + ")");
+  if (shape && config.sharded && !shape->empty()) {  // a scalar is placed whole
+    const int64_t rank = static_cast<int64_t>(shape->size());
+    if (config.axis < -rank || config.axis >= rank)
+      return InvalidArgument(where + "shard.axis: " + std::to_string(config.axis) +
+                             " is out of range for a tensor of shape " + ShapeToString(*shape));
+  }
+  return Status::Ok();
+}
+
+Status CheckNoFailedOperand(const Client& c, const Instruction& inst) {
+  for (TensorId id : inst.operands)
+    if (auto f = c.failed.find(id); f != c.failed.end())
+      return FailedPrecondition(inst.Describe() + ": operand " + TensorName(id) + " does not exist because op #" +
+                                std::to_string(f->second) + " failed");
+  return Status::Ok();
+}
+
+}  // namespace gt::sharding

@@ -1,0 +1,75 @@
+// The sharding stage's records: per client its signal configs, the
+// placement of every tensor it made after its first config, the tensors
+// that were never made because their op failed, its default worker and the
+// next physical id; and the live workers the dispatcher announced.
+//
+// Thread-safety: none; owned by one ShardingStage (one pipeline thread).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "gt/instruction.h"
+#include "gt/status.h"
+#include "placement.h"
+
+namespace gt::sharding {
+
+// A signal config as the dispatcher received it (kConfigure; see gt/op.h).
+struct Config {
+  bool sharded = false;
+  int64_t axis = 0;
+  std::vector<int> workers;  // empty: every live worker
+  bool replicated = false;
+  std::string backward;
+  bool compile = false;
+};
+
+// Everything the stage keeps for one client.
+struct Client {
+  // False until the client registers its first config (always true with
+  // auto-sharding): until then no tensor of it has a record here.
+  bool placing = false;
+  std::map<std::string, Config> configs;
+  std::unordered_map<TensorId, Tensor> tensors;
+  std::unordered_map<TensorId, uint64_t> failed;  // id -> seq of the op that failed to make it
+  int default_worker = -1;  // where its whole tensors are made (and every unrecorded one lives)
+  TensorId next_physical = kPhysicalIdBase;
+};
+
+// A fresh id for a shard, copy or temporary of `c`.
+inline TensorId NewId(Client& c) { return c.next_physical++; }
+
+// The live workers (kMembership) and the choice of each client's worker.
+class Workers {
+ public:
+  void Assign(const Shape& indexes) { live_.assign(indexes.begin(), indexes.end()); }
+  const std::vector<int>& live() const { return live_; }
+  bool empty() const { return live_.empty(); }
+  bool IsLive(int worker) const { return Contains(live_, worker); }
+  // The workers `config` names; every live one when it names none.
+  std::vector<int> Of(const Config& config) const;
+  // `c`'s worker for its whole tensors: the one it has while that is live,
+  // else the next live one in turn. REQUIRES: !empty().
+  int DefaultFor(Client& c);
+
+ private:
+  std::vector<int> live_;  // live worker indexes, from kMembership
+  size_t next_default_ = 0;
+};
+
+// OK when every worker `config` (registered under `signal`) names is live
+// and, given the `shape` of a tensor it places (may be null), its shard axis
+// is in range; else InvalidArgument naming the signal and the field.
+Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape);
+
+// FailedPrecondition naming the first operand of `inst` that does not
+// exist because the op that should have made it failed; OK otherwise.
+// The one place that asks it: core's shared ledger of failed tensors will
+// take its place.
+Status CheckNoFailedOperand(const Client& c, const Instruction& inst);
+
+}  // namespace gt::sharding

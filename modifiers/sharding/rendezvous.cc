@@ -1,0 +1,39 @@
+#include "rendezvous.h"
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <exception>
+
+namespace gt::sharding {
+namespace {
+
+class TcpStoreRendezvous final : public Rendezvous {
+ public:
+  TcpStoreRendezvous(std::shared_ptr<c10d::TCPStore> store, std::string address)
+      : store_(std::move(store)), address_(std::move(address)) {}
+  const std::string& address() const override { return address_; }
+
+ private:
+  std::shared_ptr<c10d::TCPStore> store_;  // serving while this lives
+  std::string address_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Rendezvous>> StartTcpStore(const std::string& host, int64_t port) {
+  std::shared_ptr<c10d::TCPStore> store;
+  try {
+    c10d::TCPStoreOptions options;
+    options.port = static_cast<uint16_t>(port);
+    options.isServer = true;
+    options.waitWorkers = false;
+    store = std::make_shared<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    return Unavailable("sharding: cannot host the rendezvous store on " + host + ":" + std::to_string(port) + ": " +
+                       e.what());
+  }
+  std::string address = host + ":" + std::to_string(store->getPort());
+  return std::unique_ptr<Rendezvous>(new TcpStoreRendezvous(std::move(store), std::move(address)));
+}
+
+}  // namespace gt::sharding

@@ -1,0 +1,393 @@
+#include "stage.h"
+
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "gt/metrics.h"
+#include "gt/unit.h"
+#include "sharding.h"
+#include "strategies.h"
+#include "strategy_table.h"
+
+namespace gt::sharding {
+
+// ---- setup -----------------------------------------------------------------
+
+Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context, StartRendezvous start) {
+  const std::string host = context.options->GetString(kOptionRendezvousHost);
+  const int64_t port = context.options->GetInt(kOptionRendezvousPort);
+  bool explain = context.options->GetBool(kOptionExplain);
+  if (const char* env = std::getenv("GT_EXPLAIN"); env && *env && std::string(env) != "0") explain = true;
+  bool auto_shard = context.options->GetBool(kOptionAutoShard);
+  if (const char* env = std::getenv("GT_AUTO_SHARD"); env && *env && std::string(env) != "0") auto_shard = true;
+  Result<std::unique_ptr<Rendezvous>> rendezvous = start(host, port);
+  if (!rendezvous.ok()) return rendezvous.status();
+  Gauges gauges;
+  if (context.registry) {
+    const prometheus::Labels labels = StageLabels(context);
+    auto gauge = [&](const char* name, const char* help) {
+      return &prometheus::BuildGauge().Name(name).Help(help).Register(*context.registry).Add(labels);
+    };
+    try {
+      gauges.clients = gauge("gt_sharding_clients", "Clients a sharding stage keeps state for (configs, placements).");
+      gauges.tensors = gauge("gt_sharding_tracked_tensors",
+                             "Client tensors whose placement a sharding stage records, all clients together.");
+    } catch (const std::exception& e) {
+      return PluginError(std::string("sharding: cannot register metrics: ") + e.what());
+    }
+  }
+  return std::unique_ptr<Stage>(new ShardingStage(std::move(*rendezvous), explain, auto_shard, gauges));
+}
+
+ShardingStage::ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges)
+    : rendezvous_(std::move(rendezvous)),
+      rendezvous_address_(rendezvous_->address()),
+      explain_(explain),
+      auto_shard_(auto_shard),
+      gauges_(gauges) {}
+ShardingStage::~ShardingStage() = default;
+
+// ---- the stream --------------------------------------------------------------
+
+// The dispatcher announces its workers before any client instruction
+// reaches its stages; should every worker be lost, a client's ops fail here
+// at once (reported to that client) rather than wait.
+Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
+  switch (inst.op) {
+    case Op::kMembership: workers_.Assign(inst.attrs.shape); break;
+    case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it
+    default: return Handle(std::move(inst), out);
+  }
+  out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+Status ShardingStage::EndBatch(Emitter& out) {
+  (void)out;
+  if (!gauges_.tensors) return Status::Ok();
+  size_t tensors = 0;
+  for (const auto& [id, c] : clients_) tensors += c.tensors.size();
+  gauges_.tensors->Set(static_cast<double>(tensors));
+  gauges_.clients->Set(static_cast<double>(clients_.size()));
+  return Status::Ok();
+}
+
+Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
+  Client& c = clients_[inst.client];
+  switch (inst.op) {
+    case Op::kConfigure: return Configure(c, inst);
+    case Op::kSync: out.Emit(std::move(inst)); return Status::Ok();
+    default: break;
+  }
+  if (KindOf(inst.op) == OpKind::kCollective)
+    return InvalidArgument(inst.Describe() + ": reserved for the dispatcher");
+  if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
+  // The stage's shards and temporaries live in the client's namespace too:
+  // a client that named one could free or overwrite a shard behind its back.
+  for (const std::vector<TensorId>* ids : {&inst.results, &inst.operands})
+    for (TensorId id : *ids)
+      if (id >= kPhysicalIdBase)
+        return InvalidArgument(inst.Describe() + ": tensor ids from " + TensorName(kPhysicalIdBase) + " up are reserved");
+  if (workers_.empty()) {
+    for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+    return Unavailable(inst.Describe() + ": no live worker");
+  }
+  if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
+  if (inst.op == Op::kDefineUnit) {  // the router keeps it until the unit's first run on a worker
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  if (inst.op == Op::kRunUnit) return RunUnit(c, std::move(inst), out);
+  if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
+  if (inst.op == Op::kFetch) return Fetch(c, std::move(inst), out);
+  if (KindOf(inst.op) == OpKind::kCreate) return Create(c, std::move(inst), out);
+  return Compute(c, std::move(inst), out);
+}
+
+// Every tensor of such a client is whole on its worker, so nothing needs a
+// record: the router places each op by its operands.
+Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
+  if (!c.failed.empty()) {  // only after this stage refused one of its ops
+    if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
+    if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) {
+      for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+      if (inst.op == Op::kRunUnit) FreeConsumed(c, inst, out);
+      return f;
+    }
+  }
+  // What takes no tensor is made where the client's tensors are (a unit of a
+  // compile scope can take none).
+  if (KindOf(inst.op) == OpKind::kCreate || (inst.op == Op::kRunUnit && inst.operands.empty()))
+    inst.worker = workers_.DefaultFor(c);
+  out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+void ShardingStage::FreeConsumed(Client& c, const Instruction& run, Emitter& out) {
+  Instruction free;
+  free.op = Op::kFree;
+  free.client = run.client;
+  free.seq = run.seq;
+  free.operands = ConsumedOperands(run);
+  if (!free.operands.empty()) (void)Free(c, std::move(free), out);
+}
+
+Status ShardingStage::Configure(Client& c, const Instruction& inst) {
+  if (inst.signal.empty()) return InvalidArgument("configure: no signal name");
+  if (inst.attrs.scalar == 1) {
+    c.configs.erase(inst.signal);
+    return Status::Ok();
+  }
+  Config config;
+  config.sharded = !inst.attrs.axes.empty();
+  if (config.sharded) config.axis = inst.attrs.axes[0];
+  for (int64_t w : inst.attrs.shape) {
+    if (w < 0 || w > 1 << 20)
+      return InvalidArgument("signal '" + inst.signal + "': shard.workers: bad worker index " + std::to_string(w));
+    config.workers.push_back(static_cast<int>(w));
+  }
+  config.replicated = inst.attrs.keepdims;
+  config.compile = inst.attrs.seed != 0;
+  if (inst.payload) config.backward.assign(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
+  c.configs[inst.signal] = std::move(config);
+  c.placing = true;  // from now on its tensors get records (older ones stay without)
+  return Status::Ok();
+}
+
+Step ShardingStage::StepFor(Client& c, const Instruction& inst, Emitter& out) {
+  return Step{&c, &inst, &out, &workers_, &rendezvous_address_, {}, {}};
+}
+
+void ShardingStage::Explain(const Step& s, const std::vector<const Tensor*>& in, const Placement& result) {
+  if (!explain_) return;
+  std::ostringstream line;
+  line << "gt explain: " << OpName(s.inst->op) << " #" << s.inst->seq;
+  if (!s.inst->signal.empty()) line << " [" << s.inst->signal << "]";
+  line << ":";
+  for (size_t i = 0; i < in.size(); ++i)
+    line << (i ? "," : "") << " "
+         << (in[i] ? in[i]->placement.ToString() : "whole without a record (a tensor from before the first config)");
+  line << " -> " << result.ToString() << "; collectives: ";
+  if (s.collectives.empty()) line << "none";
+  for (size_t i = 0; i < s.collectives.size(); ++i) line << (i ? ", " : "") << s.collectives[i];
+  std::cerr << line.str() << "\n";
+}
+
+// ---- ops -------------------------------------------------------------------
+
+Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
+  Result<TensorMeta> meta = InferResult(inst, {});
+  if (!meta.ok()) return meta.status();
+  const TensorId result = inst.results.at(0);
+  auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
+  Step s = StepFor(c, inst, out);
+  // Auto-sharding: no config applies, so axis 0 over every live worker when it divides, else replicated.
+  Config automatic;
+  const size_t live = workers_.live().size();
+  if (config == c.configs.end() && auto_shard_ && live > 1) {
+    const Shape& shape = meta->shape;
+    automatic.sharded = !shape.empty() && shape[0] % static_cast<int64_t>(live) == 0 && shape[0] > 0;
+    automatic.replicated = !automatic.sharded;
+  }
+  const Config* chosen = config != c.configs.end() ? &config->second
+                         : automatic.sharded || automatic.replicated ? &automatic
+                                                                     : nullptr;
+  if (chosen) {
+    if (Status st = CheckConfig(inst.signal, *chosen, workers_, &meta->shape); !st.ok()) {
+      c.failed[result] = inst.seq;
+      return st;
+    }
+  }
+  Result<Placement> p = Creation(s, chosen, *meta);
+  if (!p.ok()) return p.status();
+  Explain(s, {}, *p);
+  FreeTemporaries(s);
+  c.tensors[result] = Tensor{*meta, std::move(*p)};
+  return Status::Ok();
+}
+
+// Whole tensors stay in `inst` (compacted in place), which goes on to the
+// router; every shard or copy gets a free on its worker.
+Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
+  Step s = StepFor(c, inst, out);
+  size_t kept = 0;
+  for (size_t i = 0; i < inst.operands.size(); ++i) {
+    const TensorId id = inst.operands[i];
+    if (c.failed.erase(id)) continue;  // never made: nothing to free
+    auto it = c.tensors.find(id);
+    if (it == c.tensors.end() || it->second.placement.whole()) {
+      if (it != c.tensors.end()) c.tensors.erase(it);
+      inst.operands[kept++] = id;
+      continue;
+    }
+    const Placement& p = it->second.placement;
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      Instruction f;
+      f.op = Op::kFree;
+      f.operands = {p.ids[r]};
+      EmitOn(s, p.workers[r], f);
+    }
+    c.tensors.erase(it);
+  }
+  inst.operands.resize(kept);
+  if (kept) out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
+  if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) return f;
+  if (inst.operands.size() != 1) {
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  auto it = c.tensors.find(inst.operands[0]);
+  if (it == c.tensors.end() || it->second.placement.whole()) {
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  Step s = StepFor(c, inst, out);
+  const Tensor& t = it->second;
+  const int worker = t.placement.workers[0];
+  TensorId whole = WholeOn(s, t, worker);
+  Instruction fetch = inst;
+  fetch.operands = {whole};
+  EmitOn(s, worker, fetch);
+  Explain(s, {&t}, Placement{Placement::Kind::kWhole, {worker}, {whole}, 0, {}});
+  FreeTemporaries(s);
+  return Status::Ok();
+}
+
+Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
+  if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) {
+    for (TensorId r : inst.results) c.failed[r] = c.failed.count(r) ? c.failed[r] : inst.seq;
+    return f;
+  }
+  std::vector<const Tensor*> in;
+  bool unrecorded = false;
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    unrecorded = unrecorded || it == c.tensors.end();
+    in.push_back(it == c.tensors.end() ? nullptr : &it->second);
+  }
+  if (unrecorded) return Unrecorded(c, std::move(inst), in, out);
+  const bool produces = ProducesTensor(inst.op);
+  TensorMeta meta;
+  if (produces) {
+    std::vector<const TensorMeta*> metas;
+    for (const Tensor* t : in) metas.push_back(&t->meta);
+    Result<TensorMeta> m = InferResult(inst, metas);
+    if (!m.ok()) {
+      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      return m.status();
+    }
+    meta = *m;
+  }
+  Step s = StepFor(c, inst, out);
+  // Inside a scope whose config names workers the op runs on them: operands
+  // living elsewhere are moved in first (pipeline stages, backward signals).
+  std::vector<Tensor> moved;
+  auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
+  if (config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
+    moved.reserve(in.size());  // `in` points into it
+    if (Status st = CheckConfig(inst.signal, config->second, workers_, nullptr); !st.ok()) {
+      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      return st;
+    }
+    const bool mutate = KindOf(inst.op) == OpKind::kMutate;
+    for (size_t i = mutate ? 1 : 0; i < in.size(); ++i) {
+      std::optional<Tensor> m = MoveInto(s, *in[i], config->second);
+      if (!m) continue;
+      moved.push_back(std::move(*m));
+      in[i] = &moved.back();
+    }
+  }
+  bool all_whole = true;
+  for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
+  if (all_whole && moved.empty() && !in.empty() && !explain_) {
+    const int worker = in[0]->placement.workers[0];
+    bool together = true;
+    for (const Tensor* t : in) together = together && t->placement.workers[0] == worker;
+    // Nothing to assemble: the op itself goes to their worker, uncopied.
+    if (together) return Forward(c, std::move(inst), worker, std::move(meta), out);
+  }
+  // The strategy table (strategy_table.h) picks how the op runs on its operands' placements.
+  Result<Placement> placed = RunStrategy(s, in, meta);
+  if (!placed.ok()) {
+    for (TensorId r : inst.results) c.failed[r] = inst.seq;
+    return placed.status();
+  }
+  Explain(s, in, *placed);
+  FreeTemporaries(s);
+  if (produces) c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
+  return Status::Ok();
+}
+
+Status ShardingStage::Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out) {
+  if (ProducesTensor(inst.op)) {
+    const TensorId result = inst.results.at(0);
+    c.tensors[result] = Tensor{std::move(meta), Placement{Placement::Kind::kWhole, {worker}, {result}, 0, {}}};
+  }
+  inst.worker = worker;
+  out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<const Tensor*>& in, Emitter& out) {
+  const int worker = c.default_worker;
+  if (worker < 0 || !workers_.IsLive(worker)) {  // it never made a tensor, or they are gone: the router names it
+    out.Emit(std::move(inst));
+    return Status::Ok();
+  }
+  const Instruction original = inst;
+  Step s = StepFor(c, original, out);
+  if (KindOf(inst.op) == OpKind::kMutate && in[0] &&
+      !(in[0]->placement.whole() && in[0]->placement.workers[0] == worker)) {
+    for (size_t i = 1; i < in.size(); ++i)
+      if (!in[i])
+        return FailedPrecondition(inst.Describe() + ": cannot write " + TensorName(inst.operands[i]) +
+                                  " (made before this client's first signal config; its shape is not known to the "
+                                  "sharding stage) into a tensor that is " + in[0]->placement.ToString());
+  }
+  for (size_t i = 0; i < in.size(); ++i)
+    if (in[i]) inst.operands[i] = WholeOn(s, *in[i], worker);
+  EmitOn(s, worker, std::move(inst));
+  Explain(s, in, Placement{Placement::Kind::kWhole, {worker}, {}, 0, {}});
+  FreeTemporaries(s);
+  return Status::Ok();
+}
+
+// The unit runs on the client's default worker, where its unrecorded
+// tensors live and where its results (which get no record) must live too.
+Status ShardingStage::RunUnit(Client& c, Instruction&& inst, Emitter& out) {
+  auto refuse = [&](Status status) {
+    for (TensorId r : inst.results)
+      if (!c.tensors.count(r)) c.failed.emplace(r, inst.seq);  // a live tensor keeps its id
+    FreeConsumed(c, inst, out);  // the client has forgotten them
+    return status;
+  };
+  if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) return refuse(f);
+  const int home = workers_.DefaultFor(c);
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    if (it == c.tensors.end()) continue;  // unrecorded: whole on `home`
+    const Placement& p = it->second.placement;
+    if (!p.whole() || p.workers[0] != home)
+      return refuse(InvalidArgument(inst.Describe() + ": operand " + TensorName(id) + " is " + p.ToString() +
+                                    "; a compiled unit takes only tensors whole on the client's worker " +
+                                    std::to_string(home) + " (where this stage places a client's tensors, units "
+                                    "are made after it, not by the client)"));
+  }
+  for (TensorId r : inst.results)
+    if (c.tensors.count(r)) return refuse(InvalidArgument(inst.Describe() + ": result " + TensorName(r) + " already names a live tensor"));
+  for (TensorId id : ConsumedOperands(inst)) c.tensors.erase(id);
+  inst.worker = home;
+  out.Emit(std::move(inst));
+  return Status::Ok();
+}
+
+}  // namespace gt::sharding

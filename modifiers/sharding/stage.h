@@ -1,0 +1,88 @@
+// ShardingStage: the sharding modifier's stage (see sharding.h for what it
+// does). It owns the stream side: the live workers (kMembership), each
+// client's configs and records (bookkeeping.h), the checks on what a client
+// may send, and per instruction which path it takes: creation, free, fetch,
+// compiled units, ops of clients without configs, ops on tensors without a
+// record, and every other op through the strategy table
+// (strategy_table.h), writing through a Step (step.h).
+//
+// Thread-safety: as every Stage (one pipeline thread).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bookkeeping.h"
+#include "gt/stage.h"
+#include "placement.h"
+#include "rendezvous.h"
+#include "step.h"
+
+namespace prometheus {
+class Gauge;
+}
+
+namespace gt::sharding {
+
+class ShardingStage final : public Stage {
+ public:
+  // Reads the options (sharding.h; GT_EXPLAIN and GT_AUTO_SHARD override
+  // theirs), starts the rendezvous with `start` and registers the gauges in
+  // context.registry (none when it is null). Fails if the rendezvous cannot
+  // listen or the gauges cannot be registered.
+  static Result<std::unique_ptr<Stage>> Create(const StageContext& context, StartRendezvous start);
+  ~ShardingStage() override;
+
+  Status Process(Instruction&& inst, Emitter& out) override;
+  // Publishes the gauges (clients and tensors with state here).
+  Status EndBatch(Emitter& out) override;
+
+ private:
+  // The stage's own gauges; owned by the host's registry.
+  struct Gauges {
+    prometheus::Gauge* clients = nullptr;
+    prometheus::Gauge* tensors = nullptr;
+  };
+
+  ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges);
+
+  Status Handle(Instruction&& inst, Emitter& out);
+  // A client without configs: creations go to its worker, the rest passes on.
+  Status PassOn(Client& c, Instruction&& inst, Emitter& out);
+  Status Configure(Client& c, const Instruction& inst);
+  Status Create(Client& c, Instruction inst, Emitter& out);
+  Status Free(Client& c, Instruction inst, Emitter& out);
+  Status Fetch(Client& c, Instruction inst, Emitter& out);
+  Status Compute(Client& c, Instruction inst, Emitter& out);
+  // `inst`, whose operands are all whole on `worker`, sent there as it is.
+  Status Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out);
+  // An op with an operand that has no record (made before the client's first
+  // config): the placed operands assembled whole on the client's worker, the
+  // op run there; its result has no record either.
+  Status Unrecorded(Client& c, Instruction inst, const std::vector<const Tensor*>& in, Emitter& out);
+  // A compiled unit a client sent itself (its own compile stage): it runs
+  // whole on one worker, so it may take only tensors whole on one worker; the
+  // inputs it consumes lose their records, its results get none (whole where
+  // the router places them, as unrecorded tensors are).
+  Status RunUnit(Client& c, Instruction&& inst, Emitter& out);
+  // Frees the operands a kRunUnit this stage refuses would have consumed.
+  void FreeConsumed(Client& c, const Instruction& run, Emitter& out);
+
+  // A step expanding `inst` of `c` into `out`.
+  Step StepFor(Client& c, const Instruction& inst, Emitter& out);
+  // With explain on: one line on stderr with the op's input placements,
+  // result placement and collectives.
+  void Explain(const Step& s, const std::vector<const Tensor*>& in, const Placement& result);
+
+  std::unique_ptr<Rendezvous> rendezvous_;
+  std::string rendezvous_address_;  // rendezvous_->address(), named in every collective
+  bool explain_;
+  bool auto_shard_;  // creation without a config: axis 0 over every live worker when it divides, else replicated
+  Gauges gauges_;
+  Workers workers_;
+  std::unordered_map<ClientId, Client> clients_;
+};
+
+}  // namespace gt::sharding

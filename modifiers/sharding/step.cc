@@ -1,0 +1,204 @@
+#include "step.h"
+
+#include <algorithm>
+
+namespace gt::sharding {
+namespace {
+
+// A collective `op` for member `rank` of `group`, naming the rendezvous.
+Instruction Collective(Step& s, Op op, const std::vector<int>& group, int rank) {
+  Instruction inst;
+  inst.op = op;
+  for (int w : group) inst.attrs.numbers.push_back(w);
+  inst.attrs.axes = {rank};
+  inst.payload = CopyToBlob(s.rendezvous->data(), s.rendezvous->size());
+  return inst;
+}
+
+}  // namespace
+
+void Keep(Step& s, const std::vector<TensorId>& ids) {
+  auto kept = [&ids](const std::pair<int, TensorId>& e) { return std::find(ids.begin(), ids.end(), e.second) != ids.end(); };
+  s.temporaries.erase(std::remove_if(s.temporaries.begin(), s.temporaries.end(), kept), s.temporaries.end());
+}
+
+void EmitOn(Step& s, int worker, Instruction inst) {
+  inst.client = s.inst->client;
+  inst.seq = s.inst->seq;
+  if (inst.signal.empty()) inst.signal = s.inst->signal;
+  inst.worker = worker;
+  s.out->Emit(std::move(inst));
+}
+
+void FreeTemporaries(Step& s) {
+  for (auto& [w, id] : s.temporaries) {
+    Instruction f;
+    f.op = Op::kFree;
+    f.operands = {id};
+    EmitOn(s, w, f);
+  }
+  s.temporaries.clear();
+}
+
+std::vector<TensorId> EachMember(Step& s, const Placement& p) {
+  std::vector<TensorId> ids;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece = *s.inst;
+    piece.operands = {p.ids[r]};
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], std::move(piece));
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers) {
+  std::map<int, TensorId> out;
+  const Placement& p = t.placement;
+  if (p.replicated() || p.whole()) {
+    std::vector<int> missing;
+    for (int w : workers) {
+      auto at = std::find(p.workers.begin(), p.workers.end(), w);
+      if (at != p.workers.end()) out[w] = p.ids[static_cast<size_t>(at - p.workers.begin())];
+      else missing.push_back(w);
+    }
+    if (missing.empty()) return out;
+    const int root = p.workers[0];
+    std::vector<int> group = {root};
+    group.insert(group.end(), missing.begin(), missing.end());
+    s.collectives.push_back("broadcast " + WorkerList(group));
+    Instruction b = Collective(s, Op::kBroadcast, group, 0);
+    b.attrs.axes = {0, 0};
+    b.attrs.shape = t.meta.shape;
+    b.attrs.dtype = t.meta.dtype;
+    b.operands = {p.ids[0]};
+    TensorId root_copy = NewId(*s.client);
+    b.results = {root_copy};
+    EmitOn(s, root, b);
+    s.temporaries.emplace_back(root, root_copy);
+    for (size_t r = 1; r < group.size(); ++r) {
+      Instruction m = b;
+      m.attrs.axes = {static_cast<int64_t>(r), 0};
+      m.operands.clear();
+      TensorId id = NewId(*s.client);
+      m.results = {id};
+      EmitOn(s, group[r], m);
+      s.temporaries.emplace_back(group[r], id);
+      out[group[r]] = id;
+    }
+    return out;
+  }
+  // Sharded: all-gather among its workers, then copy on to the rest.
+  s.collectives.push_back("all_gather " + WorkerList(p.workers));
+  Tensor gathered{t.meta, Placement{Placement::Kind::kReplicated, p.workers, {}, 0, {}}};
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction g = Collective(s, Op::kAllGather, p.workers, static_cast<int>(r));
+    g.attrs.axes = {static_cast<int64_t>(r), p.axis};
+    g.attrs.axes.insert(g.attrs.axes.end(), p.sizes.begin(), p.sizes.end());
+    g.attrs.shape = t.meta.shape;  // this member's piece (a member whose piece failed stands in with one)
+    g.attrs.shape[static_cast<size_t>(p.axis)] = p.sizes[r];
+    g.attrs.dtype = t.meta.dtype;
+    g.operands = {p.ids[r]};
+    TensorId id = NewId(*s.client);
+    g.results = {id};
+    EmitOn(s, p.workers[r], g);
+    s.temporaries.emplace_back(p.workers[r], id);
+    gathered.placement.ids.push_back(id);
+  }
+  return Replicate(s, gathered, workers);
+}
+
+TensorId WholeOn(Step& s, const Tensor& t, int worker) {
+  // The common case (no signals in play) needs no copy and no bookkeeping.
+  if (t.placement.whole() && t.placement.workers[0] == worker) return t.placement.ids[0];
+  return Replicate(s, t, {worker})[worker];
+}
+
+std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like) {
+  if (t.placement.sharded() && t.placement.axis == axis && t.placement.workers == like.workers &&
+      t.placement.sizes == like.sizes)
+    return t.placement.ids;
+  std::map<int, TensorId> copies = Replicate(s, t, like.workers);
+  std::vector<TensorId> out;
+  int64_t start = 0;
+  for (size_t r = 0; r < like.workers.size(); ++r) {
+    Instruction slice;
+    slice.op = Op::kSlice;
+    slice.attrs.axes = {axis, start, start + like.sizes[r], 1};
+    start += like.sizes[r];
+    slice.operands = {copies[like.workers[r]]};
+    TensorId id = NewId(*s.client);
+    slice.results = {id};
+    EmitOn(s, like.workers[r], slice);
+    s.temporaries.emplace_back(like.workers[r], id);
+    out.push_back(id);
+  }
+  s.collectives.push_back("slice to " + like.ToString());
+  return out;
+}
+
+std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
+                                int op) {
+  s.collectives.push_back(std::string("all_reduce(") + (op == 1 ? "max" : op == 2 ? "min" : "sum") + ") " + WorkerList(p.workers));
+  std::vector<TensorId> out;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction a = Collective(s, Op::kAllReduce, p.workers, static_cast<int>(r));
+    a.attrs.scalar = op;
+    a.attrs.shape = meta.shape;  // announced for a member whose operand failed (it stands in with one)
+    a.attrs.dtype = meta.dtype;
+    a.operands = {ids[r]};
+    TensorId id = NewId(*s.client);
+    a.results = {id};
+    EmitOn(s, p.workers[r], a);
+    out.push_back(id);
+  }
+  return out;
+}
+
+std::vector<TensorId> PerMember(Step& s, const Placement& p, Op op, const Attributes& attrs,
+                                const std::function<std::vector<TensorId>(size_t)>& operands, bool temporary) {
+  std::vector<TensorId> ids;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece;
+    piece.op = op;
+    piece.attrs = attrs;
+    piece.operands = operands(r);
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], std::move(piece));
+    if (temporary) s.temporaries.emplace_back(p.workers[r], id);
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+std::optional<Tensor> MoveInto(Step& s, const Tensor& t, const Config& config) {
+  const std::vector<int> workers = s.workers->Of(config);
+  bool inside = true;
+  for (int w : t.placement.workers) inside = inside && Contains(workers, w);
+  if (inside) return std::nullopt;
+  Tensor out{t.meta, {}};
+  if (t.placement.whole()) {
+    out.placement = Placement{Placement::Kind::kWhole, {workers[0]}, {WholeOn(s, t, workers[0])}, 0, {}};
+    return out;
+  }
+  const int64_t rank = static_cast<int64_t>(t.meta.shape.size());
+  const int64_t axis = config.axis < 0 ? config.axis + rank : config.axis;
+  if (t.placement.sharded() && config.sharded && axis >= 0 && axis < rank) {
+    std::vector<int64_t> sizes = ChunkSizes(t.meta.shape[axis], workers.size());
+    if (!sizes.empty()) {
+      Placement like{Placement::Kind::kSharded, workers, {}, axis, sizes};
+      like.workers.resize(sizes.size());
+      like.ids = ShardLike(s, t, axis, like);
+      out.placement = std::move(like);
+      return out;
+    }
+  }
+  std::map<int, TensorId> copies = Replicate(s, t, workers);
+  out.placement = Placement{Placement::Kind::kReplicated, workers, {}, 0, {}};
+  for (int w : workers) out.placement.ids.push_back(copies[w]);
+  return out;
+}
+
+}  // namespace gt::sharding

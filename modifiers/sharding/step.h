@@ -1,0 +1,69 @@
+// A step: the expansion of one client op into per-worker instructions, and
+// the emitter that strategies write it with. Everything emitted is stamped
+// with the op's client, seq and signal and its target worker; moves and
+// collectives are one instruction per group member, naming the rendezvous;
+// temporaries are freed where they live when the op ends; each collective
+// is noted for explain.
+//
+// Thread-safety: none; a Step lives for one Process() call of its stage.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bookkeeping.h"
+#include "gt/stage.h"
+#include "placement.h"
+
+namespace gt::sharding {
+
+// The op being expanded: where emitted instructions go, temporaries to
+// free at its end, and what explain prints. The pointers are borrowed.
+struct Step {
+  Client* client;
+  const Instruction* inst;
+  Emitter* out;
+  Workers* workers;               // the live workers (for the client's default worker)
+  const std::string* rendezvous;  // "host:port" of the store, named in every collective
+  std::vector<std::pair<int, TensorId>> temporaries = {};  // (worker, id)
+  std::vector<std::string> collectives = {};
+};
+
+// `ids` outlive the step: they are no longer temporaries.
+void Keep(Step& s, const std::vector<TensorId>& ids);
+// Emits one instruction for `worker` made from the op being expanded (its
+// client, seq and, when `inst` names none, its signal).
+void EmitOn(Step& s, int worker, Instruction inst);
+// Frees the step's temporaries where they live.
+void FreeTemporaries(Step& s);
+
+// The op run on every member of `p` with member r's id as its only operand.
+std::vector<TensorId> EachMember(Step& s, const Placement& p);
+// Emits `op` with `attrs` on every member r of `p`, on operands(r); the
+// results, one per member, are kept as temporaries when `temporary`.
+std::vector<TensorId> PerMember(Step& s, const Placement& p, Op op, const Attributes& attrs,
+                                const std::function<std::vector<TensorId>(size_t)>& operands, bool temporary);
+
+// Collectives and moves; the ids they return are temporaries of `s`
+// (except AllReduce's: its caller decides).
+// A copy of `t` on each of `workers` (t whole or replicated: a broadcast
+// from its first worker; sharded: all-gathered first).
+std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers);
+// `t` whole on `worker` (its own id when it is whole there already).
+TensorId WholeOn(Step& s, const Tensor& t, int worker);
+// `t` split like `like` (same workers, axis `axis` of t, same sizes).
+std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like);
+// Member r's `ids[r]` all-reduced over the members of `p` by `op` (0 sum,
+// 1 max, 2 min); `meta`: each operand's shape and dtype.
+std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
+                                int op);
+// `t` moved onto the workers of `config` (whole: onto its first worker;
+// sharded: cut on the config's axis, else replicated); nullopt when every
+// worker of `t` is one of them already.
+std::optional<Tensor> MoveInto(Step& s, const Tensor& t, const Config& config);
+
+}  // namespace gt::sharding

@@ -1,0 +1,263 @@
+#include <algorithm>
+#include <map>
+
+#include "strategies.h"
+
+namespace gt::sharding {
+namespace {
+
+// softmax(x) = exp(x - max) / sum(exp(x - max)) and
+// log_softmax(x) = (x - max) - log(sum(exp(x - max))), with the max and the
+// sum over the whole dim: local ones all-reduced (max, then sum).
+Result<Placement> SoftmaxAlongShards(Step& s, const Tensor& t) {
+  const Placement& p = t.placement;
+  Attributes over_dim;
+  over_dim.axes = {p.axis};
+  over_dim.keepdims = true;
+  TensorMeta reduced = t.meta;
+  reduced.shape[static_cast<size_t>(p.axis)] = 1;
+  auto each = [](const std::vector<TensorId>& ids) { return [&ids](size_t r) { return std::vector<TensorId>{ids[r]}; }; };
+  auto pairs = [](const std::vector<TensorId>& a, const std::vector<TensorId>& b) {
+    return [&a, &b](size_t r) { return std::vector<TensorId>{a[r], b[r]}; };
+  };
+  const std::vector<TensorId> local_max = PerMember(s, p, Op::kMax, over_dim, each(p.ids), true);
+  const std::vector<TensorId> max = AllReduce(s, p, local_max, reduced, 1);
+  for (size_t r = 0; r < max.size(); ++r) s.temporaries.emplace_back(p.workers[r], max[r]);
+  const std::vector<TensorId> shifted = PerMember(s, p, Op::kSub, {}, pairs(p.ids, max), true);
+  const std::vector<TensorId> exp = PerMember(s, p, Op::kExp, {}, each(shifted), true);
+  const std::vector<TensorId> local_sum = PerMember(s, p, Op::kSum, over_dim, each(exp), true);
+  const std::vector<TensorId> sum = AllReduce(s, p, local_sum, reduced, 0);
+  for (size_t r = 0; r < sum.size(); ++r) s.temporaries.emplace_back(p.workers[r], sum[r]);
+  Placement out = p;
+  if (s.inst->op == Op::kSoftmax) {
+    out.ids = PerMember(s, p, Op::kDiv, {}, pairs(exp, sum), false);
+  } else {
+    const std::vector<TensorId> log_sum = PerMember(s, p, Op::kLog, {}, each(sum), true);
+    out.ids = PerMember(s, p, Op::kSub, {}, pairs(shifted, log_sum), false);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Every operand assembled whole on one worker (the first operand's, or the
+// first worker of its placement); the op runs there.
+Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  Instruction inst = *s.inst;
+  int worker = in.empty() ? s.workers->DefaultFor(*s.client) : in[0]->placement.workers[0];
+  // A mutation changes its destination where it lives.
+  if (KindOf(inst.op) == OpKind::kMutate && !in[0]->placement.whole()) return Elementwise(s, in, meta);
+  for (size_t i = 0; i < in.size(); ++i) inst.operands[i] = WholeOn(s, *in[i], worker);
+  if (!ProducesTensor(inst.op)) {
+    EmitOn(s, worker, std::move(inst));
+    return Placement{Placement::Kind::kWhole, {worker}, {}, 0, {}};
+  }
+  const TensorId result = inst.results[0];
+  EmitOn(s, worker, std::move(inst));
+  return Placement{Placement::Kind::kWhole, {worker}, {result}, 0, {}};
+}
+
+Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Instruction& inst = *s.inst;
+  const bool mutate = KindOf(inst.op) == OpKind::kMutate;
+  const Shape& out_shape = mutate ? in[0]->meta.shape : meta.shape;
+  const int64_t out_rank = static_cast<int64_t>(out_shape.size());
+  // The lead: the destination of a mutation, else the first sharded operand,
+  // else the first replicated one.
+  const Tensor* lead = nullptr;
+  if (mutate) lead = in[0];
+  for (const Tensor* t : in)
+    if (!lead && t->placement.sharded()) lead = t;
+  for (const Tensor* t : in)
+    if (!lead && t->placement.replicated()) lead = t;
+  if (lead->placement.whole()) return Whole(s, in, meta);
+  Placement result = lead->placement;
+  result.ids.clear();
+  if (result.sharded()) result.axis = lead->placement.axis + (out_rank - static_cast<int64_t>(lead->meta.shape.size()));
+  std::vector<std::vector<TensorId>> operand_ids;  // [operand][member]
+  for (const Tensor* t : in) {
+    if (t == lead) {
+      operand_ids.push_back(t->placement.ids);
+      continue;
+    }
+    const int64_t rank = static_cast<int64_t>(t->meta.shape.size());
+    if (result.sharded()) {
+      const int64_t aligned = result.axis - (out_rank - rank);
+      if (aligned >= 0 && t->meta.shape[aligned] > 1) {  // must be cut the same way
+        Placement like = result;
+        operand_ids.push_back(ShardLike(s, *t, aligned, like));
+        continue;
+      }
+    }
+    std::map<int, TensorId> copies = Replicate(s, *t, result.workers);
+    std::vector<TensorId> ids;
+    for (int w : result.workers) ids.push_back(copies[w]);
+    operand_ids.push_back(ids);
+  }
+  for (size_t r = 0; r < result.workers.size(); ++r) {
+    Instruction piece = inst;
+    for (size_t i = 0; i < in.size(); ++i) piece.operands[i] = operand_ids[i][r];
+    if (!mutate) {
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      result.ids.push_back(id);
+    }
+    EmitOn(s, result.workers[r], piece);
+  }
+  if (mutate) result = lead->placement;
+  return result;
+}
+
+Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Tensor& a = *in[0];
+  const Tensor& b = *in[1];
+  const int64_t ra = static_cast<int64_t>(a.meta.shape.size());
+  const int64_t rb = static_cast<int64_t>(b.meta.shape.size());
+  if (ra < 2 || rb != 2) return Whole(s, in, meta);
+  const Placement& pa = a.placement;
+  const Placement& pb = b.placement;
+  auto emit = [&](const std::vector<int>& workers, const std::vector<TensorId>& ia, const std::vector<TensorId>& ib) {
+    std::vector<TensorId> ids;
+    for (size_t r = 0; r < workers.size(); ++r) {
+      Instruction piece = *s.inst;
+      piece.operands = {ia[r], ib[r]};
+      TensorId id = NewId(*s.client);
+      piece.results = {id};
+      EmitOn(s, workers[r], piece);
+      ids.push_back(id);
+    }
+    return ids;
+  };
+  auto copies = [&](const Tensor& t, const std::vector<int>& workers) {
+    std::map<int, TensorId> m = Replicate(s, t, workers);
+    std::vector<TensorId> ids;
+    for (int w : workers) ids.push_back(m[w]);
+    return ids;
+  };
+  // Rows (or any batch/row axis) of A sharded: B whole on every shard's worker.
+  if (pa.sharded() && pa.axis < ra - 1) {
+    Placement out = pa;
+    out.ids = emit(pa.workers, pa.ids, copies(b, pa.workers));  // B sharded: all-gathered first
+    out.axis = pa.axis + (static_cast<int64_t>(meta.shape.size()) - ra);
+    return out;
+  }
+  // Inner dimension of A sharded: B's rows cut the same way, partial products summed.
+  if (pa.sharded() && pa.axis == ra - 1) {
+    std::vector<TensorId> ib = ShardLike(s, b, 0, pa);
+    std::vector<TensorId> partial = emit(pa.workers, pa.ids, ib);
+    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pa.workers[r], partial[r]);
+    Placement out{Placement::Kind::kReplicated, pa.workers, {}, 0, {}};
+    out.ids = AllReduce(s, pa, partial, meta, 0);
+    return out;
+  }
+  // Columns of B sharded: A whole on every shard's worker.
+  if (pb.sharded() && pb.axis == 1) {
+    Placement out = pb;
+    out.axis = static_cast<int64_t>(meta.shape.size()) - 1;
+    out.ids = emit(pb.workers, copies(a, pb.workers), pb.ids);
+    return out;
+  }
+  // B's rows sharded with A whole: cut A's columns to match, then as above.
+  if (pb.sharded() && pb.axis == 0 && !pa.sharded()) {
+    std::vector<TensorId> ia = ShardLike(s, a, ra - 1, pb);
+    std::vector<TensorId> partial = emit(pb.workers, ia, pb.ids);
+    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pb.workers[r], partial[r]);
+    Placement out{Placement::Kind::kReplicated, pb.workers, {}, 0, {}};
+    out.ids = AllReduce(s, pb, partial, meta, 0);
+    return out;
+  }
+  // Replicated with replicated (or whole): computed on every replica.
+  const Placement& lead = pa.replicated() ? pa : pb;
+  if (lead.replicated()) {
+    Placement out{Placement::Kind::kReplicated, lead.workers, {}, 0, {}};
+    out.ids = emit(lead.workers, copies(a, lead.workers), copies(b, lead.workers));
+    return out;
+  }
+  return Whole(s, in, meta);
+}
+
+// Softmax normalises along one dim: with the shards cut along another,
+// each shard holds whole rows of it; cut along it, the shards agree on the
+// maximum and the sum by all-reduces and stay where they are.
+Result<Placement> Softmax(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  const bool along_shards = p.sharded() && Wrap(s.inst->attrs.axes.at(0), t.meta.shape.size()) == p.axis;
+  const bool empty_shard = std::find(p.sizes.begin(), p.sizes.end(), 0) != p.sizes.end();
+  if (along_shards && !empty_shard) return SoftmaxAlongShards(s, t);
+  if (p.whole() || along_shards) return Whole(s, {&t}, meta);
+  Placement out = p;
+  out.ids = EachMember(s, p);
+  return out;
+}
+
+// Operands laid out alike and joined along a dim that is not cut: member r
+// joins its pieces.
+Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Placement& p = in[0]->placement;
+  bool alike = !p.whole();
+  for (const Tensor* t : in) alike = alike && SameLayout(t->placement, p);
+  if (alike && p.sharded()) alike = Wrap(s.inst->attrs.axes.at(0), in[0]->meta.shape.size()) != p.axis;
+  if (!alike) return Whole(s, in, meta);
+  Placement out = p;
+  out.ids.clear();
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction piece = *s.inst;
+    for (size_t i = 0; i < in.size(); ++i) piece.operands[i] = in[i]->placement.ids[r];
+    TensorId id = NewId(*s.client);
+    piece.results = {id};
+    EmitOn(s, p.workers[r], std::move(piece));
+    out.ids.push_back(id);
+  }
+  return out;
+}
+
+Result<Placement> Reduce(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Instruction& inst = *s.inst;
+  const Placement& p = t.placement;
+  const size_t rank = t.meta.shape.size();
+  Result<std::vector<int64_t>> axes = NormalizeAxes(inst.attrs.axes, rank);
+  if (!axes.ok()) return axes.status();
+  auto local = [&](Op op) {
+    return PerMember(s, p, op, inst.attrs, [&p](size_t r) { return std::vector<TensorId>{p.ids[r]}; }, false);
+  };
+  if (p.replicated()) return Placement{Placement::Kind::kReplicated, p.workers, local(inst.op), 0, {}};
+  const bool over_shard_axis = std::find(axes->begin(), axes->end(), p.axis) != axes->end();
+  // Positions need the whole axis (local ones would count from each shard's start).
+  const bool positions = inst.op == Op::kArgMax || inst.op == Op::kArgMin;
+  if (positions && over_shard_axis) return Whole(s, {&t}, meta);
+  if (!over_shard_axis) {
+    Placement out = p;
+    out.ids = local(inst.op);
+    if (!inst.attrs.keepdims)
+      out.axis -= std::count_if(axes->begin(), axes->end(), [&](int64_t a) { return a < p.axis; });
+    return out;
+  }
+  // Partial results, then an all-reduce; a mean is a sum scaled by 1/count.
+  const Op partial_op = inst.op == Op::kMean ? Op::kSum : inst.op;
+  std::vector<TensorId> partial = local(partial_op);
+  for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(p.workers[r], partial[r]);
+  const int reduce = inst.op == Op::kMax ? 1 : inst.op == Op::kMin ? 2 : 0;
+  Placement out{Placement::Kind::kReplicated, p.workers, {}, 0, {}};
+  std::vector<TensorId> reduced = AllReduce(s, p, partial, meta, reduce);
+  if (inst.op != Op::kMean) {
+    out.ids = reduced;
+    return out;
+  }
+  double count = 1;
+  for (int64_t a : *axes) count *= static_cast<double>(t.meta.shape[a]);
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    s.temporaries.emplace_back(p.workers[r], reduced[r]);
+    Instruction scale;
+    scale.op = Op::kDiv;
+    scale.attrs.scalar = count;
+    scale.attrs.scalar_side = ScalarSide::kRight;
+    scale.operands = {reduced[r]};
+    TensorId id = NewId(*s.client);
+    scale.results = {id};
+    EmitOn(s, p.workers[r], scale);
+    out.ids.push_back(id);
+  }
+  return out;
+}
+
+}  // namespace gt::sharding

@@ -1,0 +1,63 @@
+// The sharding strategies: how one op on placed operands becomes
+// per-worker instructions and collectives, and the placement of its
+// result. Each strategy writes through a Step (step.h) and returns the
+// result's placement with its ids filled in (for an op that makes no
+// tensor, the placement it ran in, without ids), or an error for the
+// client. The strategy table (strategy_table.h) picks one per op; the rows
+// of the table in sharding.h name what each one does.
+//
+//   strategies.cc           Whole, Elementwise, Matmul, Reduce, Softmax, Cat
+//   movement_strategies.cc  Movement (reshape, transpose, unsqueeze, squeeze,
+//                           permute), SliceOrSelect
+//   creation.cc             Creation (creation ops in a scope with a config)
+//
+// REQUIRES (every strategy): `in` holds the op's operands in order, with
+// records (none is an unrecorded tensor); `meta` is the result's inferred
+// shape and dtype (empty for an op that makes no tensor).
+// Thread-safety: free functions; all state is in the Step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "bookkeeping.h"
+#include "gt/status.h"
+#include "placement.h"
+#include "step.h"
+
+namespace gt::sharding {
+
+// Every operand assembled whole on one worker (the first operand's, or the
+// first worker of its placement; with none, the client's worker); the op
+// runs there. A mutation of a destination that is not whole is Elementwise.
+Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+// Binary, unary and mutating ops: shard-local with the lead operand (the
+// destination of a mutation, else the first sharded, else the first
+// replicated one); the others cut like it or copied to its workers.
+Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+// A @ B by the placements of A and B (see sharding.h).
+Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+// Reductions: shard-local over other axes; over the sharded axis, local
+// partials and an all-reduce (a mean: sum, then divided by the count).
+Result<Placement> Reduce(Step& s, const Tensor& t, const TensorMeta& meta);
+// softmax / log_softmax: shard-local along an unsharded dim; along the
+// sharded one, all-reduces of the max and the sum, staying sharded.
+Result<Placement> Softmax(Step& s, const Tensor& t, const TensorMeta& meta);
+// Cat of operands laid out alike, along a dim that is not cut: shard-local.
+Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+// Reshape, transpose, unsqueeze, squeeze and permute (see sharding.h).
+Result<Placement> Movement(Step& s, const Tensor& t, const TensorMeta& meta);
+// Slice and select (see sharding.h).
+Result<Placement> SliceOrSelect(Step& s, const Tensor& t, const TensorMeta& meta);
+
+// A creation op (s.inst) placed by `config` (null: none applies): shards
+// made on their workers (in place, from the split payload, or made whole
+// and sliced), replicas, or whole on the client's worker. `meta` is the
+// created tensor's. REQUIRES: `config` was checked (CheckConfig) against
+// `meta`. Fails when a split payload does not match its shape.
+Result<Placement> Creation(Step& s, const Config* config, const TensorMeta& meta);
+
+// `dim` counted from the front (a negative one counts from the back).
+inline int64_t Wrap(int64_t dim, size_t rank) { return dim < 0 ? dim + static_cast<int64_t>(rank) : dim; }
+
+}  // namespace gt::sharding

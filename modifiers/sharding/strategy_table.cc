@@ -1,0 +1,112 @@
+#include "strategy_table.h"
+
+namespace gt::sharding {
+namespace {
+
+// The strategies of one tensor, run on the first operand (the only one).
+Result<Placement> SoftmaxRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  return Softmax(s, *in[0], meta);
+}
+Result<Placement> ReduceRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  return Reduce(s, *in[0], meta);
+}
+Result<Placement> SliceOrSelectRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  return SliceOrSelect(s, *in[0], meta);
+}
+Result<Placement> MovementRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  if (in.size() != 1) return Whole(s, in, meta);
+  return Movement(s, *in[0], meta);
+}
+
+}  // namespace
+
+Strategy StrategyFor(Op op) {
+  switch (op) {
+    // elementwise (matching shards; a smaller operand broadcast)
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kPow:
+    case Op::kGt:
+    case Op::kLt:
+    case Op::kGe:
+    case Op::kLe:
+    case Op::kEq:
+    case Op::kRelu:
+    case Op::kSigmoid:
+    case Op::kTanh:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kSqrt:
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kClone:
+    case Op::kCopyInto:  // a mutation changes its destination where it lives
+    case Op::kFill:
+      return &Elementwise;
+    // A @ B (row-, inner-, column-sharded, replicated)
+    case Op::kMatmul:
+      return &Matmul;
+    // reduction over the sharded axis / over other axes
+    case Op::kSum:
+    case Op::kMean:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kArgMax:  // over the sharded axis: whole (positions need the whole axis)
+    case Op::kArgMin:
+      return &ReduceRow;
+    // transpose, unsqueeze, permute, squeeze, reshape; movement of a replicated tensor
+    case Op::kReshape:
+    case Op::kTranspose:
+    case Op::kUnsqueeze:
+    case Op::kSqueeze:
+    case Op::kPermute:
+      return &MovementRow;
+    // softmax / log_softmax along an unsharded axis / along the sharded axis
+    case Op::kSoftmax:
+    case Op::kLogSoftmax:
+      return &SoftmaxRow;
+    // slice, select along an unsharded axis / along the sharded axis
+    case Op::kSlice:
+    case Op::kSelect:
+      return &SliceOrSelectRow;
+    // cat along an unsharded axis of identically sharded operands
+    case Op::kCat:
+      return &Cat;
+    // anything else: operands assembled whole on one worker. The stage
+    // handles all of these before a strategy could see them, except the
+    // markers, which take no operand.
+    case Op::kFromBytes:
+    case Op::kRandn:
+    case Op::kZeros:
+    case Op::kOnes:
+    case Op::kRand:
+    case Op::kArange:
+    case Op::kFetch:
+    case Op::kFree:
+    case Op::kSync:
+    case Op::kDropClient:
+    case Op::kHotStart:
+    case Op::kHotEnd:
+    case Op::kDefineUnit:
+    case Op::kRunUnit:
+    case Op::kConfigure:
+    case Op::kMembership:
+    case Op::kBroadcast:
+    case Op::kAllReduce:
+    case Op::kAllGather:
+    case Op::kCount:
+      return &Whole;
+  }
+  return &Whole;  // not an Op
+}
+
+Result<Placement> RunStrategy(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  bool all_whole = true;
+  for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
+  if (all_whole || in.empty()) return Whole(s, in, meta);
+  return StrategyFor(s.inst->op)(s, in, meta);
+}
+
+}  // namespace gt::sharding

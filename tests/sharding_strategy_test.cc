@@ -1,0 +1,334 @@
+// The sharding stage driven in-process (no hosts, no LibTorch): configs and
+// membership go in as instructions, a recording emitter keeps what the stage
+// emits, and each test asserts which instructions go to which worker and
+// which collectives a row of the strategy table (modifiers/sharding/
+// sharding.h) emits. Every expectation names per-worker instructions, so
+// none of them holds with the stage passing ops on unsharded.
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gt/stage.h"
+#include "rendezvous.h"
+#include "sharding.h"
+#include "stage.h"
+#include "strategy_table.h"
+
+namespace gt::sharding {
+namespace {
+
+constexpr const char* kRendezvousForTest = "rendezvous.test:29500";
+
+// Keeps everything the stage emits, in order.
+class RecordingEmitter final : public Emitter {
+ public:
+  void Emit(Instruction&& inst) override { emitted.push_back(std::move(inst)); }
+  std::vector<Instruction> emitted;
+};
+
+// A rendezvous that hosts nothing: the stage only names its address.
+class AddressOnlyRendezvous final : public Rendezvous {
+ public:
+  const std::string& address() const override { return address_; }
+
+ private:
+  std::string address_ = kRendezvousForTest;
+};
+
+Result<std::unique_ptr<Rendezvous>> StartAddressOnlyRendezvousForTest(const std::string&, int64_t) {
+  return std::unique_ptr<Rendezvous>(new AddressOnlyRendezvous());
+}
+
+// "matmul@1" for each instruction: its op and the worker it is sent to.
+std::vector<std::string> Summary(const std::vector<Instruction>& insts) {
+  std::vector<std::string> out;
+  for (const Instruction& inst : insts) out.push_back(std::string(OpName(inst.op)) + "@" + std::to_string(inst.worker));
+  return out;
+}
+
+size_t CountOp(const std::vector<Instruction>& insts, Op op) {
+  size_t n = 0;
+  for (const Instruction& inst : insts) n += inst.op == op;
+  return n;
+}
+
+class ShardingStrategyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("GT_EXPLAIN");
+    ::unsetenv("GT_AUTO_SHARD");
+    options_.Set(kOptionRendezvousHost, std::string("127.0.0.1"));
+    options_.Set(kOptionRendezvousPort, int64_t{0});
+    options_.Set(kOptionExplain, false);
+    options_.Set(kOptionAutoShard, false);
+    const StageContext context{HostKind::kDispatcher, "dispatcher-test", "sharding", &options_, nullptr};
+    Result<std::unique_ptr<Stage>> stage = ShardingStage::Create(context, &StartAddressOnlyRendezvousForTest);
+    ASSERT_TRUE(stage.ok()) << stage.status().ToString();
+    stage_ = std::move(*stage);
+    Instruction membership;
+    membership.op = Op::kMembership;
+    membership.attrs.shape = {0, 1, 2, 3};
+    Send(std::move(membership));
+    // Client 1 places its tensors: a config for each layout the tests use.
+    Configure("rows", {0}, {0, 1}, false);   // shard axis 0 over workers 0 and 1
+    Configure("cols", {1}, {0, 1}, false);   // shard axis 1 over workers 0 and 1
+    Configure("rep", {}, {0, 1}, true);      // replicated on workers 0 and 1
+    Configure("far", {0}, {2, 3}, false);    // shard axis 0 over workers 2 and 3
+  }
+
+  // What the stage emitted for `inst` (stamped with client 1 and the next
+  // seq); fails the test when the stage refuses it.
+  std::vector<Instruction> Send(Instruction inst) {
+    Status status = SendStatus(std::move(inst));
+    EXPECT_TRUE(status.ok()) << status.ToString();
+    return out_.emitted;
+  }
+  Status SendStatus(Instruction inst) {
+    if (inst.op != Op::kMembership) inst.client = 1;
+    inst.seq = ++seq_;
+    out_.emitted.clear();
+    return stage_->Process(std::move(inst), out_);
+  }
+
+  void Configure(const std::string& signal, std::vector<int64_t> axis, Shape workers, bool replicated) {
+    Instruction configure;
+    configure.op = Op::kConfigure;
+    configure.signal = signal;
+    configure.attrs.axes = std::move(axis);
+    configure.attrs.shape = std::move(workers);
+    configure.attrs.keepdims = replicated;
+    EXPECT_TRUE(Send(std::move(configure)).empty());
+  }
+
+  // zeros(shape) as client tensor `id` in scope `signal`; what it emitted.
+  std::vector<Instruction> Zeros(TensorId id, Shape shape, const std::string& signal) {
+    Instruction zeros;
+    zeros.op = Op::kZeros;
+    zeros.results = {id};
+    zeros.attrs.shape = std::move(shape);
+    zeros.signal = signal;
+    return Send(std::move(zeros));
+  }
+
+  static Instruction Make(Op op, std::vector<TensorId> results, std::vector<TensorId> operands) {
+    Instruction inst;
+    inst.op = op;
+    inst.results = std::move(results);
+    inst.operands = std::move(operands);
+    return inst;
+  }
+
+  // The per-worker ids of a creation's pieces, in the order it emitted them.
+  static std::vector<TensorId> Pieces(const std::vector<Instruction>& creation) {
+    std::vector<TensorId> ids;
+    for (const Instruction& inst : creation) ids.push_back(inst.results.at(0));
+    return ids;
+  }
+
+  OptionValues options_;
+  std::unique_ptr<Stage> stage_;
+  RecordingEmitter out_;
+  uint64_t seq_ = 0;
+};
+
+TEST_F(ShardingStrategyTest, CreationInAShardedScopeMakesOneShardPerWorker) {
+  const std::vector<Instruction> made = Zeros(1, {4, 3}, "rows");
+  EXPECT_EQ(Summary(made), (std::vector<std::string>{"zeros@0", "zeros@1"}));
+  for (const Instruction& piece : made) {
+    EXPECT_EQ(piece.attrs.shape, (Shape{2, 3}));
+    EXPECT_GE(piece.results.at(0), kPhysicalIdBase) << "a shard gets a physical id, not the client's";
+  }
+  EXPECT_EQ(Summary(Zeros(2, {4, 3}, "rep")), (std::vector<std::string>{"zeros@0", "zeros@1"}));
+}
+
+// A row-sharded @ B (B replicated): shard-local, no communication.
+TEST_F(ShardingStrategyTest, RowShardedMatmulRunsOnEachShardWithoutCollective) {
+  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<TensorId> b = Pieces(Zeros(2, {3, 5}, "rep"));
+  const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"matmul@0", "matmul@1"}));
+  EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0], b[0]}));
+  EXPECT_EQ(out[1].operands, (std::vector<TensorId>{a[1], b[1]}));
+  // The result stays sharded on rows: a row-wise relu is shard-local too.
+  EXPECT_EQ(Summary(Send(Make(Op::kRelu, {4}, {3}))), (std::vector<std::string>{"relu@0", "relu@1"}));
+}
+
+// A row-sharded @ B sharded: B all-gathered, then shard-local.
+TEST_F(ShardingStrategyTest, BothShardedMatmulAllGathersB) {
+  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<TensorId> b = Pieces(Zeros(2, {3, 5}, "rows"));
+  const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"all_gather@0", "all_gather@1", "matmul@0", "matmul@1",
+                                                    "free@0", "free@1"}));
+  for (size_t r = 0; r < 2; ++r) {
+    const Instruction& gather = out[r];
+    EXPECT_EQ(gather.operands, (std::vector<TensorId>{b[r]}));
+    EXPECT_EQ(gather.attrs.numbers, (std::vector<double>{0, 1})) << "the group, in rank order";
+    EXPECT_EQ(gather.attrs.axes, (std::vector<int64_t>{static_cast<int64_t>(r), 0, 2, 1}))
+        << "rank, dim, the pieces' sizes (torch.chunk of 3 in 2)";
+    ASSERT_TRUE(gather.payload);
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(gather.payload->data()), gather.payload->size()),
+              kRendezvousForTest);
+    const Instruction& matmul = out[2 + r];
+    EXPECT_EQ(matmul.operands, (std::vector<TensorId>{a[r], gather.results.at(0)}));
+    EXPECT_EQ(out[4 + r].operands, gather.results) << "the gathered copy is a temporary";
+  }
+}
+
+// A inner-sharded @ B row-sharded: partial products, all-reduce (sum).
+TEST_F(ShardingStrategyTest, InnerShardedMatmulAllReducesPartialProducts) {
+  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 6}, "cols"));
+  const std::vector<TensorId> b = Pieces(Zeros(2, {6, 5}, "rows"));
+  const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"matmul@0", "matmul@1", "all_reduce@0", "all_reduce@1",
+                                                    "free@0", "free@1"}));
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(out[r].operands, (std::vector<TensorId>{a[r], b[r]}));
+    EXPECT_EQ(out[2 + r].operands, out[r].results) << "the partial product is reduced";
+    EXPECT_EQ(out[2 + r].attrs.scalar, 0) << "sum";
+    EXPECT_EQ(out[2 + r].attrs.shape, (Shape{4, 5}));
+    EXPECT_EQ(out[4 + r].operands, out[r].results) << "the partial product is freed";
+  }
+  // The result is replicated: a fetch needs no collective.
+  const std::vector<Instruction> fetch = Send(Make(Op::kFetch, {}, {3}));
+  EXPECT_EQ(Summary(fetch), (std::vector<std::string>{"fetch@0"}));
+}
+
+TEST_F(ShardingStrategyTest, ReductionOverTheShardedAxisAllReduces) {
+  Zeros(1, {4, 6}, "rows");
+  Instruction over_rows = Make(Op::kSum, {2}, {1});
+  over_rows.attrs.axes = {0};
+  const std::vector<Instruction> out = Send(over_rows);
+  ASSERT_EQ(Summary(out),
+            (std::vector<std::string>{"sum@0", "sum@1", "all_reduce@0", "all_reduce@1", "free@0", "free@1"}));
+  EXPECT_EQ(out[2].operands, out[0].results);
+  EXPECT_EQ(out[3].operands, out[1].results);
+
+  Instruction mean = Make(Op::kMean, {3}, {1});
+  mean.attrs.axes = {0};
+  EXPECT_EQ(Summary(Send(mean)), (std::vector<std::string>{"sum@0", "sum@1", "all_reduce@0", "all_reduce@1",
+                                                           "div@0", "div@1", "free@0", "free@1", "free@0",
+                                                           "free@1"}))
+      << "a mean is a sum all-reduced, then divided by the count";
+}
+
+TEST_F(ShardingStrategyTest, ReductionOverAnotherAxisIsShardLocal) {
+  Zeros(1, {4, 6}, "rows");
+  Instruction over_columns = Make(Op::kSum, {2}, {1});
+  over_columns.attrs.axes = {1};
+  EXPECT_EQ(Summary(Send(over_columns)), (std::vector<std::string>{"sum@0", "sum@1"}));
+}
+
+TEST_F(ShardingStrategyTest, ElementwiseOnMatchingShardsIsShardLocal) {
+  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<TensorId> b = Pieces(Zeros(2, {4, 3}, "rows"));
+  const std::vector<Instruction> out = Send(Make(Op::kAdd, {3}, {1, 2}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"add@0", "add@1"}));
+  EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0], b[0]}));
+  EXPECT_EQ(out[1].operands, (std::vector<TensorId>{a[1], b[1]}));
+}
+
+TEST_F(ShardingStrategyTest, SoftmaxAlongTheShardedAxisAllReducesMaxThenSum) {
+  Zeros(1, {4, 6}, "rows");
+  Instruction softmax = Make(Op::kSoftmax, {2}, {1});
+  softmax.attrs.axes = {0};
+  const std::vector<Instruction> out = Send(softmax);
+  const std::vector<std::string> summary = Summary(out);
+  ASSERT_GE(summary.size(), 14u);
+  EXPECT_EQ(std::vector<std::string>(summary.begin(), summary.begin() + 14),
+            (std::vector<std::string>{"max@0", "max@1", "all_reduce@0", "all_reduce@1", "sub@0", "sub@1", "exp@0",
+                                      "exp@1", "sum@0", "sum@1", "all_reduce@0", "all_reduce@1", "div@0", "div@1"}));
+  EXPECT_EQ(out[2].attrs.scalar, 1) << "max";
+  EXPECT_EQ(out[10].attrs.scalar, 0) << "sum";
+  EXPECT_EQ(CountOp(out, Op::kFree), 12u) << "every intermediate is freed";
+}
+
+// A fetch of a sharded tensor: all-gather, then fetch from the first shard's worker.
+TEST_F(ShardingStrategyTest, FetchOfAShardedTensorAllGathersOntoTheFirstShardsWorker) {
+  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<Instruction> out = Send(Make(Op::kFetch, {}, {1}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"all_gather@0", "all_gather@1", "fetch@0", "free@0", "free@1"}));
+  EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0]}));
+  EXPECT_EQ(out[1].operands, (std::vector<TensorId>{a[1]}));
+  EXPECT_EQ(out[2].operands, out[0].results) << "the fetch reads the gathered tensor on worker 0";
+}
+
+// An op in a scope whose config names other workers: its operand is moved there first.
+TEST_F(ShardingStrategyTest, OperandOutsideTheScopesWorkersIsMovedIn) {
+  const std::vector<Instruction> made = Zeros(1, {4, 3}, "");
+  ASSERT_EQ(Summary(made), (std::vector<std::string>{"zeros@0"})) << "whole on the client's worker";
+  Instruction relu = Make(Op::kRelu, {2}, {1});
+  relu.signal = "far";
+  const std::vector<Instruction> out = Send(relu);
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"broadcast@0", "broadcast@2", "relu@2", "free@0", "free@2"}));
+  EXPECT_EQ(out[0].operands, (std::vector<TensorId>{1}));
+  EXPECT_EQ(out[2].operands, out[1].results);
+  EXPECT_EQ(out[2].results, (std::vector<TensorId>{2})) << "whole: the client's own id";
+}
+
+// Frees reach every shard; a whole tensor's free goes on to the router.
+TEST_F(ShardingStrategyTest, FreeOfAShardedTensorFreesEachShard) {
+  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<Instruction> out = Send(Make(Op::kFree, {}, {1}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"free@0", "free@1"}));
+  EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0]}));
+  EXPECT_EQ(out[1].operands, (std::vector<TensorId>{a[1]}));
+}
+
+// The contrast: a client that registered no config is passed on unsharded.
+TEST_F(ShardingStrategyTest, ClientWithoutConfigsIsPassedOn) {
+  Instruction zeros = Make(Op::kZeros, {1}, {});
+  zeros.attrs.shape = {4, 3};
+  zeros.client = 2;
+  out_.emitted.clear();
+  ASSERT_TRUE(stage_->Process(Instruction(zeros), out_).ok());
+  ASSERT_EQ(out_.emitted.size(), 1u);
+  EXPECT_GE(out_.emitted[0].worker, 0) << "made on the client's worker";
+  Instruction matmul = Make(Op::kMatmul, {2}, {1, 1});
+  matmul.client = 2;
+  out_.emitted.clear();
+  ASSERT_TRUE(stage_->Process(Instruction(matmul), out_).ok());
+  EXPECT_EQ(Summary(out_.emitted), (std::vector<std::string>{"matmul@-1"})) << "the router places it";
+}
+
+TEST_F(ShardingStrategyTest, AnOpOnATensorWhoseOpFailedIsRefusedNamingThatOp) {
+  Configure("nowhere", {0}, {7}, false);
+  Instruction zeros = Make(Op::kZeros, {1}, {});
+  zeros.attrs.shape = {4, 3};
+  zeros.signal = "nowhere";
+  const Status made = SendStatus(zeros);
+  ASSERT_FALSE(made.ok());
+  EXPECT_NE(made.message().find("worker index 7 is not a live worker"), std::string::npos) << made.ToString();
+  const uint64_t failed_seq = seq_;
+  const Status relu = SendStatus(Make(Op::kRelu, {2}, {1}));
+  EXPECT_NE(relu.message().find("does not exist because op #" + std::to_string(failed_seq) + " failed"),
+            std::string::npos)
+      << relu.ToString();
+  EXPECT_TRUE(out_.emitted.empty());
+}
+
+TEST_F(ShardingStrategyTest, ClientsMayNotSendCollectivesOrPhysicalIds) {
+  EXPECT_EQ(SendStatus(Make(Op::kAllReduce, {1}, {})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(SendStatus(Make(Op::kRelu, {kPhysicalIdBase}, {})).code(), Code::kInvalidArgument);
+}
+
+// The table's rows (sharding.h) name the strategies that run them.
+TEST(StrategyTable, RowsNameTheirStrategies) {
+  EXPECT_EQ(StrategyFor(Op::kAdd), &Elementwise);
+  EXPECT_EQ(StrategyFor(Op::kRelu), &Elementwise);
+  EXPECT_EQ(StrategyFor(Op::kCopyInto), &Elementwise);
+  EXPECT_EQ(StrategyFor(Op::kMatmul), &Matmul);
+  EXPECT_EQ(StrategyFor(Op::kCat), &Cat);
+  EXPECT_EQ(StrategyFor(Op::kFetch), &Whole);
+  EXPECT_EQ(StrategyFor(Op::kHotStart), &Whole);
+  EXPECT_NE(StrategyFor(Op::kSoftmax), &Elementwise) << "softmax is unary but has its own row";
+  EXPECT_NE(StrategyFor(Op::kSum), &Whole);
+  EXPECT_NE(StrategyFor(Op::kReshape), &Whole);
+  EXPECT_NE(StrategyFor(Op::kSlice), &Whole);
+}
+
+}  // namespace
+}  // namespace gt::sharding
