@@ -14,4 +14,3 @@ add_dependencies(sharding_session_test gt-dispatcher gt-worker gt_torch gt_shard
 # and collectives each row of the strategy table emits. No hosts, no LibTorch.
 gt_add_test(sharding_strategy_test sharding_strategy_test.cc)
 target_link_libraries(sharding_strategy_test PRIVATE gt_sharding_runtime)
-target_compile_options(sharding_strategy_test PRIVATE -Wall -Wextra)

@@ -26,12 +26,4 @@ Status CheckConfig(const std::string& signal, const Config& config, const Worker
   return Status::Ok();
 }
 
-Status CheckNoFailedOperand(const Client& c, const Instruction& inst) {
-  for (TensorId id : inst.operands)
-    if (auto f = c.failed.find(id); f != c.failed.end())
-      return FailedPrecondition(inst.Describe() + ": operand " + TensorName(id) + " does not exist because op #" +
-                                std::to_string(f->second) + " failed");
-  return Status::Ok();
-}
-
 }  // namespace gt::sharding

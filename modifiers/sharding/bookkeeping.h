@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "gt/failed_tensors.h"
 #include "gt/instruction.h"
 #include "gt/status.h"
 #include "placement.h"
@@ -35,7 +36,7 @@ struct Client {
   bool placing = false;
   std::map<std::string, Config> configs;
   std::unordered_map<TensorId, Tensor> tensors;
-  std::unordered_map<TensorId, uint64_t> failed;  // id -> seq of the op that failed to make it
+  FailedTensors failed;  // ids never made because their op failed (gt/failed_tensors.h)
   int default_worker = -1;  // where its whole tensors are made (and every unrecorded one lives)
   TensorId next_physical = kPhysicalIdBase;
 };
@@ -46,7 +47,7 @@ inline TensorId NewId(Client& c) { return c.next_physical++; }
 // The live workers (kMembership) and the choice of each client's worker.
 class Workers {
  public:
-  void Assign(const Shape& indexes) { live_.assign(indexes.begin(), indexes.end()); }
+  void Assign(std::vector<int> live) { live_ = std::move(live); }
   const std::vector<int>& live() const { return live_; }
   bool empty() const { return live_.empty(); }
   bool IsLive(int worker) const { return Contains(live_, worker); }
@@ -66,10 +67,5 @@ class Workers {
 // is in range; else InvalidArgument naming the signal and the field.
 Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape);
 
-// FailedPrecondition naming the first operand of `inst` that does not
-// exist because the op that should have made it failed; OK otherwise.
-// The one place that asks it: core's shared ledger of failed tensors will
-// take its place.
-Status CheckNoFailedOperand(const Client& c, const Instruction& inst);
 
 }  // namespace gt::sharding

@@ -17,10 +17,10 @@ constexpr OptionSpec kOptions[] = {
      "address the collective rendezvous store (c10d TCPStore) listens on and workers connect to", 0, 0},
     {kOptionRendezvousPort, OptionType::kInt, "0", "port", "port of the rendezvous store; 0 picks a free one", 0, 65535},
     {kOptionExplain, OptionType::kBool, "false", "",
-     "log each op's input placements, output placement and collectives to stderr (also GT_EXPLAIN=1)", 0, 0},
+     "log each op's input placements, output placement and collectives to stderr", 0, 0, "GT_EXPLAIN"},
     {kOptionAutoShard, OptionType::kBool, "false", "",
      "tensors created outside any configured scope are sharded on axis 0 over every live worker when that size "
-     "divides evenly, else replicated (also GT_AUTO_SHARD=1)", 0, 0},
+     "divides evenly, else replicated", 0, 0, "GT_AUTO_SHARD"},
 };
 
 Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) {

@@ -3,12 +3,12 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
-#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
 
 #include "gt/metrics.h"
+#include "gt/op_attrs.h"
 #include "gt/unit.h"
 #include "sharding.h"
 #include "strategies.h"
@@ -21,10 +21,8 @@ namespace gt::sharding {
 Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context, StartRendezvous start) {
   const std::string host = context.options->GetString(kOptionRendezvousHost);
   const int64_t port = context.options->GetInt(kOptionRendezvousPort);
-  bool explain = context.options->GetBool(kOptionExplain);
-  if (const char* env = std::getenv("GT_EXPLAIN"); env && *env && std::string(env) != "0") explain = true;
-  bool auto_shard = context.options->GetBool(kOptionAutoShard);
-  if (const char* env = std::getenv("GT_AUTO_SHARD"); env && *env && std::string(env) != "0") auto_shard = true;
+  const bool explain = context.options->GetBool(kOptionExplain);
+  const bool auto_shard = context.options->GetBool(kOptionAutoShard);
   Result<std::unique_ptr<Rendezvous>> rendezvous = start(host, port);
   if (!rendezvous.ok()) return rendezvous.status();
   Gauges gauges;
@@ -59,7 +57,7 @@ ShardingStage::~ShardingStage() = default;
 // at once (reported to that client) rather than wait.
 Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
   switch (inst.op) {
-    case Op::kMembership: workers_.Assign(inst.attrs.shape); break;
+    case Op::kMembership: workers_.Assign(MembershipWorkers(inst)); break;
     case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it
     default: return Handle(std::move(inst), out);
   }
@@ -94,7 +92,7 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
       if (id >= kPhysicalIdBase)
         return InvalidArgument(inst.Describe() + ": tensor ids from " + TensorName(kPhysicalIdBase) + " up are reserved");
   if (workers_.empty()) {
-    for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+    for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
     return Unavailable(inst.Describe() + ": no live worker");
   }
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
@@ -114,8 +112,8 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
 Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
   if (!c.failed.empty()) {  // only after this stage refused one of its ops
     if (inst.op == Op::kFree) return Free(c, std::move(inst), out);
-    if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) {
-      for (TensorId r : inst.results) c.failed.emplace(r, inst.seq);
+    if (Status f = c.failed.CheckOperands(inst); !f.ok()) {
+      for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
       if (inst.op == Op::kRunUnit) FreeConsumed(c, inst, out);
       return f;
     }
@@ -129,32 +127,29 @@ Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
 }
 
 void ShardingStage::FreeConsumed(Client& c, const Instruction& run, Emitter& out) {
-  Instruction free;
-  free.op = Op::kFree;
-  free.client = run.client;
-  free.seq = run.seq;
-  free.operands = ConsumedOperands(run);
+  Instruction free = MakeFree(run.client, run.seq, ConsumedOperands(run));
   if (!free.operands.empty()) (void)Free(c, std::move(free), out);
 }
 
 Status ShardingStage::Configure(Client& c, const Instruction& inst) {
   if (inst.signal.empty()) return InvalidArgument("configure: no signal name");
-  if (inst.attrs.scalar == 1) {
-    c.configs.erase(inst.signal);
+  ConfigureSpec spec = ReadConfigure(inst);
+  if (spec.forget) {
+    c.configs.erase(spec.signal);
     return Status::Ok();
   }
   Config config;
-  config.sharded = !inst.attrs.axes.empty();
-  if (config.sharded) config.axis = inst.attrs.axes[0];
-  for (int64_t w : inst.attrs.shape) {
+  config.sharded = spec.shard_axis.has_value();
+  if (config.sharded) config.axis = *spec.shard_axis;
+  for (int64_t w : spec.workers) {
     if (w < 0 || w > 1 << 20)
-      return InvalidArgument("signal '" + inst.signal + "': shard.workers: bad worker index " + std::to_string(w));
+      return InvalidArgument("signal '" + spec.signal + "': shard.workers: bad worker index " + std::to_string(w));
     config.workers.push_back(static_cast<int>(w));
   }
-  config.replicated = inst.attrs.keepdims;
-  config.compile = inst.attrs.seed != 0;
-  if (inst.payload) config.backward.assign(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
-  c.configs[inst.signal] = std::move(config);
+  config.replicated = spec.replicated;
+  config.compile = spec.compile;
+  config.backward = std::move(spec.backward);
+  c.configs[spec.signal] = std::move(config);
   c.placing = true;  // from now on its tensors get records (older ones stay without)
   return Status::Ok();
 }
@@ -199,7 +194,7 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
                                                                      : nullptr;
   if (chosen) {
     if (Status st = CheckConfig(inst.signal, *chosen, workers_, &meta->shape); !st.ok()) {
-      c.failed[result] = inst.seq;
+      c.failed.Record(result, inst.seq);
       return st;
     }
   }
@@ -218,7 +213,7 @@ Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
   size_t kept = 0;
   for (size_t i = 0; i < inst.operands.size(); ++i) {
     const TensorId id = inst.operands[i];
-    if (c.failed.erase(id)) continue;  // never made: nothing to free
+    if (c.failed.Forget(id)) continue;  // never made: nothing to free
     auto it = c.tensors.find(id);
     if (it == c.tensors.end() || it->second.placement.whole()) {
       if (it != c.tensors.end()) c.tensors.erase(it);
@@ -227,10 +222,7 @@ Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
     }
     const Placement& p = it->second.placement;
     for (size_t r = 0; r < p.workers.size(); ++r) {
-      Instruction f;
-      f.op = Op::kFree;
-      f.operands = {p.ids[r]};
-      EmitOn(s, p.workers[r], f);
+      EmitOn(s, p.workers[r], MakeFree(0, 0, {p.ids[r]}));
     }
     c.tensors.erase(it);
   }
@@ -240,7 +232,7 @@ Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
 }
 
 Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
-  if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) return f;
+  if (Status f = c.failed.CheckOperands(inst); !f.ok()) return f;
   if (inst.operands.size() != 1) {
     out.Emit(std::move(inst));
     return Status::Ok();
@@ -263,8 +255,8 @@ Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
 }
 
 Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
-  if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) {
-    for (TensorId r : inst.results) c.failed[r] = c.failed.count(r) ? c.failed[r] : inst.seq;
+  if (Status f = c.failed.CheckOperands(inst); !f.ok()) {
+    for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
     return f;
   }
   std::vector<const Tensor*> in;
@@ -282,7 +274,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     for (const Tensor* t : in) metas.push_back(&t->meta);
     Result<TensorMeta> m = InferResult(inst, metas);
     if (!m.ok()) {
-      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
       return m.status();
     }
     meta = *m;
@@ -295,7 +287,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   if (config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
     moved.reserve(in.size());  // `in` points into it
     if (Status st = CheckConfig(inst.signal, config->second, workers_, nullptr); !st.ok()) {
-      for (TensorId r : inst.results) c.failed[r] = inst.seq;
+      for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
       return st;
     }
     const bool mutate = KindOf(inst.op) == OpKind::kMutate;
@@ -318,7 +310,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   // The strategy table (strategy_table.h) picks how the op runs on its operands' placements.
   Result<Placement> placed = RunStrategy(s, in, meta);
   if (!placed.ok()) {
-    for (TensorId r : inst.results) c.failed[r] = inst.seq;
+    for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
     return placed.status();
   }
   Explain(s, in, *placed);
@@ -366,11 +358,11 @@ Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<
 Status ShardingStage::RunUnit(Client& c, Instruction&& inst, Emitter& out) {
   auto refuse = [&](Status status) {
     for (TensorId r : inst.results)
-      if (!c.tensors.count(r)) c.failed.emplace(r, inst.seq);  // a live tensor keeps its id
+      if (!c.tensors.count(r)) c.failed.RecordIfAbsent(r, inst.seq);  // a live tensor keeps its id
     FreeConsumed(c, inst, out);  // the client has forgotten them
     return status;
   };
-  if (Status f = CheckNoFailedOperand(c, inst); !f.ok()) return refuse(f);
+  if (Status f = c.failed.CheckOperands(inst); !f.ok()) return refuse(f);
   const int home = workers_.DefaultFor(c);
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);

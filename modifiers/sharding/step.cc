@@ -2,17 +2,23 @@
 
 #include <algorithm>
 
+#include "gt/op_attrs.h"
+
 namespace gt::sharding {
 namespace {
 
-// A collective `op` for member `rank` of `group`, naming the rendezvous.
-Instruction Collective(Step& s, Op op, const std::vector<int>& group, int rank) {
-  Instruction inst;
-  inst.op = op;
-  for (int w : group) inst.attrs.numbers.push_back(w);
-  inst.attrs.axes = {rank};
-  inst.payload = CopyToBlob(s.rendezvous->data(), s.rendezvous->size());
-  return inst;
+// The part of a collective every member shares: the group and the rendezvous.
+CollectiveSpec GroupSpec(const Step& s, const std::vector<int>& group) {
+  CollectiveSpec spec;
+  spec.group.assign(group.begin(), group.end());
+  spec.rendezvous = *s.rendezvous;
+  return spec;
+}
+
+// A collective `op` for member `rank` of `spec`'s group.
+Instruction Collective(Op op, CollectiveSpec spec, size_t rank) {
+  spec.rank = static_cast<int64_t>(rank);
+  return MakeCollective(op, spec);
 }
 
 }  // namespace
@@ -32,10 +38,7 @@ void EmitOn(Step& s, int worker, Instruction inst) {
 
 void FreeTemporaries(Step& s) {
   for (auto& [w, id] : s.temporaries) {
-    Instruction f;
-    f.op = Op::kFree;
-    f.operands = {id};
-    EmitOn(s, w, f);
+    EmitOn(s, w, MakeFree(0, 0, {id}));
   }
   s.temporaries.clear();
 }
@@ -68,8 +71,9 @@ std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<in
     std::vector<int> group = {root};
     group.insert(group.end(), missing.begin(), missing.end());
     s.collectives.push_back("broadcast " + WorkerList(group));
-    Instruction b = Collective(s, Op::kBroadcast, group, 0);
-    b.attrs.axes = {0, 0};
+    CollectiveSpec spec = GroupSpec(s, group);
+    spec.root = 0;
+    Instruction b = Collective(Op::kBroadcast, spec, 0);
     b.attrs.shape = t.meta.shape;
     b.attrs.dtype = t.meta.dtype;
     b.operands = {p.ids[0]};
@@ -78,9 +82,9 @@ std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<in
     EmitOn(s, root, b);
     s.temporaries.emplace_back(root, root_copy);
     for (size_t r = 1; r < group.size(); ++r) {
-      Instruction m = b;
-      m.attrs.axes = {static_cast<int64_t>(r), 0};
-      m.operands.clear();
+      Instruction m = Collective(Op::kBroadcast, spec, r);
+      m.attrs.shape = t.meta.shape;
+      m.attrs.dtype = t.meta.dtype;
       TensorId id = NewId(*s.client);
       m.results = {id};
       EmitOn(s, group[r], m);
@@ -92,10 +96,11 @@ std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<in
   // Sharded: all-gather among its workers, then copy on to the rest.
   s.collectives.push_back("all_gather " + WorkerList(p.workers));
   Tensor gathered{t.meta, Placement{Placement::Kind::kReplicated, p.workers, {}, 0, {}}};
+  CollectiveSpec spec = GroupSpec(s, p.workers);
+  spec.dim = p.axis;
+  spec.sizes = p.sizes;
   for (size_t r = 0; r < p.workers.size(); ++r) {
-    Instruction g = Collective(s, Op::kAllGather, p.workers, static_cast<int>(r));
-    g.attrs.axes = {static_cast<int64_t>(r), p.axis};
-    g.attrs.axes.insert(g.attrs.axes.end(), p.sizes.begin(), p.sizes.end());
+    Instruction g = Collective(Op::kAllGather, spec, r);
     g.attrs.shape = t.meta.shape;  // this member's piece (a member whose piece failed stands in with one)
     g.attrs.shape[static_cast<size_t>(p.axis)] = p.sizes[r];
     g.attrs.dtype = t.meta.dtype;
@@ -141,10 +146,11 @@ std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Pl
 std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
                                 int op) {
   s.collectives.push_back(std::string("all_reduce(") + (op == 1 ? "max" : op == 2 ? "min" : "sum") + ") " + WorkerList(p.workers));
+  CollectiveSpec spec = GroupSpec(s, p.workers);
+  spec.reduce = static_cast<ReduceOp>(op);
   std::vector<TensorId> out;
   for (size_t r = 0; r < p.workers.size(); ++r) {
-    Instruction a = Collective(s, Op::kAllReduce, p.workers, static_cast<int>(r));
-    a.attrs.scalar = op;
+    Instruction a = Collective(Op::kAllReduce, spec, r);
     a.attrs.shape = meta.shape;  // announced for a member whose operand failed (it stands in with one)
     a.attrs.dtype = meta.dtype;
     a.operands = {ids[r]};

@@ -1,7 +1,9 @@
+#include "strategies.h"
+
 #include <algorithm>
 #include <map>
 
-#include "strategies.h"
+#include "gt/op_attrs.h"
 
 namespace gt::sharding {
 namespace {
@@ -247,10 +249,7 @@ Result<Placement> Reduce(Step& s, const Tensor& t, const TensorMeta& meta) {
   for (int64_t a : *axes) count *= static_cast<double>(t.meta.shape[a]);
   for (size_t r = 0; r < p.workers.size(); ++r) {
     s.temporaries.emplace_back(p.workers[r], reduced[r]);
-    Instruction scale;
-    scale.op = Op::kDiv;
-    scale.attrs.scalar = count;
-    scale.attrs.scalar_side = ScalarSide::kRight;
+    Instruction scale = MakeScalarBinary(Op::kDiv, count, ScalarSide::kRight);
     scale.operands = {reduced[r]};
     TensorId id = NewId(*s.client);
     scale.results = {id};

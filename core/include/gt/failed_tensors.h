@@ -25,6 +25,8 @@ class FailedTensors {
  public:
   // Remembers that `id` was never made because op `failed_seq` failed.
   void Record(TensorId id, uint64_t failed_seq) { failed_[id] = failed_seq; }
+  // Record() unless `id` is recorded already (it keeps the op it names).
+  void RecordIfAbsent(TensorId id, uint64_t failed_seq) { failed_.emplace(id, failed_seq); }
   // Record() for every result of `inst`.
   void RecordResults(const Instruction& inst, uint64_t failed_seq) {
     for (TensorId id : inst.results) Record(id, failed_seq);
@@ -39,6 +41,7 @@ class FailedTensors {
   // Forgets `id` (the client freed it); true if it was recorded.
   bool Forget(TensorId id) { return failed_.erase(id) != 0; }
   void Clear() { failed_.clear(); }
+  bool empty() const { return failed_.empty(); }
 
   // The first operand of `inst` that names a failed tensor, with the op
   // that failed to make it.
