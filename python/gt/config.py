@@ -28,6 +28,7 @@ from . import _C
 __all__ = ["ConfigError", "ShardConfig", "SignalConfig", "register_config", "load_config", "get_config",
            "configs", "clear_configs"]
 
+
 class ConfigError(ValueError):
     """A config is malformed. `problems` lists each problem as 'where: what'."""
 
