@@ -1,10 +1,19 @@
 // Signal configs of this client: validation, the YAML reader, and the hand-over
 // to the session, which sends them to the dispatcher (see gt/config.h).
+//
+// This is gt's only reader of signal-config YAML: the Python package calls
+// parse_config_string through its extension, so both report the same problems
+// in the same words.
 #include <yaml-cpp/yaml.h>
 
+#include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
+#include <optional>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,112 +50,199 @@ std::string Join(const std::vector<std::string>& lines) {
   return out;
 }
 
+// The YAML 1.2 core-schema type of a node: null, bool, int, float or str for
+// a scalar (a quoted scalar is always a str), else sequence or mapping.
+std::string KindOf(const YAML::Node& node) {
+  static const std::regex kNull("~|null|Null|NULL|");
+  static const std::regex kBool("true|True|TRUE|false|False|FALSE");
+  static const std::regex kInt("[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+");
+  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
+  if (!node || node.IsNull()) return "null";
+  if (node.IsSequence()) return "sequence";
+  if (node.IsMap()) return "mapping";
+  if (node.Tag() == "!") return "str";  // quoted
+  const std::string& s = node.Scalar();
+  if (std::regex_match(s, kNull)) return "null";
+  if (std::regex_match(s, kBool)) return "bool";
+  if (std::regex_match(s, kInt)) return "int";
+  if (std::regex_match(s, kFloat)) return "float";
+  return "str";
+}
+
+// "str 'zero'", "int 7", "null", "a sequence": what a problem says it got.
+std::string Describe(const YAML::Node& node) {
+  const std::string kind = KindOf(node);
+  if (kind == "null") return "null";
+  if (kind == "sequence" || kind == "mapping") return "a " + kind;
+  if (kind == "str") return "str '" + node.Scalar() + "'";
+  return kind + " " + node.Scalar();
+}
+
+// Where a problem is: "SOURCE:LINE: PATH" (the line of `node`, 1-based).
 std::string At(const std::string& source, const YAML::Node& node, const std::string& path) {
   const YAML::Mark mark = node.Mark();
   return source + (mark.line >= 0 ? ":" + std::to_string(mark.line + 1) : "") + ": " + path;
 }
 
-// Reads an int scalar; nullopt (and a problem) for anything else.
+// Reads an int; nullopt (and a problem at `where`) for anything else.
 std::optional<int64_t> ReadInt(const YAML::Node& node, const std::string& where, std::vector<std::string>& problems) {
-  if (node.IsScalar()) {
+  if (KindOf(node) == "int") {
+    const std::string& text = node.Scalar();
+    const bool octal = text.rfind("0o", 0) == 0;
     try {
-      const std::string text = node.Scalar();
+      // Base 10 unless prefixed: YAML's 010 is ten.
       size_t used = 0;
-      int64_t value = std::stoll(text, &used, 0);
-      if (used == text.size()) return value;
-    } catch (...) {
+      const int64_t value = octal ? std::stoll(text.substr(2), &used, 8)
+                                  : std::stoll(text, &used, text.rfind("0x", 0) == 0 ? 16 : 10);
+      if (used + (octal ? 2 : 0) == text.size()) return value;
+    } catch (const std::out_of_range&) {
+      problems.push_back(where + ": int " + text + " is out of range");
+      return std::nullopt;
     }
   }
-  problems.push_back(where + ": expected an int, got " + (node.IsScalar() ? "'" + node.Scalar() + "'" : "a collection"));
+  problems.push_back(where + ": expected int, got " + Describe(node));
   return std::nullopt;
 }
 
 std::optional<bool> ReadBool(const YAML::Node& node, const std::string& where, std::vector<std::string>& problems) {
-  if (node.IsScalar()) {
-    const std::string& t = node.Scalar();
-    if (t == "true" || t == "True" || t == "TRUE") return true;
-    if (t == "false" || t == "False" || t == "FALSE") return false;
+  if (KindOf(node) == "bool") {
+    const char c = node.Scalar()[0];
+    return c == 't' || c == 'T';
   }
-  problems.push_back(where + ": expected true or false, got " + (node.IsScalar() ? "'" + node.Scalar() + "'" : "a collection"));
+  problems.push_back(where + ": expected bool, got " + Describe(node));
   return std::nullopt;
 }
 
-std::vector<std::string> LoadDocument(const YAML::Node& root, const std::string& source) {
-  std::vector<std::string> problems;
-  std::vector<std::pair<std::string, SignalConfig>> found;
-  if (!root || root.IsNull()) return {};
-  if (!root.IsMap()) throw Error(Code::kInvalidArgument, source + ": expected a mapping of signal names to configs");
+// The shard mapping of signal `name`; nullopt if it has a problem.
+std::optional<ShardConfig> ReadShard(const YAML::Node& value, const std::string& name, const std::string& source,
+                                     std::vector<std::string>& problems) {
+  const size_t before = problems.size();
+  ShardConfig shard;
+  for (const auto& s : value) {
+    const std::string key = s.first.Scalar();
+    const std::string where = At(source, s.first, name + ".shard." + key);
+    if (key == "axis") {
+      if (auto axis = ReadInt(s.second, where, problems)) shard.axis = *axis;
+    } else if (key == "workers") {
+      if (s.second.IsNull()) continue;  // every live worker, as when left out
+      if (!s.second.IsSequence()) {
+        problems.push_back(where + ": expected a list of worker indexes, got " + Describe(s.second));
+        continue;
+      }
+      if (s.second.size() == 0)
+        problems.push_back(where + ": expected at least one worker (leave workers out for every live worker)");
+      std::set<int64_t> seen;
+      for (size_t i = 0; i < s.second.size(); ++i) {
+        const YAML::Node item = s.second[i];
+        const std::string item_where = At(source, item, name + ".shard.workers[" + std::to_string(i) + "]");
+        std::optional<int64_t> w = ReadInt(item, item_where, problems);
+        if (!w) continue;
+        if (*w < 0)
+          problems.push_back(item_where + ": worker index must be >= 0, got " + std::to_string(*w));
+        else if (*w > INT_MAX)
+          problems.push_back(item_where + ": worker index " + std::to_string(*w) + " is out of range");
+        else if (!seen.insert(*w).second)
+          problems.push_back(where + ": lists worker " + std::to_string(*w) + " twice");
+        else
+          shard.workers.push_back(static_cast<int>(*w));
+      }
+    } else {
+      problems.push_back(where + ": unknown key '" + key + "' (known: " + kShardKeys + ")");
+    }
+  }
+  if (problems.size() != before) return std::nullopt;
+  return shard;
+}
+
+ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
+  ParsedConfigs out;
+  std::vector<std::string>& problems = out.problems;
+  if (!root || root.IsNull()) return out;
+  if (!root.IsMap()) {
+    problems.push_back(At(source, root, "") + "expected a mapping of signal names to configs, got " + Describe(root));
+    return out;
+  }
   for (const auto& entry : root) {
-    const std::string name = entry.first.Scalar();
     const YAML::Node& body = entry.second;
     const size_t before = problems.size();
-    SignalConfig config;
-    if (name.empty()) {
-      problems.push_back(At(source, entry.first, "<key>") + ": a signal name must be a non-empty string");
+    const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    if (KindOf(entry.first) != "str" || name.empty()) {
+      problems.push_back(At(source, entry.first, name.empty() ? "<key>" : name) +
+                         ": a signal name must be a non-empty string, got " + Describe(entry.first));
       continue;
     }
+    const std::string here = At(source, entry.first, name);
     if (!body.IsNull() && !body.IsMap()) {
-      problems.push_back(At(source, body, name) + ": expected a mapping with keys " + kSignalKeys);
+      problems.push_back(here + ": expected a mapping with keys " + kSignalKeys + ", got " + Describe(body));
       continue;
     }
+    SignalConfig config;
     for (const auto& field : body) {
       const std::string key = field.first.Scalar();
       const YAML::Node& value = field.second;
       const std::string where = At(source, field.first, name + "." + key);
       if (key == "shard") {
+        if (value.IsNull()) continue;  // no shard, as when left out
         if (!value.IsMap()) {
-          problems.push_back(where + ": expected a mapping with keys " + kShardKeys);
+          problems.push_back(where + ": expected a mapping with keys " + kShardKeys + ", got " + Describe(value));
           continue;
         }
-        ShardConfig shard;
-        for (const auto& s : value) {
-          const std::string skey = s.first.Scalar();
-          const std::string swhere = At(source, s.first, name + ".shard." + skey);
-          if (skey == "axis") {
-            if (auto axis = ReadInt(s.second, swhere, problems)) shard.axis = *axis;
-          } else if (skey == "workers") {
-            if (!s.second.IsSequence()) {
-              problems.push_back(swhere + ": expected a list of worker indexes");
-              continue;
-            }
-            for (size_t i = 0; i < s.second.size(); ++i)
-              if (auto w = ReadInt(s.second[i], swhere + "[" + std::to_string(i) + "]", problems))
-                shard.workers.push_back(static_cast<int>(*w));
-          } else {
-            problems.push_back(swhere + ": unknown key '" + skey + "' (known: " + kShardKeys + ")");
-          }
-        }
-        config.shard = shard;
+        config.shard = ReadShard(value, name, source, problems);
       } else if (key == "replicated") {
         if (auto b = ReadBool(value, where, problems)) config.replicated = *b;
       } else if (key == "compile") {
         if (auto b = ReadBool(value, where, problems)) config.compile = *b;
       } else if (key == "backward") {
-        if (!value.IsScalar() || value.Scalar().empty())
-          problems.push_back(where + ": expected a signal name");
+        if (value.IsNull()) continue;  // none, as when left out
+        if (KindOf(value) != "str" || value.Scalar().empty())
+          problems.push_back(where + ": expected a signal name (str), got " + Describe(value));
         else
           config.backward = value.Scalar();
       } else {
         problems.push_back(where + ": unknown key '" + key + "' (known: " + kSignalKeys + ")");
       }
     }
-    for (const std::string& p : Problems(At(source, entry.first, name), config)) problems.push_back(p);
-    if (problems.size() == before) found.emplace_back(name, std::move(config));
+    for (std::string& p : Problems(here, config)) problems.push_back(std::move(p));  // shard with replicated
+    if (problems.size() == before) out.signals.emplace_back(name, std::move(config));
   }
+  return out;
+}
+
+// "SOURCE: N problems:" and the problems, one a line.
+std::string Summary(const std::string& source, const std::vector<std::string>& problems) {
+  return source + ": " + std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + ":" +
+         Join(problems);
+}
+
+// Reads `yaml` into `root`; a problem for text that is not YAML.
+ParsedConfigs Parse(const std::string& yaml, const std::string& source, YAML::Node& root) {
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    ParsedConfigs out;
+    out.problems.push_back(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
+                           ": invalid YAML: " + e.msg);
+    return out;
+  }
+  return ParseDocument(root, source);
+}
+
+// Registers every config of `yaml` (see load_config).
+std::vector<std::string> Load(const std::string& yaml, const std::string& source) {
+  YAML::Node root;
+  ParsedConfigs parsed = Parse(yaml, source, root);
   // A backward signal must be defined in the file or registered already.
-  for (const auto& [name, config] : found) {
+  for (const auto& [name, config] : parsed.signals) {
     if (config.backward.empty()) continue;
     bool known = client_internal::Session::Get()->GetConfig(config.backward).has_value();
-    for (const auto& other : found) known = known || other.first == config.backward;
+    for (const auto& other : parsed.signals) known = known || other.first == config.backward;
     if (!known)
-      problems.push_back(At(source, root[name]["backward"], name + ".backward") + ": unknown signal '" +
-                         config.backward + "' (not in this file and not registered)");
+      parsed.problems.push_back(At(source, root[name]["backward"], name + ".backward") + ": unknown signal '" +
+                                config.backward + "' (not in this file and not registered)");
   }
-  if (!problems.empty())
-    throw Error(Code::kInvalidArgument, source + ": " + std::to_string(problems.size()) + " problem" +
-                                            (problems.size() == 1 ? "" : "s") + ":" + Join(problems));
+  if (!parsed.problems.empty()) throw Error(Code::kInvalidArgument, Summary(source, parsed.problems));
   std::vector<std::string> names;
-  for (auto& [name, config] : found) {
+  for (auto& [name, config] : parsed.signals) {
     client_internal::Session::Get()->SetConfig(name, config);
     names.push_back(name);
   }
@@ -163,26 +259,21 @@ void register_config(const std::string& name, const SignalConfig& config) {
   client_internal::Session::Get()->SetConfig(name, config);
 }
 
-std::vector<std::string> load_config(const std::string& path) {
+ParsedConfigs parse_config_string(const std::string& yaml, const std::string& source) {
   YAML::Node root;
-  try {
-    root = YAML::LoadFile(path);
-  } catch (const YAML::BadFile&) {
-    throw Error(Code::kNotFound, "load_config: cannot read " + path);
-  } catch (const YAML::Exception& e) {
-    throw Error(Code::kInvalidArgument, path + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
-  return LoadDocument(root, path);
+  return Parse(yaml, source, root);
+}
+
+std::vector<std::string> load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error(Code::kNotFound, "load_config: cannot read " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return Load(text.str(), path);
 }
 
 std::vector<std::string> load_config_string(const std::string& yaml, const std::string& source) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::Exception& e) {
-    throw Error(Code::kInvalidArgument, source + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg);
-  }
-  return LoadDocument(root, source);
+  return Load(yaml, source);
 }
 
 std::optional<SignalConfig> get_config(const std::string& name) {

@@ -15,6 +15,10 @@ code (gt.register_config with SignalConfig / ShardConfig). The format:
 Configs are kept per process (so per client: one user's signal names never
 reach another's). Every problem is reported at once, naming the signal and
 the field (and, for YAML, the file and line).
+
+YAML is read by the C++ client (gt::parse_config_string, through gt._C), the
+one reader of signal configs, so its problems are worded the same from C++
+and Python. The classes here check the Python values given to them.
 """
 
 import threading
@@ -23,9 +27,6 @@ from . import _C
 
 __all__ = ["ConfigError", "ShardConfig", "SignalConfig", "register_config", "load_config", "get_config",
            "configs", "clear_configs"]
-
-_SIGNAL_KEYS = ("shard", "replicated", "backward", "compile")
-_SHARD_KEYS = ("axis", "workers")
 
 
 class ConfigError(ValueError):
@@ -184,87 +185,36 @@ def clear_configs():
         _registry.clear()
 
 
-def _from_document(document, lines, source):
-    """SignalConfigs from a parsed YAML document, or every problem found."""
-    problems = []
-
-    def at(path, message):
-        line = lines.get(path, 0)
-        problems.append(f"{source}:{line}: {path}: {message}" if line else f"{source}: {path}: {message}")
-
-    if document is None:
-        return {}, []
-    if not isinstance(document, dict):
-        at("", f"expected a mapping of signal names to configs, got {_type_name(document)}")
-        return {}, problems
-    out = {}
-    for name, body in document.items():
-        path = str(name)
-        if not isinstance(name, str) or not name:
-            at(path, f"signal name must be a non-empty string, got {_type_name(name)} {name!r}")
-            continue
-        if body is None:
-            body = {}
-        if not isinstance(body, dict):
-            at(path, f"expected a mapping with keys {', '.join(_SIGNAL_KEYS)}, got {_type_name(body)} {body!r}")
-            continue
-        before = len(problems)
-        for key in body:
-            if key not in _SIGNAL_KEYS:
-                at(f"{path}.{key}", f"unknown key '{key}' (known: {', '.join(_SIGNAL_KEYS)})")
-        shard = None
-        if body.get("shard") is not None:
-            s = body["shard"]
-            if not isinstance(s, dict):
-                at(f"{path}.shard", f"expected a mapping with keys axis, workers, got {_type_name(s)} {s!r}")
-            else:
-                for key in s:
-                    if key not in _SHARD_KEYS:
-                        at(f"{path}.shard.{key}", f"unknown key '{key}' (known: {', '.join(_SHARD_KEYS)})")
-                shard = ShardConfig.__new__(ShardConfig)
-                shard.axis = s.get("axis", 0)
-                shard.workers = s.get("workers")
-                for field, message in shard._problems(f"{path}.shard"):
-                    at(field, message)
-        config = SignalConfig.__new__(SignalConfig)
-        config.shard = shard
-        config.backward_signal = body.get("backward")
-        config.compile = body.get("compile", False)
-        config.replicated = body.get("replicated", False)
-        for field, message in config._problems(path):
-            if not field.startswith(f"{path}.shard"):  # shard problems were reported above
-                at(field, message)
-        if len(problems) == before:
-            out[name] = config
-    return out, problems
+def _register_parsed(source, signals, problems):
+    """Registers every config the C++ reader found, or none if it found a problem."""
+    if problems:
+        raise ConfigError(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
+    found = {}
+    for name, shard, replicated, backward, compile in signals:
+        if shard is not None:
+            axis, workers = shard
+            shard = ShardConfig(axis=axis, workers=workers or None)  # no workers: every worker
+        found[name] = SignalConfig(shard=shard, backward_signal=backward or None, compile=compile,
+                                   replicated=replicated)
+    with _lock:
+        for name, config in found.items():
+            _send(name, config)
+        _registry.update(found)
+    return found
 
 
 def load_config(path):
     """Reads signal configs from a YAML file and registers them all.
 
     Nothing is registered if any signal has a problem; the ConfigError then
-    lists every problem with its file, line and key path. Returns the
+    lists every problem with its file, line and key path (text that is not
+    YAML is such a problem). OSError if the file cannot be read. Returns the
     configs read, by signal name.
     """
-    document, lines = _C.read_yaml_file(str(path))
-    found, problems = _from_document(document, lines, str(path))
-    if problems:
-        raise ConfigError(f"{path}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
-    with _lock:
-        for name, config in found.items():
-            _send(name, config)
-        _registry.update(found)
-    return found
+    path = str(path)
+    return _register_parsed(path, *_C.parse_config_file(path))
 
 
 def load_config_string(text, source_name="<string>"):
     """load_config for YAML text."""
-    document, lines = _C.read_yaml_string(text, source_name)
-    found, problems = _from_document(document, lines, source_name)
-    if problems:
-        raise ConfigError(f"{source_name}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
-    with _lock:
-        for name, config in found.items():
-            _send(name, config)
-        _registry.update(found)
-    return found
+    return _register_parsed(source_name, *_C.parse_config_string(text, source_name))

@@ -17,6 +17,8 @@ namespace gt::python {
 void BindTensor(pybind11::module_& m);
 // gt::nn: Linear, the losses, SGD and Adam.
 void BindNN(pybind11::module_& m);
+// Signal configs: the C++ client's YAML reader, register_config, clear_configs.
+void BindConfig(pybind11::module_& m);
 // A YAML reader returning plain Python objects (see yaml_tree.h).
 void BindYaml(pybind11::module_& m);
 // gt::worker_stats() as plain dicts.

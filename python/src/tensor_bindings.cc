@@ -207,20 +207,6 @@ void BindTensor(py::module_& m) {
   m.def("is_grad_enabled", &is_grad_enabled);
   m.def("set_grad_enabled", &set_grad_enabled);
   m.def(
-      "register_config",
-      [](const std::string& name, std::optional<int64_t> axis, std::vector<int> workers, bool replicated,
-         const std::string& backward, bool compile) {
-        SignalConfig config;
-        if (axis) config.shard = ShardConfig{*axis, std::move(workers)};
-        config.replicated = replicated;
-        config.backward = backward;
-        config.compile = compile;
-        register_config(name, config);
-      },
-      py::arg("name"), py::arg("axis"), py::arg("workers"), py::arg("replicated"), py::arg("backward"),
-      py::arg("compile"), "Registers a signal config with the C++ client (sent to the dispatcher); axis None: no shard");
-  m.def("clear_configs", &clear_configs, "Forgets every signal config of this client");
-  m.def(
       "signal_enter",
       [](const std::string& name, bool compile, const std::string& backward) {
         signal_enter(name, SignalOptions{compile, backward});

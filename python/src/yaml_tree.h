@@ -1,5 +1,6 @@
-// A YAML document as plain Python objects, for gt.load_config (PyYAML is not
-// a dependency of gt; yaml-cpp already is).
+// A YAML document as plain Python objects (PyYAML is not a dependency of gt;
+// yaml-cpp already is). Signal configs are not read with it: gt.load_config
+// calls the C++ client's reader (config_bindings.cc).
 //
 // Mappings become dicts (in document order), sequences lists, and scalars
 // follow the YAML 1.2 core schema: null (~, null, empty), bool (true/false

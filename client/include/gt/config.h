@@ -31,6 +31,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gt {
@@ -59,6 +60,18 @@ void register_config(const std::string& name, const SignalConfig& config);
 std::vector<std::string> load_config(const std::string& path);
 // load_config for YAML text; `source` names it in errors.
 std::vector<std::string> load_config_string(const std::string& yaml, const std::string& source = "<string>");
+
+// Signal configs read from YAML and checked, not registered.
+struct ParsedConfigs {
+  std::vector<std::pair<std::string, SignalConfig>> signals;  // the valid ones, in file order
+  std::vector<std::string> problems;  // every problem, as "SOURCE:LINE: PATH: what"; empty when all are valid
+};
+// The YAML reader of load_config, registering nothing: every signal config
+// of `yaml` with every problem found (text that is not YAML is one problem,
+// "SOURCE:LINE:COLUMN: invalid YAML: what"). It checks each config in itself
+// only; load_config also refuses a `backward` signal that is neither in the
+// text nor registered. Never throws.
+ParsedConfigs parse_config_string(const std::string& yaml, const std::string& source = "<string>");
 
 // The config registered for `name`, if any.
 std::optional<SignalConfig> get_config(const std::string& name);

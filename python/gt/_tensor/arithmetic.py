@@ -1,0 +1,238 @@
+"""gt.Tensor arithmetic: operators (with a scalar, array or tensor on either
+side), comparisons, elementwise functions and the in-place forms."""
+
+from .args import is_scalar
+from .base import data_to_c, operand
+
+
+def _binary(a, b, method):
+    if is_scalar(b):
+        return a._wrap(getattr(a._c, method)(float(b)))
+    c = operand(b, a)
+    if c is None:
+        return NotImplemented
+    return a._wrap(getattr(a._c, method)(c))
+
+
+def _reflected(a, b, scalar_method, tensor_method):
+    """b (op) a, for b that is not a gt Tensor."""
+    if is_scalar(b):
+        return a._wrap(getattr(a._c, scalar_method)(float(b)))
+    c = operand(b, a)
+    if c is None:
+        return NotImplemented
+    return a._wrap(getattr(c, tensor_method)(a._c))
+
+
+class ArithmeticOps:
+    """gt.Tensor's arithmetic methods (a mixin of core.Tensor)."""
+
+    __slots__ = ()
+
+    # ---- arithmetic -------------------------------------------------------
+
+    def __add__(self, o):
+        return _binary(self, o, "add")
+
+    def __sub__(self, o):
+        return _binary(self, o, "sub")
+
+    def __mul__(self, o):
+        return _binary(self, o, "mul")
+
+    def __truediv__(self, o):
+        return _binary(self, o, "div")
+
+    def __radd__(self, o):
+        return _reflected(self, o, "radd", "add")
+
+    def __rsub__(self, o):
+        return _reflected(self, o, "rsub", "sub")
+
+    def __rmul__(self, o):
+        return _reflected(self, o, "rmul", "mul")
+
+    def __rtruediv__(self, o):
+        return _reflected(self, o, "rdiv", "div")
+
+    def __pow__(self, exponent):
+        return _binary(self, exponent, "pow")
+
+    def __rpow__(self, base):
+        if is_scalar(base):
+            like = self.dtype if self.dtype.is_floating_point else None
+            return self._wrap(data_to_c(base, like).pow(self._c))
+        c = operand(base, self)
+        if c is None:
+            return NotImplemented
+        return self._wrap(c.pow(self._c))
+
+    def pow(self, exponent):
+        return self.__pow__(exponent)
+
+    def __matmul__(self, o):
+        c = operand(o, self)
+        if c is None:
+            return NotImplemented
+        return self._wrap(self._c.matmul(c))
+
+    def __rmatmul__(self, o):
+        c = operand(o, self)
+        if c is None:
+            return NotImplemented
+        return self._wrap(c.matmul(self._c))
+
+    def matmul(self, o):
+        return self.__matmul__(o)
+
+    def add(self, o):
+        return self.__add__(o)
+
+    def sub(self, o):
+        return self.__sub__(o)
+
+    def mul(self, o):
+        return self.__mul__(o)
+
+    def div(self, o):
+        return self.__truediv__(o)
+
+    def __neg__(self):
+        return self._wrap(self._c.neg())
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self._wrap(self._c.abs())
+
+    def neg(self):
+        return self._wrap(self._c.neg())
+
+    # ---- comparisons --------------------------------------------------------
+    # A float mask (1.0 / 0.0) of the promoted floating type.
+
+    def __gt__(self, o):
+        return _binary(self, o, "gt")
+
+    def __lt__(self, o):
+        return _binary(self, o, "lt")
+
+    def __ge__(self, o):
+        return _binary(self, o, "ge")
+
+    def __le__(self, o):
+        return _binary(self, o, "le")
+
+    def __eq__(self, o):
+        return _binary(self, o, "eq")
+
+    def __ne__(self, o):
+        eq = _binary(self, o, "eq")
+        return eq if eq is NotImplemented else 1 - eq
+
+    # Tensors are hashable by identity (as in PyTorch), though == is elementwise.
+    __hash__ = object.__hash__
+
+    def gt(self, o):
+        return self.__gt__(o)
+
+    def lt(self, o):
+        return self.__lt__(o)
+
+    def ge(self, o):
+        return self.__ge__(o)
+
+    def le(self, o):
+        return self.__le__(o)
+
+    def eq(self, o):
+        return self.__eq__(o)
+
+    def ne(self, o):
+        return self.__ne__(o)
+
+    # ---- elementwise functions -------------------------------------------
+
+    def exp(self):
+        return self._wrap(self._c.exp())
+
+    def log(self):
+        return self._wrap(self._c.log())
+
+    def sqrt(self):
+        return self._wrap(self._c.sqrt())
+
+    def relu(self):
+        return self._wrap(self._c.relu())
+
+    def sigmoid(self):
+        return self._wrap(self._c.sigmoid())
+
+    def tanh(self):
+        return self._wrap(self._c.tanh())
+
+    def abs(self):
+        return self._wrap(self._c.abs())
+
+    def clone(self):
+        return self._wrap(self._c.clone())
+
+    # ---- in place ---------------------------------------------------------
+
+    def _inplace(self, o, method):
+        if is_scalar(o):
+            getattr(self._c, method)(float(o))
+            return self
+        c = operand(o, self)
+        if c is None:
+            return NotImplemented
+        getattr(self._c, method)(c)
+        return self
+
+    def __iadd__(self, o):
+        return self._inplace(o, "iadd")
+
+    def __isub__(self, o):
+        return self._inplace(o, "isub")
+
+    def __imul__(self, o):
+        return self._inplace(o, "imul")
+
+    def __itruediv__(self, o):
+        q = self / o
+        if q is NotImplemented:
+            return q
+        self._c.copy_(q._c)
+        return self
+
+    def add_(self, o):
+        return self.__iadd__(o)
+
+    def sub_(self, o):
+        return self.__isub__(o)
+
+    def mul_(self, o):
+        return self.__imul__(o)
+
+    def div_(self, o):
+        return self.__itruediv__(o)
+
+    def copy_(self, src):
+        """Overwrites this tensor's data with `src` (a tensor, array or scalar broadcasting to its shape)."""
+        if is_scalar(src):
+            self._c.fill_(float(src))
+            return self
+        c = operand(src, self)
+        if c is None:
+            raise TypeError(f"copy_: cannot copy from {type(src).__name__}")
+        self._c.copy_(c)
+        return self
+
+    def fill_(self, value):
+        self._c.fill_(float(value))
+        return self
+
+    def zero_(self):
+        self._c.fill_(0.0)
+        return self
