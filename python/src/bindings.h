@@ -19,8 +19,6 @@ void BindTensor(pybind11::module_& m);
 void BindNN(pybind11::module_& m);
 // Signal configs: the C++ client's YAML reader, register_config, clear_configs.
 void BindConfig(pybind11::module_& m);
-// A YAML reader returning plain Python objects (see yaml_tree.h).
-void BindYaml(pybind11::module_& m);
 // gt::worker_stats() as plain dicts.
 void BindStats(pybind11::module_& m);
 

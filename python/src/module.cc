@@ -6,6 +6,5 @@ PYBIND11_MODULE(_C, m) {
   gt::python::BindTensor(m);
   gt::python::BindNN(m);
   gt::python::BindConfig(m);
-  gt::python::BindYaml(m);
   gt::python::BindStats(m);
 }

@@ -75,25 +75,6 @@ def test_yaml_errors_and_missing_file(tmp_path):
     assert gt.load_config(empty) == {}
 
 
-def test_yaml_reader_types_scalars_like_yaml_1_2():
-    doc, lines = gt._C.read_yaml_string(textwrap.dedent("""\
-        ints: [1, -2, 0x1F, 0o17, +3]
-        floats: [1.5, -0.25, 1e3, .inf, -.inf]
-        bools: [true, False, TRUE]
-        nulls: [~, null, ]
-        strings: [abc, "12", '3.5', yes, on, 1.2.3]
-        nested: {a: {b: [x, {c: 1}]}}
-        """))
-    assert doc["ints"] == [1, -2, 31, 15, 3]
-    assert doc["floats"][:3] == [1.5, -0.25, 1000.0] and doc["floats"][3] == float("inf")
-    assert doc["bools"] == [True, False, True]
-    assert doc["nulls"] == [None, None, None] or doc["nulls"] == [None, None]
-    assert doc["strings"] == ["abc", "12", "3.5", "yes", "on", "1.2.3"]
-    assert doc["nested"] == {"a": {"b": ["x", {"c": 1}]}}
-    assert list(doc) == ["ints", "floats", "bools", "nulls", "strings", "nested"]  # document order
-    assert lines["ints"] == 1 and lines["nested.a.b[1].c"] == 6
-
-
 def test_load_config_string_and_gt_config_at_import(tmp_path, python):
     gt.load_config_string("s1:\n  replicated: true\n")
     assert gt.get_config("s1").replicated
