@@ -1,6 +1,6 @@
 // Registration of the LibTorch backend: its option schema, its descriptor and
 // the factory that turns validated options into a TorchBackend. The backend
-// itself lives in torch_backend.cc.
+// itself is torch_backend.h, which lists the files of its parts.
 #include <iterator>
 #include <memory>
 #include <string>

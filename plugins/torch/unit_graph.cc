@@ -19,7 +19,7 @@ namespace {
 
 namespace jit = torch::jit;
 
-// The scalar as the interpreter passes it (torch_backend.cc, ScalarOf): an
+// The scalar as the interpreter passes it (kernels.cc, ScalarOf): an
 // integral value as an int, so that integer tensors stay integer.
 c10::IValue ScalarConstant(double value) {
   constexpr double kTwoPow63 = 9223372036854775808.0;

@@ -1,0 +1,363 @@
+#include "kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "dtype_map.h"
+#include "instruction_checks.h"
+
+namespace gt::torch_backend {
+namespace {
+
+// Bytes a creation op's tensor takes; fails on a negative or overflowing shape.
+Result<size_t> ByteSize(const Instruction& inst) {
+  uint64_t bytes = ElementSize(inst.attrs.dtype);
+  for (int64_t dim : inst.attrs.shape)
+    if (dim < 0) return Invalid(inst, "negative dimension " + std::to_string(dim));
+  for (int64_t dim : inst.attrs.shape)
+    if (dim == 0) return size_t{0};
+  for (int64_t dim : inst.attrs.shape) {
+    if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(dim), &bytes) ||
+        bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return Invalid(inst, "shape " + ShapeToString(inst.attrs.shape) + " is too large");
+  }
+  return static_cast<size_t>(bytes);
+}
+
+std::vector<int64_t> AllDims(const at::Tensor& tensor) {
+  std::vector<int64_t> dims(static_cast<size_t>(tensor.dim()));
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = static_cast<int64_t>(i);
+  return dims;
+}
+
+// The wire carries every scalar as a double, so `x + 1` and `x + 1.0` arrive
+// alike. An integral value is taken as a Python int so that an integer tensor
+// stays integer (`idx + 1`); -0.0 stays a double because its sign shows in
+// division (`1 / -0.0`).
+at::Scalar ScalarOf(double value) {
+  constexpr double kTwoPow63 = 9223372036854775808.0;
+  const bool integral = std::trunc(value) == value && !(value == 0 && std::signbit(value)) &&
+                        std::fabs(value) < kTwoPow63;
+  return integral ? at::Scalar(static_cast<int64_t>(value)) : at::Scalar(value);
+}
+
+// ---- creation ----------------------------------------------------------------
+
+Result<at::Tensor> FromBytes(const Instruction& inst, size_t bytes, const at::TensorOptions& options) {
+  const BlobPtr& payload = inst.payload;
+  if (!payload) return Invalid(inst, "no payload");
+  if (payload->size() != bytes)
+    return Invalid(inst, "payload has " + std::to_string(payload->size()) + " bytes, shape and dtype need " +
+                             std::to_string(bytes));
+  // Wrapped without a copy: the deleter's copy of `payload` keeps the bytes
+  // alive, and the tensor owns them from here on (no stage reads a
+  // from_bytes payload once it is executed). from_blob wants a mutable
+  // pointer: a later kCopyInto / kFill of this tensor writes into the payload.
+  void* data = const_cast<std::byte*>(payload->data());
+  at::Tensor tensor = at::from_blob(data, inst.attrs.shape, [payload](void*) {}, options);
+  // A frame need not be aligned to its element size; ATen kernels assume it is.
+  const bool aligned = reinterpret_cast<uintptr_t>(data) % ElementSize(inst.attrs.dtype) == 0;
+  return aligned ? tensor : tensor.clone();
+}
+
+Result<at::Tensor> Randn(const Instruction& inst, const at::TensorOptions& options) {
+  if (!IsFloatingPoint(inst.attrs.dtype))
+    return Invalid(inst, "randn needs a floating-point dtype, got " + std::string(DTypeName(inst.attrs.dtype)));
+  if (inst.attrs.seed == 0) return at::randn(inst.attrs.shape, options);
+  at::Generator generator = at::detail::createCPUGenerator(inst.attrs.seed);
+  return at::randn(inst.attrs.shape, generator, options);
+}
+
+Result<at::Tensor> Rand(const Instruction& inst, const at::TensorOptions& options) {
+  if (!IsFloatingPoint(inst.attrs.dtype))
+    return Invalid(inst, "rand needs a floating-point dtype, got " + std::string(DTypeName(inst.attrs.dtype)));
+  if (inst.attrs.seed == 0) return at::rand(inst.attrs.shape, options);
+  at::Generator generator = at::detail::createCPUGenerator(inst.attrs.seed);
+  return at::rand(inst.attrs.shape, generator, options);
+}
+
+Result<at::Tensor> Arange(const Instruction& inst, const at::TensorOptions& options) {
+  const std::vector<double>& n = inst.attrs.numbers;
+  if (n.size() != 3) return Invalid(inst, "arange expects numbers {start, end, step}");
+  return at::arange(n[0], n[1], n[2], options);
+}
+
+Result<at::Tensor> Create(const Instruction& inst, TensorSource source) {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 0, source);
+  if (!operands.ok()) return operands.status();
+  Result<size_t> bytes = ByteSize(inst);
+  if (!bytes.ok()) return bytes.status();
+  const at::TensorOptions options = at::TensorOptions().dtype(ToScalarType(inst.attrs.dtype));
+  switch (inst.op) {
+    case Op::kFromBytes: return FromBytes(inst, *bytes, options);
+    case Op::kRandn: return Randn(inst, options);
+    case Op::kZeros: return at::zeros(inst.attrs.shape, options);
+    case Op::kOnes: return at::ones(inst.attrs.shape, options);
+    case Op::kRand: return Rand(inst, options);
+    case Op::kArange: return Arange(inst, options);
+    default: break;  // Compute() routes only creation ops here
+  }
+  return Internal("not a creation op: " + inst.Describe());
+}
+
+// ---- elementwise -------------------------------------------------------------
+
+Result<at::Tensor> Binary(const Instruction& inst, TensorSource source) {
+  const ScalarSide side = inst.attrs.scalar_side;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, side == ScalarSide::kNone ? 2 : 1, source);
+  if (!operands.ok()) return operands.status();
+  std::vector<at::Tensor>& args = *operands;
+  if (side == ScalarSide::kRight) args.push_back(WrappedScalar(inst.attrs.scalar));
+  if (side == ScalarSide::kLeft) args.insert(args.begin(), WrappedScalar(inst.attrs.scalar));
+  const at::Tensor& a = args[0];
+  const at::Tensor& b = args[1];
+  switch (inst.op) {
+    case Op::kAdd: return at::add(a, b);
+    case Op::kSub: return at::sub(a, b);
+    case Op::kMul: return at::mul(a, b);
+    case Op::kDiv: return at::div(a, b);  // true division, as PyTorch's `/`
+    case Op::kPow: return at::pow(a, b);
+    case Op::kGt:
+    case Op::kLt:
+    case Op::kGe:
+    case Op::kLe:
+    case Op::kEq: return Compare(inst.op, a, b);
+    default: break;  // Compute() routes only binary ops here
+  }
+  return Internal("not a binary op: " + inst.Describe());
+}
+
+Result<at::Tensor> Matmul(const Instruction& inst, TensorSource source) {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 2, source);
+  if (!operands.ok()) return operands.status();
+  return at::matmul((*operands)[0], (*operands)[1]);
+}
+
+Result<at::Tensor> Softmax(const Instruction& inst, const at::Tensor& a) {
+  if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects exactly one dim");
+  const int64_t dim = inst.attrs.axes[0];
+  // Integer inputs are computed in float32, as the client inferred.
+  if (!a.is_floating_point()) return Softmax(inst, a.to(at::kFloat));
+  return inst.op == Op::kSoftmax ? at::softmax(a, dim) : at::log_softmax(a, dim);
+}
+
+Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1, source);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& a = (*operands)[0];
+  switch (inst.op) {
+    case Op::kRelu: return at::relu(a);
+    case Op::kSigmoid: return at::sigmoid(a);
+    case Op::kTanh: return at::tanh(a);
+    case Op::kExp: return at::exp(a);
+    case Op::kLog: return at::log(a);
+    case Op::kSqrt: return at::sqrt(a);
+    case Op::kNeg: return at::neg(a);
+    case Op::kAbs: return at::abs(a);
+    case Op::kClone: return at::clone(a);
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: return Softmax(inst, a);
+    default: break;  // Compute() routes only unary ops here
+  }
+  return Internal("not a unary op: " + inst.Describe());
+}
+
+// ---- reductions and movement -------------------------------------------------
+
+Result<at::Tensor> Reduce(const Instruction& inst, TensorSource source) {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1, source);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& a = (*operands)[0];
+  if (inst.op == Op::kArgMax || inst.op == Op::kArgMin) {
+    const c10::optional<int64_t> dim =
+        inst.attrs.axes.empty() ? c10::nullopt : c10::optional<int64_t>(inst.attrs.axes[0]);
+    const bool keepdim = dim.has_value() && inst.attrs.keepdims;
+    return inst.op == Op::kArgMax ? at::argmax(a, dim, keepdim) : at::argmin(a, dim, keepdim);
+  }
+  // Every dim rather than an empty list: what ATen makes of `[]` differs
+  // between ops and releases.
+  const std::vector<int64_t> dims = inst.attrs.axes.empty() ? AllDims(a) : inst.attrs.axes;
+  const bool keepdim = inst.attrs.keepdims;
+  switch (inst.op) {
+    case Op::kSum: return at::sum(a, at::IntArrayRef(dims), keepdim);
+    case Op::kMean: return at::mean(a, at::IntArrayRef(dims), keepdim);
+    case Op::kMax: return at::amax(a, at::IntArrayRef(dims), keepdim);
+    case Op::kMin: return at::amin(a, at::IntArrayRef(dims), keepdim);
+    default: break;  // Compute() routes only reductions here
+  }
+  return Internal("not a reduction: " + inst.Describe());
+}
+
+Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
+  const std::vector<int64_t>& axes = inst.attrs.axes;
+  if (axes.size() == 2) return at::transpose(a, axes[0], axes[1]);
+  if (!axes.empty()) return Invalid(inst, "transpose takes 0 or 2 axes, got " + std::to_string(axes.size()));
+  if (a.dim() < 2) return a;
+  return at::transpose(a, -2, -1);
+}
+
+Result<at::Tensor> Cat(const Instruction& inst, TensorSource source) {
+  if (inst.operands.empty()) return Invalid(inst, "expects at least one operand");
+  if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects one dim");
+  Result<std::vector<at::Tensor>> operands = Operands(inst, inst.operands.size(), source);
+  if (!operands.ok()) return operands.status();
+  return at::cat(*operands, inst.attrs.axes[0]);
+}
+
+Result<at::Tensor> Movement(const Instruction& inst, TensorSource source) {
+  if (inst.op == Op::kCat) return Cat(inst, source);
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 1, source);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& a = (*operands)[0];
+  const std::vector<int64_t>& axes = inst.attrs.axes;
+  switch (inst.op) {
+    case Op::kReshape: return at::reshape(a, inst.attrs.shape);
+    case Op::kTranspose: return Transpose(inst, a);
+    case Op::kPermute: return a.permute(axes);
+    case Op::kUnsqueeze:
+      if (axes.size() != 1) return Invalid(inst, "expects one dim");
+      return at::unsqueeze(a, axes[0]);
+    case Op::kSqueeze:
+      if (axes.size() > 1) return Invalid(inst, "expects at most one dim");
+      return axes.empty() ? at::squeeze(a) : at::squeeze(a, axes[0]);
+    case Op::kSlice:
+      if (axes.size() != 4) return Invalid(inst, "expects {dim, start, stop, step}");
+      return at::slice(a, axes[0], axes[1], axes[2], axes[3]);
+    case Op::kSelect:
+      if (axes.size() != 2) return Invalid(inst, "expects {dim, index}");
+      return at::select(a, axes[0], axes[1]);
+    default: break;  // Compute() routes only movement ops here
+  }
+  return Internal("not a movement op: " + inst.Describe());
+}
+
+// ---- collectives ---------------------------------------------------------------
+
+Result<at::Tensor> Collective(const Instruction& inst, TensorSource source, Collectives& collectives) {
+  // Only a broadcast's non-root members come without an operand.
+  const size_t count = inst.op == Op::kBroadcast ? inst.operands.size() : 1;
+  if (count > 1) return Invalid(inst, "expects at most one operand");
+  if (!IsValid(inst.attrs.dtype)) return Invalid(inst, "bad dtype");
+  Result<std::vector<at::Tensor>> operands = Operands(inst, count, source);
+  // The other members are already waiting for this one.
+  if (!operands.ok()) return collectives.StandIn(inst, ToScalarType(inst.attrs.dtype), operands.status());
+  const at::Tensor* operand = operands->empty() ? nullptr : &(*operands)[0];
+  return collectives.Run(inst, operand, ToScalarType(inst.attrs.dtype));
+}
+
+}  // namespace
+
+Result<std::vector<at::Tensor>> Operands(const Instruction& inst, size_t count, TensorSource source) {
+  if (inst.operands.size() != count)
+    return Invalid(inst, "expects " + std::to_string(count) + " operand(s), got " +
+                             std::to_string(inst.operands.size()));
+  std::vector<at::Tensor> tensors;
+  tensors.reserve(count);
+  for (TensorId id : inst.operands) {
+    const at::Tensor* tensor = source.Find(id);
+    if (!tensor) return UnknownTensor(inst, id);
+    tensors.push_back(*tensor);
+  }
+  return tensors;
+}
+
+Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collectives& collectives) {
+  switch (inst.op) {
+    case Op::kFromBytes:
+    case Op::kRandn:
+    case Op::kZeros:
+    case Op::kOnes:
+    case Op::kRand:
+    case Op::kArange: return Create(inst, source);
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kPow:
+    case Op::kGt:
+    case Op::kLt:
+    case Op::kGe:
+    case Op::kLe:
+    case Op::kEq: return Binary(inst, source);
+    case Op::kMatmul: return Matmul(inst, source);
+    case Op::kRelu:
+    case Op::kSigmoid:
+    case Op::kTanh:
+    case Op::kExp:
+    case Op::kLog:
+    case Op::kSqrt:
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kClone:
+    case Op::kSoftmax:
+    case Op::kLogSoftmax: return Unary(inst, source);
+    case Op::kSum:
+    case Op::kMean:
+    case Op::kMax:
+    case Op::kMin:
+    case Op::kArgMax:
+    case Op::kArgMin: return Reduce(inst, source);
+    case Op::kReshape:
+    case Op::kTranspose:
+    case Op::kUnsqueeze:
+    case Op::kSqueeze:
+    case Op::kPermute:
+    case Op::kSlice:
+    case Op::kSelect:
+    case Op::kCat: return Movement(inst, source);
+    case Op::kBroadcast:
+    case Op::kAllReduce:
+    case Op::kAllGather: return Collective(inst, source, collectives);
+    // No tensor of their own: Mutate(), or the backend's control path.
+    case Op::kCopyInto:
+    case Op::kFill:
+    case Op::kFetch:
+    case Op::kFree:
+    case Op::kSync:
+    case Op::kDropClient:
+    case Op::kHotStart:
+    case Op::kHotEnd:
+    case Op::kDefineUnit:
+    case Op::kRunUnit:
+    case Op::kConfigure:
+    case Op::kMembership:
+    case Op::kCount: break;
+  }
+  return Internal("no tensor kernel for " + inst.Describe());
+}
+
+Status Mutate(const Instruction& inst, TensorSource source) {
+  const size_t count = inst.op == Op::kCopyInto ? 2 : 1;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, count, source);
+  if (!operands.ok()) return operands.status();
+  at::Tensor destination = (*operands)[0];
+  if (inst.op == Op::kCopyInto) {
+    destination.copy_((*operands)[1]);
+  } else {
+    destination.fill_(inst.attrs.scalar);
+  }
+  return Status::Ok();
+}
+
+at::Tensor WrappedScalar(double value) {
+  at::Tensor tensor = c10::scalar_to_tensor(ScalarOf(value));
+  tensor.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return tensor;
+}
+
+// Written straight into a tensor of the mask's dtype: one kernel, where a
+// bool mask and a cast were two (and 3x the time on small tensors).
+at::Tensor Compare(Op op, const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor out = at::empty({0}, a.options().dtype(at::result_type(a, b) == at::kDouble ? at::kDouble : at::kFloat));
+  switch (op) {
+    case Op::kGt: return at::gt_out(out, a, b);
+    case Op::kLt: return at::lt_out(out, a, b);
+    case Op::kGe: return at::ge_out(out, a, b);
+    case Op::kLe: return at::le_out(out, a, b);
+    default: return at::eq_out(out, a, b);  // kEq: the REQUIRES leaves no other op
+  }
+}
+
+}  // namespace gt::torch_backend

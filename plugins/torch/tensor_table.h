@@ -1,0 +1,88 @@
+// The torch backend's tensor storage: one namespace per client
+// (Instruction::client), each mapping TensorId to an at::Tensor, and the
+// counts that Backend::Stats() reports.
+//
+// A stored tensor may share its storage with others (a view made by
+// reshape/transpose/..., or a tensor wrapping a received payload), and
+// kCopyInto / kFill write a stored tensor in place, which every tensor
+// sharing its storage then sees, as in PyTorch. Resident bytes count each
+// distinct storage once, so a view adds no bytes.
+//
+// Thread-safety: everything but Stats() is called from one thread at a time
+// (the worker's pipeline thread); Stats() may be called from any thread.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <atomic>
+#include <cstdint>
+#include <unordered_map>
+
+#include "gt/backend.h"
+#include "gt/instruction.h"
+#include "gt/status.h"
+
+namespace gt::torch_backend {
+
+class TensorTable {
+ public:
+  // One client's tensors. Read through Find(); changed only through the
+  // table, which keeps the counts.
+  class Namespace {
+   public:
+    // The tensor `id`, or null. The pointer is valid until `id` is erased.
+    const at::Tensor* Find(TensorId id) const {
+      auto it = tensors_.find(id);
+      return it == tensors_.end() ? nullptr : &it->second;
+    }
+
+   private:
+    friend class TensorTable;
+    std::unordered_map<TensorId, at::Tensor> tensors_;
+  };
+
+  TensorTable() = default;
+  TensorTable(const TensorTable&) = delete;
+  TensorTable& operator=(const TensorTable&) = delete;
+
+  // `client`'s namespace, or null when it holds none. The pointer stays
+  // valid until Drop(client) (namespaces are never moved).
+  const Namespace* Find(ClientId client) const {
+    auto it = namespaces_.find(client);
+    return it == namespaces_.end() ? nullptr : &it->second;
+  }
+  // `client`'s namespace, made empty when absent. Valid until Drop(client).
+  Namespace& Open(ClientId client) { return namespaces_[client]; }
+
+  // Stores `tensor` under `id`.
+  // REQUIRES: `tensors` is this table's; `id` is not in it.
+  void Insert(Namespace& tensors, TensorId id, at::Tensor tensor);
+  // Forgets `id`; nothing happens when it is absent.
+  void Erase(Namespace& tensors, TensorId id);
+
+  // kFree: forgets every operand of `inst` in `inst.client`'s namespace.
+  // NotFound naming the ids that were not there (the others are still freed).
+  Status Free(const Instruction& inst);
+  // Forgets `client`'s whole namespace (kDropClient); nothing if it has none.
+  void Drop(ClientId client);
+
+  // Tensors stored over all namespaces, and the bytes of the distinct
+  // storages they use.
+  BackendStats Stats() const {
+    return {live_tensors_.load(std::memory_order_relaxed), resident_bytes_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  // Called exactly once per tensor entering or leaving a namespace.
+  void Retain(const at::Tensor& tensor);
+  void Release(const at::Tensor& tensor);
+
+  std::unordered_map<ClientId, Namespace> namespaces_;
+  // How many stored tensors use each storage; its bytes count while > 0.
+  std::unordered_map<const c10::StorageImpl*, int64_t> storage_refs_;
+  // Atomic only so that Stats() may read them from another thread.
+  std::atomic<uint64_t> live_tensors_{0};
+  std::atomic<uint64_t> resident_bytes_{0};
+};
+
+}  // namespace gt::torch_backend
