@@ -32,17 +32,15 @@ Collectives::Collectives(CollectiveOptions options, CollectiveCounters counters)
     : options_(std::move(options)), counters_(counters) {}
 Collectives::~Collectives() = default;
 
-Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst) {
-  if (!inst.payload || inst.payload->size() == 0) return Invalid(inst, "no rendezvous address");
-  const std::string rendezvous(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
+// REQUIRES: `spec` read from `inst` (ReadCollective checked the group, the
+// rank and the rendezvous address).
+Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const CollectiveSpec& spec) {
+  const std::string& rendezvous = spec.rendezvous;
   const size_t colon = rendezvous.rfind(':');
-  if (colon == std::string::npos) return Invalid(inst, "rendezvous '" + rendezvous + "' is not host:port");
-  if (inst.attrs.numbers.empty() || inst.attrs.axes.empty()) return Invalid(inst, "no group (numbers) or rank (axes[0])");
   std::string members;
-  for (double w : inst.attrs.numbers) members += (members.empty() ? "" : ",") + std::to_string(static_cast<int64_t>(w));
-  const int size = static_cast<int>(inst.attrs.numbers.size());
-  const int rank = static_cast<int>(inst.attrs.axes[0]);
-  if (rank < 0 || rank >= size) return Invalid(inst, "rank " + std::to_string(rank) + " outside a group of " + std::to_string(size));
+  for (int64_t w : spec.group) members += (members.empty() ? "" : ",") + std::to_string(w);
+  const int size = static_cast<int>(spec.group.size());
+  const int rank = static_cast<int>(spec.rank);
   const std::string key = rendezvous + "/" + members;
   if (auto it = groups_.find(key); it != groups_.end()) {
     if (it->second->rank != rank) return Invalid(inst, "rank changed within group [" + members + "]");
@@ -68,18 +66,20 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst) {
 }
 
 Result<at::Tensor> Collectives::Run(const Instruction& inst, const at::Tensor* operand, at::ScalarType dtype) {
-  Result<Group*> group = GroupOf(inst);
+  Result<CollectiveSpec> spec = ReadCollective(inst);
+  if (!spec.ok()) return spec.status();
+  Result<Group*> group = GroupOf(inst, *spec);
   if (!group.ok()) return group.status();
   Result<at::Tensor> out = Internal("not a collective: " + inst.Describe());
   switch (inst.op) {
-    case Op::kBroadcast: out = Broadcast(inst, **group, operand, dtype); break;
+    case Op::kBroadcast: out = Broadcast(*spec, **group, operand, inst, dtype); break;
     case Op::kAllReduce:
       if (!operand) return Invalid(inst, "all_reduce needs an operand");
-      out = AllReduce(inst, **group, *operand);
+      out = AllReduce(*spec, **group, *operand);
       break;
     case Op::kAllGather:
       if (!operand) return Invalid(inst, "all_gather needs an operand");
-      out = AllGather(inst, **group, *operand);
+      out = AllGather(*spec, **group, *operand, inst);
       break;
     default: return out;
   }
@@ -98,9 +98,9 @@ Status Collectives::StandIn(const Instruction& inst, at::ScalarType dtype, const
   const Shape& shape = inst.attrs.shape;
   for (int64_t d : shape)
     if (d < 0) return failed;
-  const bool all_gather_shape_ok = inst.op != Op::kAllGather ||
-                                   (inst.attrs.axes.size() >= 2 && inst.attrs.axes[1] >= 0 &&
-                                    inst.attrs.axes[1] < static_cast<int64_t>(shape.size()));
+  Result<CollectiveSpec> spec = ReadCollective(inst);
+  const bool all_gather_shape_ok =
+      spec.ok() && (inst.op != Op::kAllGather || (spec->dim >= 0 && spec->dim < static_cast<int64_t>(shape.size())));
   if (!all_gather_shape_ok) return failed;  // nothing sensible to stand in with: the others time out
   const at::TensorOptions options = at::TensorOptions().dtype(dtype);
   const at::Tensor stand_in = at::isFloatingType(dtype) ? at::full(shape, NAN, options) : at::zeros(shape, options);
@@ -109,11 +109,9 @@ Status Collectives::StandIn(const Instruction& inst, at::ScalarType dtype, const
   return failed;
 }
 
-Result<at::Tensor> Collectives::Broadcast(const Instruction& inst, Group& group, const at::Tensor* operand,
-                                            at::ScalarType dtype) {
-  if (inst.attrs.axes.size() != 2) return Invalid(inst, "broadcast expects axes {rank, root}");
-  const int root = static_cast<int>(inst.attrs.axes[1]);
-  if (root < 0 || root >= group.size) return Invalid(inst, "root rank " + std::to_string(root) + " outside the group");
+Result<at::Tensor> Collectives::Broadcast(const CollectiveSpec& spec, Group& group, const at::Tensor* operand,
+                                            const Instruction& inst, at::ScalarType dtype) {
+  const int root = static_cast<int>(spec.root);  // within the group: ReadCollective checked it
   at::Tensor t;
   if (group.rank == root) {
     if (!operand) return Invalid(inst, "the root of a broadcast needs an operand");
@@ -128,24 +126,25 @@ Result<at::Tensor> Collectives::Broadcast(const Instruction& inst, Group& group,
   return t;
 }
 
-Result<at::Tensor> Collectives::AllReduce(const Instruction& inst, Group& group, const at::Tensor& operand) {
+Result<at::Tensor> Collectives::AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand) {
   at::Tensor t = operand.clone().contiguous();
   std::vector<at::Tensor> tensors = {t};
   c10d::AllreduceOptions options;
-  const int op = static_cast<int>(inst.attrs.scalar);
-  options.reduceOp = op == 1 ? c10d::ReduceOp::MAX : op == 2 ? c10d::ReduceOp::MIN : c10d::ReduceOp::SUM;
+  options.reduceOp = spec.reduce == ReduceOp::kMax   ? c10d::ReduceOp::MAX
+                     : spec.reduce == ReduceOp::kMin ? c10d::ReduceOp::MIN
+                                                     : c10d::ReduceOp::SUM;
   group.pg->allreduce(tensors, options)->wait();
   return t;
 }
 
-Result<at::Tensor> Collectives::AllGather(const Instruction& inst, Group& group, const at::Tensor& operand) {
-  const std::vector<int64_t>& axes = inst.attrs.axes;
-  if (axes.size() != 2 + static_cast<size_t>(group.size)) return Invalid(inst, "all_gather expects axes {rank, dim, sizes...}");
-  const int64_t dim = axes[1];
+Result<at::Tensor> Collectives::AllGather(const CollectiveSpec& spec, Group& group, const at::Tensor& operand,
+                                            const Instruction& inst) {
+  const std::vector<int64_t>& sizes = spec.sizes;  // one per member: ReadCollective checked it
+  const int64_t dim = spec.dim;
   if (dim < 0 || dim >= operand.dim()) return Invalid(inst, "dim " + std::to_string(dim) + " out of range");
   int64_t widest = 0;
-  for (int r = 0; r < group.size; ++r) widest = std::max(widest, axes[2 + r]);
-  if (operand.size(dim) != axes[2 + group.rank]) return Invalid(inst, "local piece size differs from the announced one");
+  for (int r = 0; r < group.size; ++r) widest = std::max(widest, sizes[r]);
+  if (operand.size(dim) != sizes[group.rank]) return Invalid(inst, "local piece size differs from the announced one");
   // Gloo gathers equal pieces: pad every piece to the widest along `dim`.
   std::vector<int64_t> padded_shape(operand.sizes().begin(), operand.sizes().end());
   padded_shape[dim] = widest;
@@ -157,7 +156,7 @@ Result<at::Tensor> Collectives::AllGather(const Instruction& inst, Group& group,
   std::vector<at::Tensor> inputs = {local};
   group.pg->allgather(outputs, inputs)->wait();
   std::vector<at::Tensor> trimmed;
-  for (int r = 0; r < group.size; ++r) trimmed.push_back(outputs[0][r].narrow(dim, 0, axes[2 + r]));
+  for (int r = 0; r < group.size; ++r) trimmed.push_back(outputs[0][r].narrow(dim, 0, sizes[r]));
   return at::cat(trimmed, dim);
 }
 

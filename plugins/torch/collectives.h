@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "gt/op_attrs.h"
 #include "gt/instruction.h"
 #include "gt/status.h"
 
@@ -71,10 +72,11 @@ class Collectives {
 
  private:
   struct Group;
-  Result<Group*> GroupOf(const Instruction& inst);
-  Result<at::Tensor> Broadcast(const Instruction& inst, Group& group, const at::Tensor* operand, at::ScalarType dtype);
-  Result<at::Tensor> AllReduce(const Instruction& inst, Group& group, const at::Tensor& operand);
-  Result<at::Tensor> AllGather(const Instruction& inst, Group& group, const at::Tensor& operand);
+  Result<Group*> GroupOf(const Instruction& inst, const CollectiveSpec& spec);
+  Result<at::Tensor> Broadcast(const CollectiveSpec& spec, Group& group, const at::Tensor* operand,
+                               const Instruction& inst, at::ScalarType dtype);
+  Result<at::Tensor> AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand);
+  Result<at::Tensor> AllGather(const CollectiveSpec& spec, Group& group, const at::Tensor& operand, const Instruction& inst);
 
   CollectiveOptions options_;
   CollectiveCounters counters_;

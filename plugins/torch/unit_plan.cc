@@ -1,5 +1,7 @@
 #include "unit_plan.h"
 
+#include "gt/op_attrs.h"
+
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -271,10 +273,7 @@ class Planner {
       out_fusions.push_back(fusions[i]);
       if (frees[i].empty()) continue;
       std::sort(frees[i].begin(), frees[i].end());
-      Instruction free;
-      free.op = Op::kFree;
-      free.operands = std::move(frees[i]);
-      out.push_back(std::move(free));
+      out.push_back(MakeFree(0, 0, std::move(frees[i])));
       out_fusions.push_back(Fusion::kNone);
     }
     return {std::move(out), std::move(out_fusions)};
