@@ -451,8 +451,9 @@ TEST_F(AutogradTest, EveryDifferentiableOpHasAGradientCase) {
                           op == gt::Op::kAdd || op == gt::Op::kSub || op == gt::Op::kMul || op == gt::Op::kDiv ||
                           op == gt::Op::kPow;
     if (op == gt::Op::kArgMax || op == gt::Op::kArgMin) differentiable = false;  // positions: int64, no gradient
-    if (differentiable)
+    if (differentiable) {
       EXPECT_TRUE(recorded.count(std::string(gt::OpName(op)))) << "op " << gt::OpName(op) << " has no gradient case";
+    }
   }
 }
 
@@ -576,7 +577,9 @@ TEST_F(AutogradTest, NoGradGuardRecordsNothing) {
   }
   std::vector<gt::TapeEntry> after = gt::tape();
   ASSERT_EQ(after.size(), before.size()) << "ops under NoGradGuard were recorded";
-  if (!before.empty()) EXPECT_EQ(after.back().index, before.back().index);
+  if (!before.empty()) {
+    EXPECT_EQ(after.back().index, before.back().index);
+  }
   EXPECT_TRUE(gt::is_grad_enabled());
   EXPECT_FALSE(x.grad().defined());
 

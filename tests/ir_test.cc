@@ -69,7 +69,9 @@ void ExpectSameInstruction(const Instruction& want, const Instruction& got) {
   EXPECT_EQ(got.attrs.axes, want.attrs.axes);
   EXPECT_EQ(got.attrs.keepdims, want.attrs.keepdims);
   EXPECT_EQ(got.attrs.scalar_side, want.attrs.scalar_side);
-  if (want.attrs.scalar_side != ScalarSide::kNone) EXPECT_EQ(got.attrs.scalar, want.attrs.scalar);
+  if (want.attrs.scalar_side != ScalarSide::kNone) {
+    EXPECT_EQ(got.attrs.scalar, want.attrs.scalar);
+  }
   EXPECT_EQ(got.attrs.seed, want.attrs.seed);
   EXPECT_EQ(got.attrs.sync_id, want.attrs.sync_id);
   EXPECT_EQ(got.signal, want.signal);

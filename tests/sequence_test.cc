@@ -40,7 +40,9 @@ TEST(IdMapTest, AgreesWithUnorderedMapUnderRandomOperations) {
           TensorId* value = map.Find(id);
           auto it = reference.find(id);
           ASSERT_EQ(value != nullptr, it != reference.end()) << "id " << id;
-          if (value) ASSERT_EQ(*value, it->second);
+          if (value) {
+            ASSERT_EQ(*value, it->second);
+          }
         }
       }
     }
