@@ -309,7 +309,7 @@ TEST(ManifestTest, AWorkerRefusesABackendThatLacksAnOp) {
   ASSERT_FALSE(worker.ok());
   EXPECT_EQ(worker.status().code(), Code::kUnimplemented);
   EXPECT_THAT(worker.status().message(),
-              ::testing::HasSubstr("backend 'partial_backend' lacks ops a worker must run: matmul"));
+              ::testing::HasSubstr("w.yaml: backend plugin 'partial_backend' lacks ops a worker must run: matmul"));
 }
 
 TEST(ManifestTest, TheBuiltInManifestsAreTheShippedFiles) {

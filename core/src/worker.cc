@@ -72,8 +72,8 @@ class Worker::Impl final : public Terminal, public ReplySink {
       if (OpReachesBackend(op) && !backend_->Supports(op)) missing += (missing.empty() ? "" : ", ") + std::string(OpName(op));
     }
     if (missing.empty()) return Status::Ok();
-    return Unimplemented(manifest_.source + ": backend '" + manifest_.backend->name + "' lacks ops a worker must run: " +
-                         missing);
+    return Unimplemented(manifest_.source + ": backend plugin '" + manifest_.backend->plugin.descriptor->name +
+                         "' lacks ops a worker must run: " + missing);
   }
 
   void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
