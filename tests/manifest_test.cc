@@ -327,6 +327,14 @@ TEST(ManifestTest, TheBuiltInManifestsAreTheShippedFiles) {
   std::vector<std::string> stages;
   for (const ManifestStage& s : d->stages) stages.push_back(s.name);
   EXPECT_EQ(stages, (std::vector<std::string>{"instruction_log", "sharding", "hotpath", "compile"}));
+  // A stage left out is never read: its options' environment cannot break the rest.
+  setenv("GT_HOTPATH_WINDOW", "abc", 1);
+  Result<HostManifest> without = LoadShippedManifest("embedded-dispatcher.yaml", HostKind::kDispatcher,
+                                                     [](const std::string& stage) { return stage == "sharding"; });
+  unsetenv("GT_HOTPATH_WINDOW");
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  ASSERT_EQ(without->stages.size(), 1u);
+  EXPECT_EQ(without->stages[0].name, "sharding");
   Result<HostManifest> w = LoadShippedManifest("embedded-worker.yaml", HostKind::kWorker);
   ASSERT_TRUE(w.ok()) << w.status().message();
   EXPECT_STREQ(w->backend->plugin.descriptor->name, "torch");

@@ -114,6 +114,15 @@ TEST_F(RouterTest, RefusesUnknownIdsAndTakenResultsAndRemembersWhatFailed) {
   EXPECT_EQ(batches["worker-0"].size() + batches["worker-1"].size(), 1u) << "only the accepted op reaches a worker";
 }
 
+TEST_F(RouterTest, TheFirstOperandAtFaultIsNamedWhateverItsFault) {
+  ClientState& c = NewClient("c");
+  ASSERT_FALSE(router_.Accept(Op1(Op::kRelu, c.id, 1, {9}, 2)).ok());  // %2 failed (op #1)
+  Status unknown_first = router_.Accept(Op1(Op::kAdd, c.id, 2, {7, 2}, 3));
+  EXPECT_EQ(unknown_first.code(), Code::kNotFound) << unknown_first.message();
+  Status failed_first = router_.Accept(Op1(Op::kAdd, c.id, 3, {2, 7}, 4));
+  EXPECT_EQ(failed_first.code(), Code::kFailedPrecondition) << failed_first.message();
+}
+
 TEST_F(RouterTest, AnOpPlacedOnADeadWorkerIsRefusedNamingIt) {
   ClientState& c = NewClient("c");
   ASSERT_TRUE(workers_.MarkLost(1));

@@ -7,6 +7,7 @@
 
 #include "codec.h"
 #include "gt/op_attrs.h"
+#include "gt/options.h"
 #include "transport.h"
 
 namespace gt::client_internal {
@@ -105,7 +106,7 @@ void Session::EnsureStartedLocked() {
   Result<std::optional<HostManifest>> manifest = ClientManifestFromEnv();
   if (!manifest.ok()) throw Error(manifest.status().code(), "gt: " + manifest.status().message());
   // The embedded dispatcher's sharding stage then places tensors with no config.
-  if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && std::string_view(auto_shard) != "0")
+  if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && EnvFlag(auto_shard))
     placing_ = true;
   if (*manifest) {
     Result<std::unique_ptr<ClientPipeline>> pipeline =

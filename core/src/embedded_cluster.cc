@@ -14,20 +14,17 @@ namespace gt {
 namespace {
 
 // configs/embedded-dispatcher.yaml, less the stages its environment
-// switches off (the file's header says which).
+// switches off (the file's header says which): those are never loaded.
 Result<HostManifest> DispatcherManifest() {
-  Result<HostManifest> m = LoadShippedManifest("embedded-dispatcher.yaml", HostKind::kDispatcher);
-  if (!m.ok()) return m;
   const char* log = std::getenv("GT_INSTRUCTION_LOG");
   const char* compile = std::getenv("GT_COMPILE");
   const bool logged = log != nullptr && *log != '\0';
   const bool compiled = compile != nullptr && std::string_view(compile) == "1";
-  std::erase_if(m->stages, [&](const ManifestStage& stage) {
-    if (stage.name == "instruction_log") return !logged;
-    if (stage.name == "hotpath" || stage.name == "compile") return !compiled;
-    return false;
+  return LoadShippedManifest("embedded-dispatcher.yaml", HostKind::kDispatcher, [&](const std::string& stage) {
+    if (stage == "instruction_log") return logged;
+    if (stage == "hotpath" || stage == "compile") return compiled;
+    return true;
   });
-  return m;
 }
 
 // configs/embedded-worker.yaml as worker `index`.
@@ -35,7 +32,15 @@ Result<HostManifest> WorkerManifest(int index, int64_t threads) {
   Result<HostManifest> m = LoadShippedManifest("embedded-worker.yaml", HostKind::kWorker);
   if (!m.ok()) return m;
   m->id += "-" + std::to_string(index);
-  if (threads > 0) m->backend->options.Set("intra_op_threads", threads);
+  if (threads > 0) {  // checked against the option's declared range, as a manifest value is
+    const PluginDescriptor& torch = *m->backend->plugin.descriptor;
+    for (size_t i = 0; i < torch.option_count; ++i) {
+      if (std::string_view(torch.options[i].name) != "intra_op_threads") continue;
+      Result<OptionValue> v = ParseOptionValue(torch.options[i], std::to_string(threads));
+      if (!v.ok()) return InvalidArgument("GT_INTRA_OP_THREADS: " + v.status().message());
+      m->backend->options.Set("intra_op_threads", std::move(*v));
+    }
+  }
   return m;
 }
 

@@ -163,12 +163,22 @@ std::optional<HostKind> CheckHost(Checker& c, const YAML::Node& root, std::optio
   return expected ? expected : host;
 }
 
-void CheckStages(Checker& c, const YAML::Node& root, std::optional<HostKind> host, HostManifest* m) {
+// A stage's name as CheckStage will give it ("" when it has none yet).
+std::string DeclaredName(const YAML::Node& stage) {
+  if (!stage.IsMap()) return "";
+  for (const char* key : {"name", "plugin"})
+    if (stage[key].IsDefined() && stage[key].IsScalar()) return stage[key].Scalar();
+  return "";
+}
+
+void CheckStages(Checker& c, const YAML::Node& root, std::optional<HostKind> host, const StageFilter& keep,
+                 HostManifest* m) {
   YAML::Node stages = root["stages"];
   if (!stages.IsDefined() || stages.IsNull()) return;
   if (!stages.IsSequence()) return c.Add("stages", stages, "expected a sequence of stages");
   std::set<std::string> names;
   for (size_t i = 0; i < stages.size(); ++i) {
+    if (keep && !keep(DeclaredName(stages[i]))) continue;  // not loaded, not checked
     std::string path = "stages[" + std::to_string(i) + "]";
     std::optional<ManifestStage> stage = CheckStage(c, stages[i], path, PluginKind::kModifier, host);
     if (!stage) continue;
@@ -191,7 +201,7 @@ void CheckBackend(Checker& c, const YAML::Node& root, std::optional<HostKind> ho
   if (m->backend && !backend["name"].IsDefined()) m->backend->name = "backend";
 }
 
-HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> expected) {
+HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> expected, const StageFilter& keep) {
   HostManifest m;
   if (!root.IsMap()) {
     c.Add("", root, "a manifest is a YAML map (host, stages, backend, ...)");
@@ -214,12 +224,13 @@ HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> e
     c.Add("discovery", root["discovery"], "only a dispatcher serves discovery (it knows the live workers)");
   ParseInt(c, root, "heartbeat_interval_ms", &m.heartbeat_interval_ms);
   ParseInt(c, root, "heartbeat_timeout_ms", &m.heartbeat_timeout_ms);
-  CheckStages(c, root, host, &m);
+  CheckStages(c, root, host, keep, &m);
   CheckBackend(c, root, host, &m);
   return m;
 }
 
-std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> expected, HostManifest* out) {
+std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> expected, const StageFilter& keep,
+                                 HostManifest* out) {
   Checker c;
   YAML::Node root;
   try {
@@ -230,7 +241,7 @@ std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> 
   }
   HostManifest m;
   try {
-    m = Check(c, root, expected);
+    m = Check(c, root, expected, keep);
   } catch (const YAML::Exception& e) {  // e.g. a map or sequence used as a key
     c.problems.push_back({"", e.mark.line >= 0 ? e.mark.line + 1 : 0, "unexpected YAML structure: " + e.msg});
     return c.problems;
@@ -242,13 +253,13 @@ std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> 
 }  // namespace
 
 std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected) {
-  return Run(yaml, expected, nullptr);
+  return Run(yaml, expected, {}, nullptr);
 }
 
 Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& source,
-                                   std::optional<HostKind> expected) {
+                                   std::optional<HostKind> expected, const StageFilter& keep) {
   HostManifest m;
-  std::vector<ManifestProblem> problems = Run(yaml, expected, &m);
+  std::vector<ManifestProblem> problems = Run(yaml, expected, keep, &m);
   if (!problems.empty()) {
     std::ostringstream out;
     out << source << ": " << problems.size() << " problem" << (problems.size() > 1 ? "s" : "") << ":";
@@ -260,10 +271,10 @@ Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& sou
   return m;
 }
 
-Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected) {
+Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected, const StageFilter& keep) {
   std::optional<std::string_view> text = ShippedConfig(name);
   if (!text) return Internal("configs/" + std::string(name) + " is not compiled in");
-  return ParseManifest(*text, "configs/" + std::string(name) + " (built in)", expected);
+  return ParseManifest(*text, "configs/" + std::string(name) + " (built in)", expected, keep);
 }
 
 Result<HostManifest> LoadManifestFile(const std::string& file, std::optional<HostKind> expected) {

@@ -25,6 +25,7 @@
 // reports every problem at once, each with its YAML path and line.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -65,12 +66,16 @@ struct ManifestProblem {
 // Parses and validates `yaml`. On failure the status message lists every
 // problem, one per line, as "<source>:<line>: <path>: <message>".
 // `expected` (when set) is the kind of host that will run it.
+// Which of a manifest's stages to take, by name; the others are skipped
+// unread (not loaded, options not checked). Empty: every stage.
+using StageFilter = std::function<bool(const std::string& stage_name)>;
+
 Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& source,
-                                   std::optional<HostKind> expected);
+                                   std::optional<HostKind> expected, const StageFilter& keep = {});
 Result<HostManifest> LoadManifestFile(const std::string& file, std::optional<HostKind> expected);
 // ParseManifest of configs/<name> as compiled in (shipped_configs.h); its
 // source reads "configs/<name> (built in)".
-Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected);
+Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected, const StageFilter& keep = {});
 
 // Same checks, returning the problems as data (empty when valid).
 std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected);

@@ -160,7 +160,7 @@ Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
         return Invalid(inst, "root rank " + std::to_string(spec.root) + " outside the group");
       return spec;
     case Op::kAllReduce: {
-      const double op = inst.attrs.scalar;
+      const int op = static_cast<int>(inst.attrs.scalar);
       spec.reduce = op == 1 ? ReduceOp::kMax : op == 2 ? ReduceOp::kMin : ReduceOp::kSum;
       return spec;
     }

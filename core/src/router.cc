@@ -70,9 +70,10 @@ Status Router::SendUnitOnce(ClientState& c, size_t w, const Instruction& run) {
 }
 
 Status Router::CheckIds(const ClientState& c, const Instruction& inst) const {
-  if (Status s = c.failed.CheckOperands(inst); !s.ok()) return s;
-  for (TensorId id : inst.operands)
+  for (TensorId id : inst.operands) {  // the first operand at fault is named, whatever its fault
+    if (std::optional<uint64_t> seq = c.failed.FailedOp(id)) return FailedTensors::UseError(inst, {id, *seq});
     if (!c.tensors.count(id)) return NotFound(inst.Describe() + ": unknown tensor " + TensorName(id));
+  }
   for (TensorId id : inst.results)
     if (c.tensors.count(id)) return InvalidArgument(inst.Describe() + ": result " + TensorName(id) + " already names a live tensor");
   if (ProducesTensor(inst.op) && inst.results.size() != 1)

@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -275,15 +276,17 @@ Result<OptionValue> ParseOptionValue(const OptionSpec& spec, std::string_view te
   return Internal("unknown option type");
 }
 
+bool EnvFlag(std::string_view text) {
+  std::string lower(text);
+  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return !(lower == "0" || lower == "false" || lower == "no" || lower == "off");
+}
+
 Result<std::optional<OptionValue>> ReadEnvOverride(const OptionSpec& spec) {
   const char* text = spec.env != nullptr ? std::getenv(spec.env) : nullptr;
   if (text == nullptr || *text == '\0') return std::optional<OptionValue>();
-  std::string_view value(text);
-  if (spec.type == OptionType::kBool) {
-    if (value == "1" || value == "yes" || value == "on") value = "true";
-    if (value == "0" || value == "no" || value == "off") value = "false";
-  }
-  Result<OptionValue> parsed = ParseOptionValue(spec, value);
+  if (spec.type == OptionType::kBool) return std::optional<OptionValue>(EnvFlag(text));
+  Result<OptionValue> parsed = ParseOptionValue(spec, text);
   if (!parsed.ok()) return InvalidArgument("$" + std::string(spec.env) + ": " + parsed.status().message());
   return std::optional<OptionValue>(std::move(*parsed));
 }

@@ -11,9 +11,8 @@ namespace {
 // The one place each option's type, default, unit, doc and range are written.
 constexpr OptionSpec kOptions[] = {
     {kOptionBatchSize, OptionType::kInt, "1", "instructions",
-     "1: compile only marked sequences; N > 1: also group unmarked runs of up to N instructions into units "
-     "(seed 001's $GT_WORKER_BATCH_SIZE)",
-     1, 1e6, kEnvBatchSize},
+     "1: compile only marked sequences; N > 1: also group unmarked runs of up to N instructions into units", 1,
+     1e6, kEnvBatchSize},
 };
 
 Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) { return CompileStage::Create(context); }

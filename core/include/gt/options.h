@@ -33,9 +33,14 @@ struct OptionSpec {
   double max;
   // Environment variable that, when set and not empty, replaces the
   // manifest's value (nullptr: none). Parsed as the option's type and range;
-  // a bool also takes 1/0, yes/no and on/off there.
+  // for a bool see EnvFlag.
   const char* env = nullptr;
 };
+
+// An environment variable read as a switch, as gt's GT_* switches always
+// were: off for 0, false, no, off (any case); on for any other text.
+// REQUIRES: `text` is not empty (an empty variable is no override).
+bool EnvFlag(std::string_view text);
 
 using OptionValue = std::variant<bool, int64_t, double, std::string>;
 

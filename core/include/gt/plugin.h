@@ -8,7 +8,8 @@
 // kPluginAbiVersion changes whenever any type in gt/*.h that crosses the
 // plugin boundary changes layout or meaning. 3: Stage::Process and
 // Emitter::Emit take the instruction as an rvalue reference. 4: OptionSpec
-// names the environment variable that overrides an option.
+// names the environment variable that overrides an option (and the unused
+// OptionValues::Has and OptionValueToString are gone).
 #pragma once
 
 #include <cstddef>
