@@ -140,6 +140,13 @@ Tensor IfNeeded(const Node& n, size_t i, Make make) {
   return n.inputs[i].requires_grad() ? make() : Tensor();
 }
 
+// Where a gradient formula below meets an op of its kind it has no case
+// for: Differentiable() lists every op, so this is a gt bug, not user input;
+// loud rather than a silently missing gradient.
+[[noreturn]] std::vector<Tensor> NoFormula(const Node& n) {
+  throw Error(Code::kInternal, "autograd: no gradient formula for " + std::string(OpName(n.op)));
+}
+
 std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
   const Tensor& a = n.inputs[0];
   const double s = n.attrs.scalar;
@@ -150,7 +157,7 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
         case Op::kMul: return {g * s};
         case Op::kDiv: return {g / s};
         case Op::kPow: return {s == 0 ? g * 0.0 : g * s * a.pow(s - 1)};  // x^0 is constant, also at 0
-        default: return {Tensor()};
+        default: return NoFormula(n);
       }
     case ScalarSide::kLeft:
       switch (n.op) {
@@ -159,7 +166,7 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
         case Op::kMul: return {g * s};
         case Op::kDiv: return {-(g * s) / (a * a)};
         case Op::kPow: return {g * n.output * std::log(s)};
-        default: return {Tensor()};
+        default: return NoFormula(n);
       }
     case ScalarSide::kNone:
       break;
@@ -180,7 +187,7 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
       Tensor gb = g * n.output * (a + a.eq(0.0)).log();
       return {SumTo(ga, a.shape()), SumTo(gb, b.shape())};
     }
-    default: return {Tensor(), Tensor()};
+    default: return NoFormula(n);
   }
 }
 
@@ -218,7 +225,7 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
     case Op::kClone: return {g};
     case Op::kSoftmax: return {y * (g - (g * y).sum(n.attrs.axes, true))};
     case Op::kLogSoftmax: return {g - y.exp() * g.sum(n.attrs.axes, true)};
-    default: return {Tensor()};
+    default: return NoFormula(n);
   }
 }
 
@@ -235,7 +242,7 @@ std::vector<Tensor> ReduceGrads(const Node& n, const Tensor& g) {
       std::vector<int64_t> axes = n.attrs.axes;
       return {mask * spread / mask.sum(axes, true)};
     }
-    default: return {Tensor()};
+    default: return NoFormula(n);
   }
 }
 
@@ -292,7 +299,7 @@ std::vector<Tensor> MovementGrads(const Node& n, const Tensor& g) {
       }
       return grads;
     }
-    default: return {Tensor()};
+    default: return NoFormula(n);
   }
 }
 

@@ -1,9 +1,15 @@
 // The closed operation set of gt.
 //
 // Every instruction names one Op. Adding an op means: a value here, a row in
-// kOpTable (op.cc, checked against kCount at compile time), a shape rule in
-// shape_inference.cc, a kernel in each backend, and a case in the conformance
-// test (tests/conformance_test.cc).
+// kOpTable (core/src/types.cc, checked against kCount at compile time), a
+// shape rule in shape_inference.cc, an autograd rule, a kernel in each
+// backend, a sharding strategy, and a case in the conformance test
+// (tests/conformance_test.cc). The compiler lists the places: the per-op
+// switch of each (InferResult, Differentiable, the torch backend's Dispatch
+// and Compute, the sharding stage's StrategyFor) names every op with no
+// `default:`, so -Wswitch (an error: gt builds with -Werror) flags an op one
+// of them forgets. Helpers below those switches serve one kind of op and may
+// end in a default that fails loudly.
 #pragma once
 
 #include <cstdint>
