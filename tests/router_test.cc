@@ -3,6 +3,7 @@
 // tracking and the failed-tensor ledger. What the router sends is read back
 // from the per-worker batches it fills; what goes to clients is recorded by
 // a PeerSender.
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
 #include "router.h"
+#include "stats_fanout.h"
 #include "sync_tracker.h"
 #include "worker_registry.h"
 
@@ -212,6 +214,66 @@ TEST_F(RouterTest, ADropReachesEveryLiveWorkerTheClientEverUsed) {
   ASSERT_EQ(batches["worker-0"].size(), 1u);
   ASSERT_EQ(batches["worker-1"].size(), 1u);
   EXPECT_EQ(batches["worker-0"][0].op, Op::kDropClient);
+}
+
+TEST_F(RouterTest, ClientsUnitsAreKeyedByTheirTemplatesBytes) {
+  ClientState& a = NewClient("a");
+  ClientState& b = NewClient("b");
+  const std::string bytes = "same template";
+  // Two clients choose different keys for one template, and one key for two.
+  Instruction define_a = MakeDefineUnit(a.id, 1, 5, CopyToBlob(bytes.data(), bytes.size()));
+  Instruction define_b = MakeDefineUnit(b.id, 1, 9, CopyToBlob(bytes.data(), bytes.size()));
+  ClientTable::KeyUnitByContent(a, define_a);
+  ClientTable::KeyUnitByContent(b, define_b);
+  EXPECT_EQ(UnitKey(define_a), UnitKey(define_b)) << "the same template shares one key";
+  EXPECT_NE(UnitKey(define_a), 5u);
+  const std::string other = "another template";
+  Instruction redefine_b = MakeDefineUnit(b.id, 2, 5, CopyToBlob(other.data(), other.size()));
+  ClientTable::KeyUnitByContent(b, redefine_b);
+  EXPECT_NE(UnitKey(redefine_b), UnitKey(define_a)) << "b's key 5 never reaches a's unit";
+  // A run names the client's own key and is mapped through its definitions.
+  Instruction run_a = MakeRunUnit(a.id, 3, 5, {}, {1}, {});
+  ClientTable::KeyUnitByContent(a, run_a);
+  EXPECT_EQ(UnitKey(run_a), UnitKey(define_a));
+}
+
+TEST_F(RouterTest, StatsAreAnsweredWithEveryLiveWorkersSnapshotOrTheMissingOnes) {
+  StatsFanout stats(workers_, sender_, [] {
+    wire::HostSnapshot own;
+    own.set_instance("dispatcher-test");
+    return own;
+  });
+  wire::Envelope request;
+  request.set_kind(wire::Envelope::STATS);
+  request.set_request_id(77);
+  stats.Begin("client", request);
+  ASSERT_EQ(sender_.sent["w0"].size(), 1u);
+  ASSERT_EQ(sender_.sent["w1"].size(), 1u);
+  const uint64_t asked = sender_.sent["w1"][0].request_id();
+  EXPECT_TRUE(sender_.sent["client"].empty()) << "answered before the workers";
+  wire::Envelope reply;
+  reply.set_kind(wire::Envelope::STATS_REPLY);
+  reply.set_request_id(asked);
+  reply.add_snapshots()->set_instance("worker-1");
+  stats.OnReply(1, reply);
+  EXPECT_TRUE(sender_.sent["client"].empty());
+  ASSERT_TRUE(workers_.MarkLost(0));
+  stats.OnWorkerLost(0);
+  ASSERT_EQ(sender_.sent["client"].size(), 1u);
+  const wire::Envelope& answer = sender_.sent["client"][0];
+  EXPECT_EQ(answer.request_id(), 77u);
+  ASSERT_EQ(answer.snapshots_size(), 2);
+  EXPECT_EQ(answer.snapshots(0).instance(), "dispatcher-test");
+  EXPECT_EQ(answer.snapshots(1).instance(), "worker-1");
+  ASSERT_EQ(answer.missing_size(), 1);
+  EXPECT_EQ(answer.missing(0), "worker-0");
+  // A request no live worker can answer in time is answered at its deadline.
+  request.set_timeout_ms(1);
+  stats.Begin("client", request);
+  EXPECT_EQ(sender_.sent["client"].size(), 1u);
+  stats.Expire(StatsFanout::Clock::now() + std::chrono::seconds(1));
+  ASSERT_EQ(sender_.sent["client"].size(), 2u);
+  EXPECT_EQ(sender_.sent["client"][1].missing(0), "worker-1");
 }
 
 TEST(FailedTensorsTest, NamesTheFirstFailedOperandAndForgetsFreedIds) {
