@@ -43,5 +43,13 @@ def dims_arg(dim, axis, what):
     return [as_index(d, what)]
 
 
+def dim_arg(dim, axis, what, default=None):
+    """One dimension from PyTorch's dim= or NumPy's axis= (`default` when neither is given)."""
+    if dim is not None and axis is not None:
+        raise TypeError(f"{what}: give dim or axis, not both")
+    d = dim if dim is not None else axis
+    return default if d is None else as_index(d, what)
+
+
 def keepdims_arg(keepdim, keepdims):
     return bool(keepdim if keepdims is None else keepdims)

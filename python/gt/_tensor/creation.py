@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _C
 from .. import _dtype
-from .args import as_index, shape_args
+from .args import as_index, dim_arg, shape_args
 from .base import array_to_c, data_to_c
 from .core import Tensor, _wrap
 
@@ -159,12 +159,12 @@ def _tensors(tensors, what):
     return out
 
 
-def cat(tensors, dim=0):
-    """Joins tensors along an existing dimension."""
-    return _wrap(_C.cat(_tensors(tensors, "cat"), as_index(dim, "cat")))
+def cat(tensors, dim=None, *, axis=None):
+    """Joins tensors along an existing dimension, `dim` (or NumPy's `axis`; 0 when neither is given)."""
+    return _wrap(_C.cat(_tensors(tensors, "cat"), dim_arg(dim, axis, "cat", 0)))
 
 
-def stack(tensors, dim=0):
-    """Joins tensors along a new dimension."""
-    d = as_index(dim, "stack")
+def stack(tensors, dim=None, *, axis=None):
+    """Joins tensors along a new dimension, `dim` (or NumPy's `axis`; 0 when neither is given)."""
+    d = dim_arg(dim, axis, "stack", 0)
     return _wrap(_C.cat([c.unsqueeze(d) for c in _tensors(tensors, "stack")], d))

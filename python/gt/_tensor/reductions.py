@@ -1,14 +1,20 @@
 """gt.Tensor reductions: sum, mean, max / min (and their arg forms), softmax.
 
-dim (or axis): None for every dimension, an int, or a tuple of ints.
+dim (or NumPy's axis; giving both is a TypeError): None for every dimension,
+an int, or a tuple of ints. keepdim (or keepdims) keeps reduced dimensions.
 max and min: over one int dim, PyTorch's (values, indices) pair; over every
-dim, several dims or `axis=`, the values only (NumPy's amax/amin).
+dim, several dims or `axis=`, the values only (NumPy's amax/amin). Given a
+tensor or array instead of a dim (PyTorch's elementwise torch.max(a, b)) they
+raise NotImplementedError: gt's op set has no elementwise maximum / minimum.
 """
 
 import collections
 import numbers
 
-from .args import as_index, dims_arg, keepdims_arg
+import numpy as np
+
+from .args import dim_arg, dims_arg, keepdims_arg
+from .base import TensorBase
 
 # What max / min over one dim return, as torch.return_types.max does.
 MinMax = collections.namedtuple("MinMax", ["values", "indices"], module=__package__)  # gt._tensor, where it has always been
@@ -32,6 +38,9 @@ class ReductionOps:
         return self._extreme("min", dim, keepdim, axis, keepdims)
 
     def _extreme(self, which, dim, keepdim, axis, keepdims):
+        if isinstance(dim, (TensorBase, np.ndarray)):
+            raise NotImplementedError(f"{which}(other): gt has no elementwise {which}imum op; "
+                                      f"give {which} a dim (or none) to reduce")
         keep = keepdims_arg(keepdim, keepdims)
         if axis is None and isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
             values = getattr(self._c, which)([int(dim)], keep)
@@ -39,16 +48,18 @@ class ReductionOps:
             return MinMax(self._wrap(values), self._wrap(indices))
         return self._wrap(getattr(self._c, which)(dims_arg(dim, axis, which), keep))
 
-    def argmax(self, dim=None, keepdim=False):
+    def argmax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """Positions (int64) of the first maximum along `dim`, or in the flattened tensor."""
-        return self._wrap(self._c.argmax(None if dim is None else as_index(dim, "argmax"), bool(keepdim)))
+        return self._wrap(self._c.argmax(dim_arg(dim, axis, "argmax"), keepdims_arg(keepdim, keepdims)))
 
-    def argmin(self, dim=None, keepdim=False):
+    def argmin(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """Positions (int64) of the first minimum along `dim`, or in the flattened tensor."""
-        return self._wrap(self._c.argmin(None if dim is None else as_index(dim, "argmin"), bool(keepdim)))
+        return self._wrap(self._c.argmin(dim_arg(dim, axis, "argmin"), keepdims_arg(keepdim, keepdims)))
 
-    def softmax(self, dim=-1):
-        return self._wrap(self._c.softmax(as_index(dim, "softmax")))
+    def softmax(self, dim=None, *, axis=None):
+        """Softmax along `dim` (or `axis`; the last dimension when neither is given)."""
+        return self._wrap(self._c.softmax(dim_arg(dim, axis, "softmax", -1)))
 
-    def log_softmax(self, dim=-1):
-        return self._wrap(self._c.log_softmax(as_index(dim, "log_softmax")))
+    def log_softmax(self, dim=None, *, axis=None):
+        """log(softmax) along `dim` (or `axis`; the last dimension when neither is given)."""
+        return self._wrap(self._c.log_softmax(dim_arg(dim, axis, "log_softmax", -1)))

@@ -4,7 +4,7 @@ a view of the tensor on its worker)."""
 
 import numpy as np
 
-from .args import as_index, shape_args
+from .args import as_index, dim_arg, shape_args
 from .base import TensorBase
 
 
@@ -63,8 +63,14 @@ class ShapeOps:
     def permute(self, *dims):
         return self._wrap(self._c.permute(shape_args(dims, "permute")))
 
-    def split(self, split_size_or_sections, dim=0):
-        dim = as_index(dim, "split")
+    def split(self, split_size_or_sections=None, dim=None, *, axis=None, split_size=None):
+        """Pieces of `split_size` along `dim` (the last may be smaller), or of the
+        sizes listed in `split_size_or_sections`; `dim` (or `axis`) defaults to 0."""
+        if (split_size_or_sections is None) == (split_size is None):
+            raise TypeError("split: give split_size_or_sections or split_size, exactly one")
+        if split_size is not None:
+            split_size_or_sections = split_size
+        dim = dim_arg(dim, axis, "split", 0)
         if isinstance(split_size_or_sections, (list, tuple)):
             sizes = [as_index(s, "split") for s in split_size_or_sections]
             total = self.shape[dim] if self.ndim else 0

@@ -51,9 +51,9 @@ def tanh(x):
     return x.tanh()
 
 
-def softmax(x, dim=-1):
-    return x.softmax(dim)
+def softmax(x, dim=None, *, axis=None):
+    return x.softmax(dim, axis=axis)
 
 
-def log_softmax(x, dim=-1):
-    return x.log_softmax(dim)
+def log_softmax(x, dim=None, *, axis=None):
+    return x.log_softmax(dim, axis=axis)

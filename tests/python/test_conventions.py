@@ -1,0 +1,138 @@
+"""PyTorch / NumPy conventions where users expect them (issue 16, item 8):
+dim= and axis=, split's argument names, dtype equality with NumPy, NumPy
+functions on gt tensors, gt.nn's functions, max / min's PyTorch forms. Each
+case runs the same inputs through gt and in-process PyTorch or NumPy."""
+
+import numpy as np
+import pytest
+import torch
+
+import gt
+
+F32 = dict(rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture
+def x(rng):
+    return rng.standard_normal((3, 4, 5)).astype(np.float32)
+
+
+def close(gt_tensor, expected):
+    assert isinstance(gt_tensor, gt.Tensor), type(gt_tensor)
+    expected = expected.numpy() if isinstance(expected, torch.Tensor) else np.asarray(expected)
+    assert gt_tensor.shape == expected.shape
+    np.testing.assert_allclose(gt_tensor.numpy(), expected, **F32)
+
+
+# ---- dim= and axis= -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["sum", "mean"])
+@pytest.mark.parametrize("d", [0, -1, (0, 2)])
+def test_reductions_take_dim_or_axis(x, op, d):
+    t, ref = gt.tensor(x), torch.tensor(x)
+    close(getattr(t, op)(dim=d), getattr(ref, op)(dim=d))
+    close(getattr(t, op)(axis=d), getattr(np, op)(x, axis=d))
+    close(getattr(t, op)(axis=d, keepdims=True), getattr(np, op)(x, axis=d, keepdims=True))
+    close(getattr(t, op)(d, keepdim=True), getattr(ref, op)(d, keepdim=True))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+def test_arg_reductions_take_dim_or_axis(x, op):
+    t, ref = gt.tensor(x), torch.tensor(x)
+    for d in (0, 1, -1):
+        close(getattr(t, op)(dim=d), getattr(ref, op)(dim=d))
+        close(getattr(t, op)(axis=d), getattr(np, op)(x, axis=d))
+        close(getattr(t, op)(d, keepdim=True), getattr(ref, op)(d, keepdim=True))
+        close(getattr(t, op)(axis=d, keepdims=True), getattr(np, op)(x, axis=d, keepdims=True))
+    close(getattr(t, op)(), getattr(ref, op)())
+
+
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_takes_dim_or_axis(x, op):
+    t, ref = gt.tensor(x), torch.tensor(x)
+    for d in (0, 1, -1):
+        close(getattr(t, op)(dim=d), getattr(ref, op)(dim=d))
+        close(getattr(t, op)(axis=d), getattr(ref, op)(d))
+        close(getattr(gt.nn.functional, op)(t, axis=d), getattr(torch.nn.functional, op)(ref, dim=d))
+        close(getattr(gt, op)(t, d), getattr(torch, op)(ref, d))
+    close(getattr(t, op)(), getattr(ref, op)(-1))
+
+
+def test_dim_and_axis_together_is_an_error(x):
+    t = gt.tensor(x)
+    calls = [lambda: t.sum(dim=0, axis=0), lambda: t.mean(dim=0, axis=1), lambda: t.max(dim=0, axis=0),
+             lambda: t.min(dim=0, axis=0), lambda: t.argmax(dim=0, axis=0), lambda: t.argmin(dim=0, axis=0),
+             lambda: t.softmax(dim=0, axis=0), lambda: t.log_softmax(dim=0, axis=0),
+             lambda: gt.cat([t, t], dim=0, axis=0), lambda: gt.stack([t, t], dim=0, axis=0),
+             lambda: t.split(1, dim=0, axis=0)]
+    for call in calls:
+        with pytest.raises(TypeError, match="dim or axis"):
+            call()
+
+
+def test_cat_and_stack_take_dim_or_axis(x, rng):
+    y = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    a, b = gt.tensor(x), gt.tensor(y)
+    ta, tb = torch.tensor(x), torch.tensor(y)
+    close(gt.cat([a, b]), torch.cat([ta, tb]))
+    for d in (0, 1, -1):
+        close(gt.cat([a, b], d), torch.cat([ta, tb], d))
+        close(gt.cat([a, b], dim=d), torch.cat([ta, tb], dim=d))
+        close(gt.cat([a, b], axis=d), np.concatenate([x, y], axis=d))
+        close(gt.stack([a, b], dim=d), torch.stack([ta, tb], dim=d))
+        close(gt.stack([a, b], axis=d), np.stack([x, y], axis=d))
+    close(gt.stack((a, b)), np.stack([x, y]))
+
+
+def test_split_argument_names(x):
+    t, ref = gt.tensor(x), torch.tensor(x)
+
+    def same(pieces, expected):
+        assert isinstance(pieces, tuple) and len(pieces) == len(expected)
+        for p, e in zip(pieces, expected):
+            close(p, e)
+
+    same(t.split(2), ref.split(2))
+    same(t.split(2, 1), ref.split(2, 1))
+    same(t.split(split_size=2, dim=2), ref.split(split_size=2, dim=2))
+    same(t.split(split_size_or_sections=[1, 3], dim=1), ref.split([1, 3], dim=1))
+    same(t.split([2, 3], axis=-1), np.split(x, [2], axis=-1))
+    same(t.split(4, axis=1), ref.split(4, 1))
+    same(gt.split(t, 2, dim=1), torch.split(ref, 2, dim=1))
+    with pytest.raises(TypeError, match="exactly one"):
+        t.split()
+    with pytest.raises(TypeError, match="exactly one"):
+        t.split(2, split_size=2)
+
+
+# ---- max / min: PyTorch's forms -------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_pytorch_forms(x, op):
+    t, ref = gt.tensor(x), torch.tensor(x)
+    close(getattr(t, op)(), getattr(ref, op)())
+    close(getattr(gt, op)(t), getattr(torch, op)(ref))
+    for args, kwargs in [((1,), {}), ((-1,), {}), ((1,), {"keepdim": True}), ((), {"dim": 0}),
+                         ((), {"dim": 2, "keepdim": True}), ((0, True), {})]:
+        got, want = getattr(t, op)(*args, **kwargs), getattr(ref, op)(*args, **kwargs)
+        assert isinstance(got, gt.MinMax) and isinstance(got, tuple)
+        close(got.values, want.values)
+        close(got.indices, want.indices)
+        values, indices = got  # unpacks as PyTorch's pair does
+        close(values, want[0])
+        close(indices, want[1])
+        assert got.indices.dtype == gt.int64
+    # NumPy's axis= gives the values only, as np.max does.
+    close(getattr(t, op)(axis=1), getattr(np, op)(x, axis=1))
+    close(getattr(t, op)(axis=(0, 2), keepdims=True), getattr(np, op)(x, axis=(0, 2), keepdims=True))
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_max_min_of_two_tensors_is_a_clear_error(x, op):
+    t = gt.tensor(x)
+    with pytest.raises(NotImplementedError, match=f"elementwise {op}imum"):
+        getattr(t, op)(gt.tensor(x))
+    with pytest.raises(NotImplementedError, match=f"elementwise {op}imum"):
+        getattr(gt, op)(t, x)
