@@ -6,7 +6,24 @@ from . import _C
 
 
 class dtype:
-    """An element type of gt tensors (gt.float32, gt.float64, gt.int32, gt.int64, gt.bool)."""
+    """An element type of gt tensors (gt.float32, gt.float64, gt.int32, gt.int64, gt.bool).
+
+    Equality: a gt dtype equals itself, its NumPy dtype in either spelling
+    (np.float32, np.dtype('float32'); gt.bool: np.bool_) and its name as a string
+    ('float32', 'bool'; not the aliases 'float', 'double', ... that
+    gt.resolve takes, since NumPy reads 'float' as float64). Python types (float,
+    int, bool) and torch dtypes are not equal to it.
+
+    Hashing: hash(gt.float32) == hash(np.dtype('float32')), so gt and NumPy dtype
+    objects find each other as dict keys and set members. NumPy's scalar types
+    (np.float32) and strings hash differently from their np.dtype, and Python
+    lets an object have one hash only: gt.float32 == 'float32' holds, but
+    'float32' in {gt.float32} is False (use gt.float32 in {...} with dtype
+    objects, or compare with ==).
+
+    `.dtype` is the NumPy dtype, so NumPy takes a gt dtype wherever it takes a
+    dtype: np.zeros(3, dtype=gt.float32), np.dtype(gt.int64).
+    """
 
     __slots__ = ("name", "_c", "numpy")
 
@@ -18,6 +35,23 @@ class dtype:
     @property
     def is_floating_point(self):
         return self.numpy.kind == "f"
+
+    @property
+    def dtype(self):
+        """The NumPy dtype (what np.dtype(gt_dtype) reads)."""
+        return self.numpy
+
+    def __eq__(self, other):
+        if isinstance(other, dtype):
+            return other is self
+        if isinstance(other, str):
+            return other == self.name
+        if isinstance(other, np.dtype) or (isinstance(other, type) and issubclass(other, np.generic)):
+            return np.dtype(other) == self.numpy
+        return NotImplemented
+
+    def __hash__(self):
+        return hash(self.numpy)
 
     def __repr__(self):
         return "gt." + self.name

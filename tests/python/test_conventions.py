@@ -136,3 +136,34 @@ def test_max_min_of_two_tensors_is_a_clear_error(x, op):
         getattr(t, op)(gt.tensor(x))
     with pytest.raises(NotImplementedError, match=f"elementwise {op}imum"):
         getattr(gt, op)(t, x)
+
+
+# ---- dtypes -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("g, n", [(gt.float32, np.float32), (gt.float64, np.float64), (gt.int32, np.int32),
+                                  (gt.int64, np.int64), (gt.bool, np.bool_)])
+def test_dtype_equals_numpy_dtypes_and_names(g, n):
+    name = np.dtype(n).name
+    assert g == n and n == g
+    assert g == np.dtype(n) and np.dtype(n) == g
+    assert g == name and name == g
+    assert not (g != n) and not (g != name)
+    assert hash(g) == hash(np.dtype(n))
+    assert np.dtype(n) in {g} and g in {np.dtype(n): 1}
+    assert np.dtype(g) == np.dtype(n)
+    assert np.zeros(2, dtype=g).dtype == np.dtype(n)
+    assert gt.zeros(2, dtype=g).dtype == n
+    assert gt.zeros(2, dtype=g).numpy().dtype == g
+    for other in (gt.float32, gt.float64, gt.int32, gt.int64, gt.bool):
+        assert (g == other) == (g is other)
+    for other in (np.float16, np.uint8, np.dtype("complex64"), "float16", "f4", "int8"):
+        assert g != other
+
+
+def test_dtype_is_not_equal_to_python_types_or_aliases():
+    # np.dtype('float') is float64 while gt.resolve('float') is float32: aliases compare unequal.
+    assert gt.float32 != float and gt.float32 != "float" and gt.int64 != int and gt.bool != bool
+    assert gt.float32 != torch.float32 and gt.float32 != 3 and gt.float32 != None  # noqa: E711
+    assert gt.float32.dtype == np.dtype("float32")
+    assert gt.tensor([1.0]).dtype == gt.tensor(np.ones(1, np.float32)).dtype == np.float32
