@@ -167,3 +167,87 @@ def test_dtype_is_not_equal_to_python_types_or_aliases():
     assert gt.float32 != torch.float32 and gt.float32 != 3 and gt.float32 != None  # noqa: E711
     assert gt.float32.dtype == np.dtype("float32")
     assert gt.tensor([1.0]).dtype == gt.tensor(np.ones(1, np.float32)).dtype == np.float32
+
+
+# ---- NumPy functions on gt tensors ------------------------------------------------
+
+
+def test_asarray_fetches_the_data(x):
+    t = gt.tensor(x)
+    a = np.asarray(t)
+    assert isinstance(a, np.ndarray) and a.dtype == np.float32
+    np.testing.assert_array_equal(a, x)
+    np.testing.assert_array_equal(np.array(t, dtype=np.float64), x.astype(np.float64))
+    np.testing.assert_array_equal(np.asarray(torch.tensor(x)), a)  # as PyTorch's CPU tensors
+
+
+def test_numpy_functions_return_numpy_results(x):
+    t = gt.tensor(x)
+    cases = [
+        (np.mean, (), {}), (np.sum, (), {"axis": 0}), (np.max, (), {"axis": 1}), (np.min, (), {}),
+        (np.argmax, (), {"axis": -1}), (np.std, (), {}), (np.mean, (), {"axis": (0, 2), "keepdims": True}),
+        (np.transpose, (), {}), (np.cumsum, (), {"axis": 1}),
+    ]
+    for fn, args, kwargs in cases:
+        got, want = fn(t, *args, **kwargs), fn(x, *args, **kwargs)
+        assert isinstance(got, (np.ndarray, np.generic)), (fn, type(got))
+        np.testing.assert_allclose(got, want, **F32)
+    got = np.concatenate([t, x, t], axis=1)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, np.concatenate([x, x, x], axis=1))
+    assert np.allclose(t, x) and np.array_equal(t, x)
+    np.testing.assert_allclose(t, x)
+
+
+def test_ufuncs_gt_has_run_as_gt_ops(x, rng):
+    y = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    t, u = gt.tensor(x), gt.tensor(y)
+    tp = gt.tensor(np.abs(x) + 0.5)
+    ref, ref_u = torch.tensor(x), torch.tensor(y)
+    close(np.exp(t), np.exp(ref))
+    close(np.log(tp), np.log(torch.tensor(np.abs(x) + 0.5)))
+    close(np.sqrt(tp), np.sqrt(np.abs(x) + 0.5))
+    close(np.tanh(t), np.tanh(ref))
+    close(np.negative(t), -x)
+    close(np.abs(t), np.abs(x))
+    close(np.add(t, 1), np.add(ref, 1))
+    close(np.add(1, t), 1 + x)
+    close(np.multiply(t, u), ref * ref_u)
+    close(np.subtract(y, t), y - x)
+    close(np.divide(t, 2.0), x / 2)
+    close(np.power(tp, 2), (np.abs(x) + 0.5) ** 2)
+    close(y + t, y + x)  # ndarray on the left: still a gt op (t.__radd__)
+    close(y - t, y - x)
+    close(y * t, y * x)
+    close(y / tp, y / (np.abs(x) + 0.5))
+    close(np.float32(2) * t, 2 * x)
+    close(np.ones((5, 2), np.float32) @ gt.ones(2, 3), np.full((5, 3), 2, np.float32))
+    close(y > t, (y > x).astype(np.float32))  # gt's comparisons give float masks
+    close(np.less(t, 0), (x < 0).astype(np.float32))
+    # They are gt ops: recorded for autograd, gradients as PyTorch's.
+    w = gt.tensor(x, requires_grad=True)
+    (np.exp(w) + y * w).sum().backward()
+    rw = torch.tensor(x, requires_grad=True)
+    (torch.exp(rw) + torch.tensor(y) * rw).sum().backward()
+    close(w.grad, rw.grad)
+
+
+def test_other_ufuncs_run_in_numpy_and_return_gt_tensors(x):
+    t, ref = gt.tensor(x), torch.tensor(x)
+    for fn in (np.sin, np.cos, np.floor, np.square):
+        close(fn(t), fn(ref))
+    close(np.maximum(t, 0.5), np.maximum(ref, 0.5))
+    close(np.isnan(t), np.isnan(x))
+    assert np.isnan(t).dtype == gt.bool
+    frac, whole = np.modf(t)
+    close(frac, np.modf(x)[0])
+    close(whole, np.modf(x)[1])
+    # Ufunc methods and out= stay in NumPy.
+    r = np.add.reduce(t, axis=0)
+    assert isinstance(r, np.ndarray)
+    np.testing.assert_allclose(r, np.add.reduce(x, axis=0), **F32)
+    out = np.empty_like(x)
+    assert np.exp(t, out=out) is out
+    np.testing.assert_allclose(out, np.exp(x), **F32)
+    with pytest.raises(TypeError):
+        np.exp(x, out=gt.tensor(x))

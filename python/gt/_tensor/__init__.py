@@ -12,6 +12,7 @@ indexing, varargs shapes, NumPy inputs) into calls on the C++ client:
     reductions.py   sum, mean, max / min, argmax / argmin, softmax; MinMax
     shape.py        reshape, transpose, permute, squeeze, split, indexing
     autograd.py     requires_grad, grad, backward, detach
+    interop.py      NumPy on tensors: __array__, ufuncs, np.mean(t) and the like
     core.py         Tensor (the mixins joined): metadata, dtype conversion, data access
     creation.py     tensor, from_numpy, randn, zeros, ..., cat, stack, manual_seed
 """

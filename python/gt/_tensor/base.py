@@ -2,7 +2,7 @@
 turning a non-scalar operand (a Tensor, a NumPy array, a list) into one.
 
 The Tensor's methods live in one mixin per concern (arithmetic.py,
-reductions.py, shape.py, autograd.py), joined in core.py. A mixin makes a
+reductions.py, shape.py, autograd.py, interop.py), joined in core.py. A mixin makes a
 new Tensor with `self._wrap(c)` (core.Tensor's), so it need not import the
 class it is part of.
 """
@@ -18,8 +18,7 @@ class TensorBase:
     """The state of a gt.Tensor: `_c`, the C++ client's tensor (gt._C.Tensor)."""
 
     __slots__ = ("_c", "__weakref__")
-    # NumPy leaves mixed expressions (ndarray + Tensor) to the Tensor's methods.
-    __array_ufunc__ = None
+    # Mixed expressions (ndarray + Tensor) are gt ops: see interop.py's __array_ufunc__.
     __array_priority__ = 1000
 
 

@@ -9,11 +9,12 @@ from .args import as_index
 from .arithmetic import ArithmeticOps
 from .autograd import AutogradOps
 from .base import TensorBase
+from .interop import NumpyInterop
 from .reductions import ReductionOps
 from .shape import ShapeOps
 
 
-class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, TensorBase):
+class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, NumpyInterop, TensorBase):
     """A tensor whose data lives on gt workers (see the gt._tensor doc)."""
 
     __slots__ = ()
@@ -95,10 +96,6 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, TensorBase):
     def numpy(self):
         """A new NumPy array holding this tensor's data (waits for it)."""
         return self._c.numpy()
-
-    def __array__(self, dtype=None, copy=None):
-        a = self._c.numpy()
-        return a if dtype is None else a.astype(dtype, copy=False)
 
     def tolist(self):
         return self._c.numpy().tolist()
