@@ -251,3 +251,34 @@ def test_other_ufuncs_run_in_numpy_and_return_gt_tensors(x):
     np.testing.assert_allclose(out, np.exp(x), **F32)
     with pytest.raises(TypeError):
         np.exp(x, out=gt.tensor(x))
+
+
+# ---- gt.nn's functions --------------------------------------------------------------
+
+
+def test_nn_functions_under_both_names(rng):
+    logits = rng.standard_normal((6, 4)).astype(np.float32)
+    target = rng.standard_normal((6, 4)).astype(np.float32)
+    probs = rng.uniform(0.05, 0.95, (6, 4)).astype(np.float32)
+    labels = rng.integers(0, 4, 6)
+    weight = rng.standard_normal((3, 4)).astype(np.float32)
+    bias = rng.standard_normal(3).astype(np.float32)
+    tf = torch.nn.functional
+    for ns in (gt.nn, gt.nn.functional):
+        close(ns.mse_loss(gt.tensor(logits), gt.tensor(target)), tf.mse_loss(torch.tensor(logits),
+                                                                               torch.tensor(target)))
+        close(ns.binary_cross_entropy(gt.tensor(probs), gt.tensor(target > 0).float()),
+              tf.binary_cross_entropy(torch.tensor(probs), torch.tensor(target > 0).float()))
+        close(ns.cross_entropy(gt.tensor(logits), gt.tensor(labels)),
+              tf.cross_entropy(torch.tensor(logits), torch.tensor(labels)))
+        close(ns.linear(gt.tensor(logits), gt.tensor(weight), gt.tensor(bias)),
+              tf.linear(torch.tensor(logits), torch.tensor(weight), torch.tensor(bias)))
+        for name in ("relu", "sigmoid", "tanh"):
+            close(getattr(ns, name)(gt.tensor(logits)), getattr(torch, name)(torch.tensor(logits)))
+        close(ns.softmax(gt.tensor(logits), dim=0), tf.softmax(torch.tensor(logits), dim=0))
+        close(ns.log_softmax(gt.tensor(logits), 1), tf.log_softmax(torch.tensor(logits), 1))
+    for name in gt.nn.functional.__all__:
+        assert getattr(gt.nn, name) is getattr(gt.nn.functional, name)
+        assert name in gt.nn.__all__
+    import gt.nn.functional as F  # the PyTorch spelling
+    assert F is gt.nn.functional

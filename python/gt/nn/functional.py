@@ -1,4 +1,6 @@
-"""Functions over gt tensors used by layers and losses (gt::nn's losses, bound)."""
+"""Functions over gt tensors used by layers and losses (gt::nn's losses, bound),
+under PyTorch's torch.nn.functional names. gt.nn re-exports them all
+(gt.nn.mse_loss is gt.nn.functional.mse_loss)."""
 
 from .. import _C
 from .._tensor import Tensor, _wrap, tensor
