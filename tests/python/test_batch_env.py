@@ -9,7 +9,6 @@ variables are read when the session starts.
 """
 
 import json
-import os
 import textwrap
 
 from conftest import run_python
@@ -46,22 +45,21 @@ PROGRAM = "import json, gt\n" + WAIT_FOR_WORKERS + textwrap.dedent("""
                       "workers": len(workers)}))
 """)
 
-# Variables that would change which stages run: each run sets its own.
+# Variables that would change which stages run: each run sets them all, ""
+# (which gt reads as unset) where it wants none, since run_python starts from
+# this process's environment.
 _STAGE_VARS = ("GT_COMPILE", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_HOTPATH_WINDOW", "GT_HOTPATH_THRESHOLD",
                "GT_HOTPATH_MIN_SEQ", "GT_HOTPATH_MAX_EXPAND")
 
 
 def run(env, address=None):
-    full = {k: v for k, v in os.environ.items() if k not in _STAGE_VARS}
-    full.update(env)
     code = PROGRAM if address is None else f"import sys; sys.argv[1:] = [{address!r}]\n" + PROGRAM
-    out = run_python(code, env=full, timeout=180)
+    out = run_python(code, env=env, timeout=180)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def _unset_env():
-    # run_python starts from os.environ; these keys set to "" count as unset.
     return {k: "" for k in _STAGE_VARS}
 
 
