@@ -6,9 +6,12 @@
 // one by one any more (the dispatcher's router still checks the unit and
 // every id it names).
 //
-// Which manifest: GT_CLIENT_MANIFEST names a file; otherwise GT_COMPILE=1
-// means hotpath + compile with their defaults (their GT_HOTPATH_* and
-// GT_WORKER_BATCH_SIZE overrides apply); otherwise there is none.
+// Which manifest: GT_CLIENT_MANIFEST names a file; otherwise GT_COMPILE=1,
+// or GT_COMPILE unset and GT_WORKER_BATCH_SIZE set to anything but 1, means
+// hotpath + compile (configs/client-compile.yaml; their GT_HOTPATH_* and
+// GT_WORKER_BATCH_SIZE overrides apply); otherwise there is none. So
+// `GT_WORKER_BATCH_SIZE=10 python train.py` batches against any dispatcher,
+// embedded or not; GT_COMPILE=0 keeps it eager whatever the batch size.
 //
 // Thread-safety: none; the session calls it under its mutex.
 #pragma once

@@ -1,0 +1,46 @@
+"""`python -m gt.server -p PORT`: starts a gt dispatcher (the C++ service
+gt-dispatcher, which replaces this interpreter) listening on tcp://HOST:PORT.
+
+Workers join it with `python -m gt.worker --host HOST -p PORT`; clients with
+`gt.connect("HOST:PORT")`. Unknown flags are a usage error (exit status 2).
+"""
+
+import argparse
+import sys
+
+from ._launch import exec_service
+
+DEFAULT_PORT = 5555  # gt-dispatcher's own default endpoint's port
+
+
+def build_args(argv=None):
+    """The gt-dispatcher argument list for the command line `argv` (default:
+    sys.argv[1:]). Exits with status 2 and a usage message on a bad one."""
+    parser = argparse.ArgumentParser(
+        prog="python -m gt.server",
+        description="Start a gt dispatcher (gt-dispatcher) that workers and clients connect to.")
+    parser.add_argument("-p", "--port", type=int, default=DEFAULT_PORT,
+                        help=f"TCP port to listen on (default {DEFAULT_PORT})")
+    parser.add_argument("--host", default="0.0.0.0",
+                        help="address to bind (default 0.0.0.0: every interface)")
+    parser.add_argument("-m", "--manifest", help="dispatcher manifest (YAML), e.g. configs/dispatcher-compile.yaml")
+    parser.add_argument("--metrics", help="host:port serving Prometheus /metrics (default: none)")
+    parser.add_argument("--discovery", help="host:port serving Prometheus HTTP service discovery")
+    parser.add_argument("--id", help="instance id (default: the manifest's, else 'dispatcher')")
+    args = parser.parse_args(argv)
+    if not 0 < args.port < 65536:
+        parser.error(f"argument -p/--port: {args.port} is not a TCP port (1-65535)")
+    out = ["--listen", f"tcp://{args.host}:{args.port}"]
+    for flag in ("manifest", "metrics", "discovery", "id"):
+        value = getattr(args, flag)
+        if value is not None:
+            out += [f"--{flag}", value]
+    return out
+
+
+def main(argv=None):
+    exec_service("python -m gt.server", "gt-dispatcher", build_args(argv))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
