@@ -5,25 +5,13 @@
 
 #include "codec.h"
 #include "host_snapshot.h"
+#include "shipped_configs.h"
 
 namespace gt::client_internal {
 namespace {
 
 // The terminal's `stage` label: what it does with an instruction.
 constexpr const char* kTerminalName = "send";
-
-// Whether the environment asks for the hotpath and compile stages: GT_COMPILE
-// decides when set ("1" on, anything else off); otherwise GT_WORKER_BATCH_SIZE
-// set to anything but "1" does (its value is then the compile stage's
-// batch_size, which that stage checks: a bad value is an error naming the
-// variable, never silently eager). core/src/embedded_cluster.cc applies the
-// same rule to the embedded dispatcher's stages.
-bool CompileStagesFromEnv() {
-  if (const char* compile = std::getenv("GT_COMPILE"); compile != nullptr && *compile != '\0')
-    return std::string_view(compile) == "1";
-  const char* batch = std::getenv("GT_WORKER_BATCH_SIZE");
-  return batch != nullptr && *batch != '\0' && std::string_view(batch) != "1";
-}
 
 }  // namespace
 

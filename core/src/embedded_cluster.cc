@@ -7,23 +7,12 @@
 
 #include "dispatcher.h"
 #include "manifest.h"
+#include "shipped_configs.h"
 #include "transport.h"
 #include "worker.h"
 
 namespace gt {
 namespace {
-
-// Whether the hotpath and compile stages run: GT_COMPILE decides when set
-// ("1" on, anything else off); otherwise GT_WORKER_BATCH_SIZE set to anything
-// but "1" does, its value being the compile stage's batch_size (checked by
-// that stage). The client's own stages follow the same rule
-// (client/src/client_pipeline.cc, ClientManifestFromEnv).
-bool CompileStagesFromEnv() {
-  if (const char* compile = std::getenv("GT_COMPILE"); compile != nullptr && *compile != '\0')
-    return std::string_view(compile) == "1";
-  const char* batch = std::getenv("GT_WORKER_BATCH_SIZE");
-  return batch != nullptr && *batch != '\0' && std::string_view(batch) != "1";
-}
 
 // configs/embedded-dispatcher.yaml, less the stages its environment
 // switches off (the file's header says which): those are never loaded.

@@ -2,6 +2,7 @@
 
 #include "shipped_configs.h"
 
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -269,6 +270,13 @@ Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& sou
   }
   m.source = source;
   return m;
+}
+
+bool CompileStagesFromEnv() {
+  if (const char* compile = std::getenv("GT_COMPILE"); compile != nullptr && *compile != '\0')
+    return std::string_view(compile) == "1";
+  const char* batch = std::getenv("GT_WORKER_BATCH_SIZE");
+  return batch != nullptr && *batch != '\0' && std::string_view(batch) != "1";
 }
 
 Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected, const StageFilter& keep) {

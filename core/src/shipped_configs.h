@@ -12,4 +12,12 @@ namespace gt {
 // that is not compiled in.
 std::optional<std::string_view> ShippedConfig(std::string_view name);
 
+// Whether the environment asks for the hotpath and compile stages (the
+// client's own, configs/client-compile.yaml, and the embedded dispatcher's):
+// GT_COMPILE decides when set ("1" on, anything else off); otherwise
+// GT_WORKER_BATCH_SIZE set to anything but "1" does (seed 001's switch; its
+// value is then the compile stage's batch_size, which that stage checks: a
+// bad value is an error naming the variable, never silently eager).
+bool CompileStagesFromEnv();
+
 }  // namespace gt
