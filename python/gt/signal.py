@@ -129,7 +129,8 @@ def tensor(x, name, backward=None):
     _check(name, "signal.tensor")
     with context(name, backward):
         if x.requires_grad and _C.is_grad_enabled():
-            return _tensor.full(list(x.shape), -0.0, dtype=x.dtype) + x
+            # The clone keeps the copy's tape entry a `clone` in the scope (as before).
+            return (_tensor.full(list(x.shape), -0.0, dtype=x.dtype) + x).clone()
         out = _tensor.zeros(list(x.shape), dtype=x.dtype)
         out.copy_(x)
         return out
