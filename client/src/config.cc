@@ -227,13 +227,21 @@ ParsedConfigs Parse(const std::string& yaml, const std::string& source, YAML::No
   return ParseDocument(root, source);
 }
 
+// When a `backward` naming a signal without a config is refused.
+enum class UnknownBackward {
+  kRefuseAtLoad,     // gt::load_config: the file is refused, naming the key's line
+  kRefuseAtScopeOpen  // GT_CONFIG: the file loads (the predecessor's README config names a
+                     // backward signal it never defines); opening a scope that uses it fails
+};
+
 // Registers every config of `yaml` (see load_config).
-std::vector<std::string> Load(const std::string& yaml, const std::string& source) {
+std::vector<std::string> Load(const std::string& yaml, const std::string& source,
+                              UnknownBackward unknown_backward = UnknownBackward::kRefuseAtLoad) {
   YAML::Node root;
   ParsedConfigs parsed = Parse(yaml, source, root);
   // A backward signal must be defined in the file or registered already.
   for (const auto& [name, config] : parsed.signals) {
-    if (config.backward.empty()) continue;
+    if (config.backward.empty() || unknown_backward == UnknownBackward::kRefuseAtScopeOpen) continue;
     bool known = client_internal::Session::Get()->GetConfig(config.backward).has_value();
     for (const auto& other : parsed.signals) known = known || other.first == config.backward;
     if (!known)
@@ -264,13 +272,19 @@ ParsedConfigs parse_config_string(const std::string& yaml, const std::string& so
   return Parse(yaml, source, root);
 }
 
-std::vector<std::string> load_config(const std::string& path) {
+namespace {
+
+std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error(Code::kNotFound, "load_config: cannot read " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return Load(text.str(), path);
+  return text.str();
 }
+
+}  // namespace
+
+std::vector<std::string> load_config(const std::string& path) { return Load(ReadFile(path), path); }
 
 std::vector<std::string> load_config_string(const std::string& yaml, const std::string& source) {
   return Load(yaml, source);
@@ -288,7 +302,9 @@ void LoadEnvConfigOnce() {
   static std::once_flag once;
   std::call_once(once, [] {
     const char* path = std::getenv("GT_CONFIG");
-    if (path && *path) load_config(path);
+    // As the Python package reads it at import: a backward signal without a
+    // config is refused when a scope using it opens, not here.
+    if (path && *path) Load(ReadFile(path), path, UnknownBackward::kRefuseAtScopeOpen);
   });
 }
 

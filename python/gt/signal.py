@@ -7,7 +7,10 @@ signal's config (see gt.config).
 
     gt.signal.enter('layer1'); ...; gt.signal.exit('layer1')
 
-    x_sharded = gt.signal.tensor(x, name='layer1')   # a copy made in the scope
+    x_sharded = gt.signal.tensor(x, name='layer1')   # a copy placed by layer1's config
+
+    @gt.signal.context('layer1', compile=True)      # a decorator: every call is a scope
+    def layer(x): ...
 
 Every instruction issued inside a scope carries the innermost signal name.
 Scopes are per thread and nest. A scope's `backward` signal (given here or
@@ -89,18 +92,48 @@ class context:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with context(self.name, self.backward):
+            with context(self.name, self.backward, self.compile):
                 return fn(*args, **kwargs)
         return wrapper
 
     def __repr__(self):
-        return f"gt.signal.context({self.name!r}, backward={self.backward!r})"
+        return f"gt.signal.context({self.name!r}, backward={self.backward!r}, compile={self.compile!r})"
 
 
-def tensor(x, name):
-    """A copy of `x` made inside scope `name` (placed by that signal's config)."""
-    with context(name):
-        return x.clone()
+def tensor(x, name, backward=None):
+    """Copy-shards `x`: a new tensor with x's values, placed as signal `name`'s
+    config places a tensor made in its scope (split on `shard.axis` over
+    `shard.workers`, or a full copy on every live worker for `replicated:
+    true`); `x` itself is left where it is. Without a config for `name` the
+    copy is whole, like any tensor made in an unconfigured scope.
+
+    The copy is made inside scope `name` (with `backward`, as for
+    context(name, backward=...)): a zeros tensor of x's shape and dtype is
+    created there, so the sharding stage places it per the config, and x's
+    values are written into it (the stage cuts or copies x onto the shards).
+    When `x` requires a gradient (and gradients are enabled) the write is an
+    add of negative zeros instead, which leaves every value (signed zeros
+    included) unchanged and is on the autograd tape: the copy's gradient
+    flows back to `x`, computed in the `backward` signal's scope if given.
+
+    Limit: a tensor made before this client's first signal config has no
+    placement record at the sharding stage; copying it into placed shards is
+    refused at the next sync point (the stage names the tensor), or, for the
+    gradient path, the copy is made whole. Make such tensors after loading
+    the configs.
+    """
+    from . import _tensor
+
+    if not isinstance(x, _tensor.Tensor):
+        raise TypeError(f"signal.tensor: expected a gt Tensor, got {type(x).__name__}")
+    _check(name, "signal.tensor")
+    with context(name, backward):
+        if x.requires_grad and _C.is_grad_enabled():
+            # The clone keeps the copy's tape entry a `clone` in the scope (as before).
+            return (_tensor.full(list(x.shape), -0.0, dtype=x.dtype) + x).clone()
+        out = _tensor.zeros(list(x.shape), dtype=x.dtype)
+        out.copy_(x)
+        return out
 
 
 def current():

@@ -57,6 +57,11 @@ void register_config(const std::string& name, const SignalConfig& config);
 // Reads every signal config of a YAML file and registers them all; nothing
 // is registered if any has a problem, and the gt::Error lists every problem
 // as "FILE:LINE: PATH: what". Returns the signal names read, in file order.
+// A `backward` naming a signal that is neither in the file nor registered is
+// such a problem. The file GT_CONFIG names is read the same way at session
+// start except for that one check (as the Python package reads it): the
+// predecessor's README config names a backward signal it never defines, and
+// opening a scope that uses such a config fails then (gt::signal_enter).
 std::vector<std::string> load_config(const std::string& path);
 // load_config for YAML text; `source` names it in errors.
 std::vector<std::string> load_config_string(const std::string& yaml, const std::string& source = "<string>");
