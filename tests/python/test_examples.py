@@ -1,0 +1,167 @@
+"""Every Python example in examples/ runs (a fresh interpreter, on the embedded
+default unless it starts its own cluster), exits 0 within seconds, and prints
+its key lines; where an example computes something, the numbers are checked
+here against NumPy too, not only by the example itself.
+
+The examples are the Python counterparts of those the seeds (the
+predecessor's manual) name: demo.py, signal_demo.py, compile_demo.py,
+debug_demo.py, simple_launch.py, config_from_python.py; and the seeds'
+auto-sharding and worker-stats features as auto_shard_demo.py and
+show_stats.py.
+"""
+
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import gt
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "examples"
+
+# Variables that change what the examples do: each run starts without them
+# (ctest sets GT_WORKERS=4 for the other tests), so an example sees the
+# embedded default's own defaults and sets what it needs itself.
+_CLEARED = ("GT_WORKERS", "GT_CONFIG", "GT_COMPILE", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_AUTO_SHARD",
+            "GT_EXPLAIN", "GT_INSTRUCTION_LOG", "GT_HOTPATH_WINDOW", "GT_HOTPATH_THRESHOLD", "GT_HOTPATH_MIN_SEQ",
+            "GT_HOTPATH_MAX_EXPAND")
+
+
+def run_example(name, *args, env=None, timeout=120):
+    full = {k: v for k, v in os.environ.items() if k not in _CLEARED}
+    # The gt package this process imported (build/python under ctest), as conftest.run_python does.
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
+    full["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    full.update(env or {})
+    # sys.executable: /usr/bin/python3 under ctest, the interpreter the package is built for.
+    out = subprocess.run([sys.executable, str(EXAMPLES / name), *args], env=full, cwd=str(REPO),
+                         capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, f"{name} exited {out.returncode}\nstdout:\n{out.stdout[-3000:]}\nstderr:\n{out.stderr[-3000:]}"
+    return out
+
+
+def line_starting(text, prefix):
+    found = [l for l in text.splitlines() if l.startswith(prefix)]
+    assert found, f"no line starting {prefix!r} in:\n{text}"
+    return found[0]
+
+
+def test_every_python_example_has_a_test():
+    tested = {"demo.py", "signal_demo.py", "compile_demo.py", "debug_demo.py", "simple_launch.py",
+              "config_from_python.py", "auto_shard_demo.py", "show_stats.py",
+              "mlp_train.py"}  # mlp_train.py: test_seed_readme.py::test_mlp_train_example_runs
+    assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+
+
+def test_demo():
+    out = run_example("demo.py").stdout
+    a = np.array([[1, 2], [3, 4]], dtype=np.float32)
+    b = np.array([[5, 6], [7, 8]], dtype=np.float32)
+    assert str((a @ b).tolist()) in line_starting(out, "a @ b ")
+    assert str((a + b).tolist()) in line_starting(out, "a + b ")
+    assert str((a * b).sum(axis=1).tolist()) in line_starting(out, "(a * b).sum(dim=1)")
+    assert "shape error caught at the call: matmul: shapes [2, 2] and [3, 3]" in out
+    assert "demo: 8/8 results equal NumPy's" in out
+    assert "MISMATCH" not in out
+
+
+def test_signal_demo():
+    out = run_example("signal_demo.py").stdout
+    assert line_starting(out, "loaded 7 signals from config_sharding.yaml: forward_layer1, backward_layer1")
+    # The batch split over four workers: every worker holds tensors after the data-parallel part.
+    counts = re.findall(r": (\d+)", line_starting(out, "data parallel (forward_layer1, params):"))
+    assert len(counts) == 4 and all(int(c) > 0 for c in counts), out
+    assert "DIFFERS" not in out
+    assert "signal demo: 5/5 results equal NumPy's" in out
+
+
+def test_compile_demo():
+    out = run_example("compile_demo.py").stdout
+    assert "compile boundaries in config_compile.yaml: hot_path, forward_pass, backward_pass" in out
+    assert "weights after 5 steps equal NumPy's" in out
+    units = int(line_starting(out, "compiled units run:").split(":")[1])
+    assert units >= 4, out  # forward_pass replayed as a unit after its first run
+
+    # The first step's loss, as NumPy computes it from the example's data.
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    y = rng.standard_normal((8, 3)).astype(np.float32)
+    w1 = (rng.standard_normal((6, 5)) * 0.5).astype(np.float32)
+    w2 = (rng.standard_normal((5, 3)) * 0.5).astype(np.float32)
+    loss0 = float(line_starting(out, "step 0: loss").split()[-1])
+    assert loss0 == pytest.approx(float(((np.tanh(x @ w1) @ w2 - y) ** 2).mean()), rel=1e-4)
+
+
+def test_compile_demo_eager_gives_the_same_weights():
+    out = run_example("compile_demo.py", env={"GT_COMPILE": "0"}).stdout
+    assert "weights after 5 steps equal NumPy's" in out
+    assert line_starting(out, "compiled units run:") == "compiled units run: 0"
+
+
+def test_debug_demo(tmp_path):
+    log = tmp_path / "ops.log"
+    out = run_example("debug_demo.py", "--explain", env={"GT_INSTRUCTION_LOG": str(log)})
+    assert "autograd tape: 4 recorded ops" in out.stdout
+    assert re.search(r"#0\s+matmul\s+%\d+ <- %\d+, %\d+\s+\[layer1\]", out.stdout), out.stdout
+    assert "d loss / d a equals NumPy's" in out.stdout
+    a = np.arange(12, dtype=np.float32).reshape(4, 3) / 10
+    h = np.maximum(a @ np.ones((3, 2), dtype=np.float32), 0)
+    assert float(line_starting(out.stdout, "loss ").split()[1].rstrip(";")) == pytest.approx(float((h * h).sum()),
+                                                                                            abs=1e-4)
+    assert f"== instruction log {log}:" in out.stdout
+    assert "ops received, in order: configure from_bytes from_bytes matmul relu mul sum" in out.stdout
+    assert log.read_text().count("RECV") > 10
+    # --explain: the sharding stage's placement lines, a sharded from_bytes among them.
+    assert re.search(r"gt explain: from_bytes #\d+ \[layer1\]: -> sharded\(axis 0\) on \[0, 1\]", out.stderr), out.stderr
+
+
+def test_config_from_python():
+    out = run_example("config_from_python.py").stdout
+    assert "batch size 256: the batch is split over workers [0, 1, 2, 3]" in out
+    assert "loss and d loss / d w equal NumPy's" in out
+    out = run_example("config_from_python.py", "--batch-size", "32").stdout
+    assert "batch size 32: the batch is split over workers [0, 1]" in out
+    assert "loss and d loss / d w equal NumPy's" in out
+
+
+def test_auto_shard_demo():
+    out = run_example("auto_shard_demo.py")
+    # 8 rows over 4 workers, 5 rows replicated: each worker holds two tensors.
+    assert line_starting(out.stdout, "GT_AUTO_SHARD=1:").endswith("[2, 2, 2, 2]"), out.stdout
+    a = np.arange(24, dtype=np.float32).reshape(8, 3)
+    assert str((a * 2).sum(0).tolist()) in line_starting(out.stdout, "  (a * 2).sum(0)")
+    assert "auto-shard demo: results equal NumPy's" in out.stdout
+    assert re.search(r"from_bytes #\d+: -> sharded\(axis 0\) on \[0, 1, 2, 3\] sizes \[2, 2, 2, 2\]", out.stderr)
+    assert re.search(r"from_bytes #\d+: -> replicated on \[0, 1, 2, 3\]", out.stderr)
+
+
+def test_show_stats():
+    out = run_example("show_stats.py").stdout
+    assert "20 SGD steps: weights equal NumPy's" in out
+    units = int(line_starting(out, "units the workers ran:").split(":")[1])
+    assert units > 0, out  # the repeated step ran as compiled units
+    assert line_starting(out, "client (client):")
+    assert re.search(r"^host\s+kind\s+instructions\s+compiled", out, re.M), out  # print_worker_stats' table
+    assert "hot sequences:" in out and "client/hotpath" in out
+
+
+def test_simple_launch():
+    bin_dir = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
+    if not ((bin_dir / "gt-dispatcher").exists() and (bin_dir / "gt-worker").exists()):
+        pytest.skip(f"gt-dispatcher / gt-worker not built in {bin_dir}")
+    out = run_example("simple_launch.py").stdout
+    assert "workers registered with the dispatcher: worker-0, worker-1" in out
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 32)).astype(np.float32)
+    b = rng.standard_normal((32, 16)).astype(np.float32)
+    first = np.round(np.maximum(a @ b, 0).sum(axis=0)[:3].astype(np.float64), 4)
+    line = line_starting(out, "relu(a @ b).sum(0) over tcp://127.0.0.1:")
+    assert "equals NumPy's" in line
+    got = [float(v) for v in re.search(r"first values \[(.*)\]", line).group(1).split(",")]
+    np.testing.assert_allclose(got, first, rtol=1e-4, atol=1e-3)
+    assert out.rstrip().endswith("stopped the server and workers")
