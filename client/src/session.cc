@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "codec.h"
+#include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "gt/options.h"
 #include "transport.h"
@@ -136,6 +137,7 @@ void Session::EnsureStartedLocked() {
   socket_->set(zmq::sockopt::sndhwm, 0);
   socket_->set(zmq::sockopt::rcvhwm, 0);
   socket_->connect(endpoint);
+  GT_LOG(kClient, "connected to " << (address_.empty() ? "the embedded cluster at " : "") << endpoint);
   uint64_t token = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
   wire::Envelope hello;
   hello.set_kind(wire::Envelope::HELLO);
@@ -282,6 +284,8 @@ void Session::FlushLocked() {
 void Session::SendBatchLocked() {
   if (batch_.instructions_size() == 0) return;
   Result<size_t> sent = SendEnvelope(*socket_, "", batch_, payloads_);
+  GT_LOG(kClient, "sent a batch of " << batch_.instructions_size() << " instructions ("
+                                     << (sent.ok() ? std::to_string(*sent) + " bytes" : sent.status().ToString()) << ")");
   batch_.Clear();
   payloads_.clear();
   payload_bytes_ = 0;
@@ -325,6 +329,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
   if (pipeline_) pipeline_->Drain();
   QueueLocked(std::move(sync));
   FlushLocked();
+  const auto waited_from = std::chrono::steady_clock::now();
   bool have_data = false;
   std::vector<wire::OpError> errors;
   errors.swap(stray_errors_);
@@ -348,6 +353,12 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
       break;
     }
   }
+  GT_LOG(kClient, "sync " << sync_id << (data ? " (fetch #" + std::to_string(fetch_seq) + ")" : std::string())
+                          << " waited "
+                          << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from).count()
+                          << " ms, " << errors.size() << " errors");
+  for (const wire::OpError& e : errors)
+    GT_LOG(kClient, "error from " << e.host() << ": op #" << e.seq() << ": " << e.message());
   if (!errors.empty()) throw RemoteError(errors);
   if (data && !have_data) throw Error(Code::kInternal, "gt: fetch #" + std::to_string(fetch_seq) + " got no data");
 }

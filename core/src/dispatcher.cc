@@ -7,6 +7,7 @@
 
 #include "client_table.h"
 #include "codec.h"
+#include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "host_metrics.h"
 #include "host_snapshot.h"
@@ -169,11 +170,16 @@ class Dispatcher::Impl final : public PeerSender {
   ClientState& ClientFor(const std::string& route, uint64_t token) {
     bool created = false;
     ClientState& c = clients_.ForRoute(route, token, &created);
-    if (created) metrics_.clients_connected.Increment();
+    if (created) {
+      metrics_.clients_connected.Increment();
+      GT_LOG(kDispatcher, manifest_.id << ": client " << c.id << " connected");
+    }
     return c;
   }
 
   void HandleBatch(ClientState& c, WireMessage& msg) {
+    GT_LOG(kDispatcher, manifest_.id << ": batch of " << msg.envelope.instructions_size() << " instructions from client "
+                                     << c.id);
     for (const wire::Instruction& wi : msg.envelope.instructions()) {
       Result<Instruction> inst = DecodeInstruction(wi, msg.frames);
       const OpRef ref{c.id, wi.seq(), wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync};
@@ -242,6 +248,8 @@ class Dispatcher::Impl final : public PeerSender {
 
   void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip) {
     const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip);
+    GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
+                                     << (peer_ip.empty() ? "" : " from " + peer_ip));
     metrics_.workers_connected.Increment();
     wire::Envelope welcome;
     welcome.set_kind(wire::Envelope::WELCOME);
@@ -279,6 +287,7 @@ class Dispatcher::Impl final : public PeerSender {
     if (!workers_.MarkLost(w)) return;
     metrics_.workers_connected.Decrement();
     membership_changed_ = true;
+    GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " disconnected (" << why << ")");
     if (why != kGoodbye)
       std::cerr << "dispatcher " << manifest_.id << ": worker " << workers_.at(w).name << " lost (" << why << ")\n";
     for (auto& [id, c] : clients_) syncs_.OnWorkerLost(c, w, why);
@@ -293,7 +302,11 @@ class Dispatcher::Impl final : public PeerSender {
   }
 
   void FlushWorkers() {
-    auto send = [this](const WorkerState& w) { return Send(w.route, w.outgoing, w.payloads); };
+    auto send = [this](const WorkerState& w) {
+      GT_LOG(kDispatcher, manifest_.id << ": batch of " << w.outgoing.instructions_size() << " instructions to worker "
+                                       << w.name);
+      return Send(w.route, w.outgoing, w.payloads);
+    };
     for (size_t w : workers_.Flush(send)) WorkerLost(w, "unreachable");
   }
 
@@ -315,6 +328,7 @@ class Dispatcher::Impl final : public PeerSender {
     pipeline_->Push(MakeDropClient(id));
     pipeline_->EndBatch();
     clients_.Erase(id);
+    GT_LOG(kDispatcher, manifest_.id << ": client " << id << " disconnected");
     metrics_.clients_connected.Decrement();
   }
 

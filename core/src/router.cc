@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
 
@@ -35,6 +36,8 @@ Status Router::Accept(Instruction inst) {
     for (TensorId id : ConsumedOperands(inst)) c.tensors.erase(id);
   }
   for (TensorId r : inst.results) c.tensors[r] = *target;
+  GT_LOG(kDispatcher, "place " << OpName(inst.op) << " #" << inst.seq << " of client " << c.id << " on "
+                                << workers_.at(*target).name);
   Enqueue(*target, c, inst);
   return Status::Ok();
 }

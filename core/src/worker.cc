@@ -9,6 +9,7 @@
 
 #include "codec.h"
 #include "gt/failed_tensors.h"
+#include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
 #include "host_metrics.h"
@@ -95,8 +96,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
     std::atomic<bool> pipeline_stop{false};
     std::thread pipeline_thread([&] { PipelineLoop(link_endpoint, pipeline_stop); });
     SendControl(dealer, wire::Envelope::REGISTER);
+    GT_LOG(kWorker, manifest_.id << ": registering with " << dispatcher);
     IoLoop(dealer, link, stop);
     SendControl(dealer, wire::Envelope::BYE);
+    GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
     pipeline_stop = true;
     pipeline_thread.join();
     return Status::Ok();
@@ -124,7 +127,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
     }
     Clock::time_point start = Clock::now();
     Status status = backend_->Execute(inst, *this);
-    op_seconds_[static_cast<size_t>(inst.op)].Observe(SecondsSince(start));
+    const double seconds = SecondsSince(start);
+    op_seconds_[static_cast<size_t>(inst.op)].Observe(seconds);
+    GT_LOG(kWorker, manifest_.id << ": ran " << OpName(inst.op) << " #" << inst.seq << " of client " << inst.client << " in "
+                                 << seconds * 1e3 << " ms" << (status.ok() ? "" : " (failed)"));
     if (!status.ok()) failed.RecordResults(inst, inst.seq);
     return status;
   }
@@ -182,6 +188,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   }
 
   void RecordError(const OpRef& ref, const Status& status) {
+    GT_LOG(kWorker, manifest_.id << ": error " << status.ToString());
     if (ref.client == 0) {  // not about any client's instruction (e.g. a stage's end of batch)
       std::cerr << "worker " << manifest_.id << ": " << status.ToString() << "\n";
       return;
@@ -290,7 +297,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
       std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << msg.status().ToString() << "\n";
       return;
     }
+    if (msg->envelope.kind() == wire::Envelope::WELCOME)
+      GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
     if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
+    GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
     for (const wire::Instruction& wi : msg->envelope.instructions()) {
       Result<Instruction> inst = DecodeInstruction(wi, msg->frames);
       if (!inst.ok()) {

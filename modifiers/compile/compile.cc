@@ -6,6 +6,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
+#include "gt/log.h"
 #include "gt/metrics.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
@@ -151,6 +152,8 @@ const CompileStage::Known* CompileStage::Replayable(ClientId client, uint64_t id
 }
 
 void CompileStage::GiveUpReplay(Pending& pending, Emitter& out) {
+  GT_LOG(kCompile, "replay of unit " << pending.replay << " given up after " << pending.instructions.size()
+                                     << " instructions: ran them eagerly");
   pending.mode = Mode::kIdle;
   pending.worker = -1;
   buffered_ -= pending.instructions.size();
@@ -243,8 +246,10 @@ void CompileStage::EmitRun(ClientId client, Pending& pending, sequence::Sequence
     define.worker = worker;
     out.Emit(std::move(define));
     metrics_.cache_misses->Increment();
+    GT_LOG(kCompile, "cache miss: unit " << s.id << " (" << s.length << " ops) defined for client " << client);
   } else {
     metrics_.cache_hits->Increment();
+    GT_LOG(kCompile, "cache hit: unit " << s.id << " (" << s.length << " ops) run again for client " << client);
   }
   Instruction run = MakeRunUnit(client, first.seq, s.id, std::move(s.inputs), std::move(s.outputs), s.consumed);
   run.signal = first.signal;

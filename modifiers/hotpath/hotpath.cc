@@ -10,6 +10,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include "gt/log.h"
 #include "gt/metrics.h"
 #include "gt/op_attrs.h"
 
@@ -198,6 +199,8 @@ HotpathStage::Seen* HotpathStage::Record(const sequence::Sequence& s) {
   if (!seen.hot && static_cast<int64_t>(seen.in_window) >= options_.threshold) {
     seen.hot = true;
     metrics_.hot_sequences->Increment();
+    GT_LOG(kCompile, "hot sequence " << s.id << " found: " << s.length << " ops, seen " << seen.in_window
+                                     << " times in the window");
     Report(seen);
   }
   return &seen;

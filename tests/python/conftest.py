@@ -50,10 +50,12 @@ def _free_port():
 
 
 @contextlib.contextmanager
-def process_cluster(workers=1, dispatcher_manifest=None):
+def process_cluster(workers=1, dispatcher_manifest=None, env=None, log=None):
     """Real gt-dispatcher and gt-worker processes (worker-0, worker-1, ...) on a
     free TCP port of 127.0.0.1; yields the port, stops them on exit. Skips the
-    test when the binaries are not built (GT_BIN_DIR, else build/bin)."""
+    test when the binaries are not built (GT_BIN_DIR, else build/bin).
+    `env` is added to the processes' environment; with `log` (a path) their
+    stdout and stderr go to that file, else nowhere."""
     repo = pathlib.Path(__file__).resolve().parents[2]
     bin_dir = pathlib.Path(os.environ.get("GT_BIN_DIR", repo / "build" / "bin"))
     dispatcher, worker = bin_dir / "gt-dispatcher", bin_dir / "gt-worker"
@@ -62,7 +64,8 @@ def process_cluster(workers=1, dispatcher_manifest=None):
     port = _free_port()
     endpoint = f"tcp://127.0.0.1:{port}"
     manifest = ["--manifest", str(dispatcher_manifest)] if dispatcher_manifest else []
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT}
+    out = open(log, "w") if log else subprocess.DEVNULL
+    quiet = {"stdout": out, "stderr": subprocess.STDOUT, "env": {**os.environ, **(env or {})}}
     procs = [subprocess.Popen([str(dispatcher), "--listen", endpoint] + manifest, **quiet)]
     try:
         for i in range(workers):
@@ -77,6 +80,8 @@ def process_cluster(workers=1, dispatcher_manifest=None):
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+        if log:
+            out.close()
 
 
 @pytest.fixture

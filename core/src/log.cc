@@ -1,0 +1,118 @@
+#include "gt/log.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace gt::log {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::array<const char*, static_cast<size_t>(Component::kCount)> kNames = {"client", "dispatcher", "worker",
+                                                                                    "compile"};
+constexpr std::array<const char*, static_cast<size_t>(Component::kCount)> kVariables = {
+    "GT_DEBUG_CLIENT", "GT_DEBUG_DISPATCHER", "GT_DEBUG_WORKER", "GT_DEBUG_COMPILE"};
+
+bool On(const char* variable) {
+  const char* v = std::getenv(variable);
+  if (v == nullptr) return false;
+  const std::string s(v);
+  return s == "1" || s == "true" || s == "yes" || s == "on";
+}
+
+uint32_t MaskFromEnvironment() {
+  uint32_t mask = 0;
+  const bool verbose = On("GT_VERBOSE");
+  for (size_t c = 0; c < kVariables.size(); ++c)
+    if (verbose || On(kVariables[c])) mask |= 1u << c;
+  return mask;
+}
+
+// Per part: the current one-second window and what it has written.
+struct Window {
+  std::mutex mu;
+  Clock::time_point start;  // GUARDED_BY(mu)
+  int written = 0;          // GUARDED_BY(mu)
+  int64_t suppressed = 0;   // GUARDED_BY(mu)
+};
+
+struct State {
+  Clock::time_point loaded = Clock::now();
+  std::array<Window, static_cast<size_t>(Component::kCount)> windows;
+};
+
+// Never destroyed: threads may log while the process exits.
+State& state() {
+  static State* s = new State;
+  return *s;
+}
+
+void Emit(Component c, std::string_view line) {
+  const double seconds = std::chrono::duration<double>(Clock::now() - state().loaded).count();
+  char prefix[64];
+  const int n = std::snprintf(prefix, sizeof prefix, "gt:%s +%.3fs ", kNames[static_cast<size_t>(c)], seconds);
+  std::string out(prefix, n > 0 ? static_cast<size_t>(n) : 0);
+  out.append(line);
+  out.push_back('\n');
+  ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
+  (void)ignored;
+}
+
+void ReportSuppressed(Component c, Window& w) {  // REQUIRES: w.mu held
+  if (w.suppressed == 0) return;
+  Emit(c, "... " + std::to_string(w.suppressed) + " lines suppressed (at most " + std::to_string(kLinesPerSecond) +
+              " a second)");
+  w.suppressed = 0;
+}
+
+// Reports what the last window suppressed when the process exits.
+struct FlushAtExit {
+  FlushAtExit() { (void)state(); }  // the clock starts when libgt_core loads
+  ~FlushAtExit() {
+    for (size_t c = 0; c < state().windows.size(); ++c) {
+      Window& w = state().windows[c];
+      std::lock_guard<std::mutex> lock(w.mu);
+      ReportSuppressed(static_cast<Component>(c), w);
+    }
+  }
+} flush_at_exit;
+
+}  // namespace
+
+namespace detail {
+std::atomic<uint32_t> enabled_mask{MaskFromEnvironment()};
+}  // namespace detail
+
+std::string_view ComponentName(Component c) { return kNames[static_cast<size_t>(c)]; }
+
+void Write(Component c, std::string_view line) {
+  if (!Enabled(c)) return;
+  Window& w = state().windows[static_cast<size_t>(c)];
+  std::lock_guard<std::mutex> lock(w.mu);
+  const Clock::time_point now = Clock::now();
+  if (now - w.start >= std::chrono::seconds(1)) {
+    ReportSuppressed(c, w);
+    w.start = now;
+    w.written = 0;
+  }
+  if (w.written >= kLinesPerSecond) {
+    ++w.suppressed;
+    return;
+  }
+  ++w.written;
+  Emit(c, line);
+}
+
+void SetEnabledForTest(Component c, bool on) {
+  const uint32_t bit = 1u << static_cast<unsigned>(c);
+  if (on) detail::enabled_mask.fetch_or(bit, std::memory_order_relaxed);
+  else detail::enabled_mask.fetch_and(~bit, std::memory_order_relaxed);
+}
+
+}  // namespace gt::log
