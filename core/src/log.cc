@@ -9,6 +9,8 @@
 #include <mutex>
 #include <string>
 
+#include "gt/options.h"
+
 namespace gt::log {
 namespace {
 
@@ -16,21 +18,19 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::array<const char*, static_cast<size_t>(Component::kCount)> kNames = {"client", "dispatcher", "worker",
                                                                                     "compile"};
-constexpr std::array<const char*, static_cast<size_t>(Component::kCount)> kVariables = {
-    "GT_DEBUG_CLIENT", "GT_DEBUG_DISPATCHER", "GT_DEBUG_WORKER", "GT_DEBUG_COMPILE"};
-
-bool On(const char* variable) {
-  const char* v = std::getenv(variable);
-  if (v == nullptr) return false;
-  const std::string s(v);
-  return s == "1" || s == "true" || s == "yes" || s == "on";
-}
+// A switch as every GT_* switch reads (gt/options.h, EnvFlag): unset or
+// empty is off.
+bool On(const char* value) { return value != nullptr && *value != '\0' && EnvFlag(value); }
 
 uint32_t MaskFromEnvironment() {
+  // In Component order.
+  const std::array<const char*, static_cast<size_t>(Component::kCount)> parts = {
+      std::getenv("GT_DEBUG_CLIENT"), std::getenv("GT_DEBUG_DISPATCHER"), std::getenv("GT_DEBUG_WORKER"),
+      std::getenv("GT_DEBUG_COMPILE")};
+  const bool verbose = On(std::getenv("GT_VERBOSE"));
   uint32_t mask = 0;
-  const bool verbose = On("GT_VERBOSE");
-  for (size_t c = 0; c < kVariables.size(); ++c)
-    if (verbose || On(kVariables[c])) mask |= 1u << c;
+  for (size_t c = 0; c < parts.size(); ++c)
+    if (verbose || On(parts[c])) mask |= 1u << c;
   return mask;
 }
 
