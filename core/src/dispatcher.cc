@@ -58,6 +58,7 @@ class Dispatcher::Impl final : public PeerSender {
     pipeline_ = std::move(*pipeline);
     pipeline_->SetTerminal(&router_, "router");
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
+    router_.set_events(&pipeline_->events());
     return Status::Ok();
   }
 
@@ -110,6 +111,7 @@ class Dispatcher::Impl final : public PeerSender {
   bool Send(const std::string& route, const wire::Envelope& env, const std::vector<BlobPtr>& frames) override {
     Result<size_t> sent = SendEnvelope(socket_, route, env, frames);
     if (!sent.ok()) return false;
+    if (LogsEvents()) RecordReply(route, env, *sent);
     metrics_.messages_sent.Increment();
     metrics_.bytes_sent.Increment(static_cast<double>(*sent));
     return true;
@@ -155,7 +157,7 @@ class Dispatcher::Impl final : public PeerSender {
         if (ClientState* c = clients_.FindByToken(env.token())) c->last_seen = Clock::now();
         return;
       case wire::Envelope::BYE:
-        if (ClientState* c = clients_.FindByRoute(msg.routing_id)) DropClient(c->id);
+        if (ClientState* c = clients_.FindByRoute(msg.routing_id)) DropClient(c->id, kGoodbye);
         return;
       case wire::Envelope::REGISTER:
         return RegisterWorker(msg.routing_id, env, peer_ip);
@@ -173,6 +175,7 @@ class Dispatcher::Impl final : public PeerSender {
     if (created) {
       metrics_.clients_connected.Increment();
       GT_LOG(kDispatcher, manifest_.id << ": client " << c.id << " connected");
+      if (LogsEvents()) Record(HostEventKind::kConnect, "client " + std::to_string(c.id), "client", "");
     }
     return c;
   }
@@ -251,6 +254,9 @@ class Dispatcher::Impl final : public PeerSender {
     GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
                                      << (peer_ip.empty() ? "" : " from " + peer_ip));
     metrics_.workers_connected.Increment();
+    if (LogsEvents())
+      Record(HostEventKind::kConnect, "worker " + workers_.at(index).name, "worker",
+             "index=" + std::to_string(index) + (peer_ip.empty() ? "" : " from=" + peer_ip));
     wire::Envelope welcome;
     welcome.set_kind(wire::Envelope::WELCOME);
     welcome.set_worker_index(static_cast<uint32_t>(index));
@@ -279,7 +285,7 @@ class Dispatcher::Impl final : public PeerSender {
     // Clients that send heartbeats (token != 0) get the same treatment.
     for (ClientId id : clients_.Silent(now, 2 * timeout)) {
       metrics_.heartbeats_missed.Increment();
-      DropClient(id);
+      DropClient(id, "missed heartbeats");
     }
   }
 
@@ -288,6 +294,7 @@ class Dispatcher::Impl final : public PeerSender {
     metrics_.workers_connected.Decrement();
     membership_changed_ = true;
     GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " disconnected (" << why << ")");
+    if (LogsEvents()) Record(HostEventKind::kDisconnect, "worker " + workers_.at(w).name, "worker", why);
     if (why != kGoodbye)
       std::cerr << "dispatcher " << manifest_.id << ": worker " << workers_.at(w).name << " lost (" << why << ")\n";
     for (auto& [id, c] : clients_) syncs_.OnWorkerLost(c, w, why);
@@ -310,6 +317,44 @@ class Dispatcher::Impl final : public PeerSender {
     for (size_t w : workers_.Flush(send)) WorkerLost(w, "unreachable");
   }
 
+  // ---- host events (gt/host_event.h) ---------------------------------------
+
+  // Whether a stage records host events; test it before building one.
+  bool LogsEvents() const { return pipeline_ && pipeline_->events().enabled(); }
+
+  void Record(HostEventKind kind, const std::string& peer, std::string_view command, std::string_view detail) {
+    HostEvent event{kind, peer};
+    event.command = command;
+    event.detail = detail;
+    pipeline_->events().Emit(event);
+  }
+
+  // SEND: what a client got back (fetched data, a sync's answer, an error).
+  void RecordReply(const std::string& route, const wire::Envelope& env, size_t bytes) {
+    if (env.kind() != wire::Envelope::DATA && env.kind() != wire::Envelope::SYNC_DONE &&
+        env.kind() != wire::Envelope::ERROR)
+      return;
+    const ClientState* c = clients_.FindByRoute(route);
+    if (c == nullptr) return;  // a worker, or a peer that never said hello
+    HostEvent event{HostEventKind::kSend, {}};
+    std::string detail;
+    if (env.kind() == wire::Envelope::DATA) {
+      event.command = "fetch";
+      detail = "fetch #" + std::to_string(env.seq()) + " tensor=%" + std::to_string(env.tensor());
+    } else if (env.kind() == wire::Envelope::SYNC_DONE) {
+      event.command = "sync";
+      detail = "sync_id=" + std::to_string(env.sync_id()) + " errors=" + std::to_string(env.errors_size());
+    } else {
+      event.command = "error";
+      detail = "errors=" + std::to_string(env.errors_size());
+    }
+    const std::string peer = "client " + std::to_string(c->id);
+    event.peer = peer;
+    event.bytes = bytes;
+    event.detail = detail;
+    pipeline_->events().Emit(event);
+  }
+
   // ---- clients -------------------------------------------------------------
 
   void RecordError(const OpRef& ref, const Status& status) {
@@ -323,8 +368,9 @@ class Dispatcher::Impl final : public PeerSender {
 
   // The drop goes through the stages (they free what they keep for the
   // client) and reaches the workers from the router.
-  void DropClient(ClientId id) {
+  void DropClient(ClientId id, std::string_view why) {
     if (!clients_.Find(id)) return;
+    if (LogsEvents()) Record(HostEventKind::kDisconnect, "client " + std::to_string(id), "client", why);
     pipeline_->Push(MakeDropClient(id));
     pipeline_->EndBatch();
     clients_.Erase(id);

@@ -51,6 +51,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::Build(const HostManifest& manifest, 
     slot->name = spec.name;
     slot->stage = std::move(*stage);
     slot->metrics = metrics.ForStage(spec.name);
+    if (HostEventSink* sink = slot->stage->host_event_sink()) p->events_.Add(sink);
     p->stages_.push_back(std::move(slot));
   }
   return p;

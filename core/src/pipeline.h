@@ -18,6 +18,7 @@
 
 #include "gt/instruction.h"
 #include "gt/stage.h"
+#include "host_events.h"
 #include "host_metrics.h"
 #include "manifest.h"
 #include "plugin_loader.h"
@@ -50,6 +51,8 @@ class Pipeline {
   void EndBatch();
 
   size_t stage_count() const { return stages_.size(); }
+  // The sinks of the stages that asked for host events (in stage order).
+  const HostEvents& events() const { return events_; }
 
  private:
   // Counts and times of one stage not yet added to its Prometheus metrics.
@@ -79,6 +82,7 @@ class Pipeline {
   Tally terminal_tally_;
   HostMetrics* metrics_ = nullptr;
   ErrorSink errors_;
+  HostEvents events_;
 };
 
 }  // namespace gt

@@ -44,7 +44,7 @@ Status Router::Accept(Instruction inst) {
 
 Status Router::SendDrop(ClientState& c, const Instruction& drop) {
   for (size_t w : c.ever)
-    if (workers_.IsAlive(w)) workers_.Enqueue(w, drop);
+    if (workers_.IsAlive(w)) EnqueueTo(w, drop);
   return Status::Ok();
 }
 
@@ -142,8 +142,19 @@ Status Router::Refuse(ClientState& c, const Instruction& inst, Status status) {
   return status;
 }
 
-void Router::Enqueue(size_t w, ClientState& c, const Instruction& inst) {
+void Router::EnqueueTo(size_t w, const Instruction& inst) {
   workers_.Enqueue(w, inst);
+  if (events_ == nullptr || !events_->enabled()) return;
+  const std::string peer = "worker " + workers_.at(w).name;
+  const std::string client = "client=" + std::to_string(inst.client);
+  HostEvent event{HostEventKind::kWorkerSend, peer, &inst};
+  event.bytes = inst.payload ? inst.payload->size() : 0;
+  event.detail = client;
+  events_->Emit(event);
+}
+
+void Router::Enqueue(size_t w, ClientState& c, const Instruction& inst) {
+  EnqueueTo(w, inst);
   c.touched.insert(w);
   c.ever.insert(w);
 }

@@ -33,6 +33,9 @@ class Router final : public Terminal {
   // An error for the client's next sync point when `inst` is refused.
   Status Accept(Instruction inst) override;
   void EndBatch() override { end_batch_(); }
+  // Where WORKER_SEND events go (the dispatcher pipeline's); null: none.
+  // REQUIRES: `events` outlives this router.
+  void set_events(const HostEvents* events) { events_ = events; }
 
  private:
   Status SendDrop(ClientState& c, const Instruction& drop);
@@ -42,11 +45,14 @@ class Router final : public Terminal {
   Result<size_t> TargetWorker(ClientState& c, const Instruction& inst);
   Status Refuse(ClientState& c, const Instruction& inst, Status status);
   void Enqueue(size_t w, ClientState& c, const Instruction& inst);
+  // Appends `inst` to worker w's batch, recording a WORKER_SEND event.
+  void EnqueueTo(size_t w, const Instruction& inst);
 
   ClientTable& clients_;
   WorkerRegistry& workers_;
   SyncTracker& syncs_;
   std::function<void()> end_batch_;
+  const HostEvents* events_ = nullptr;
 };
 
 }  // namespace gt

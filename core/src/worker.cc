@@ -132,6 +132,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     GT_LOG(kWorker, manifest_.id << ": ran " << OpName(inst.op) << " #" << inst.seq << " of client " << inst.client << " in "
                                  << seconds * 1e3 << " ms" << (status.ok() ? "" : " (failed)"));
     if (!status.ok()) failed.RecordResults(inst, inst.seq);
+    if (pipeline_->events().enabled()) RecordDone(inst, seconds, status);
     return status;
   }
 
@@ -163,6 +164,16 @@ class Worker::Impl final : public Terminal, public ReplySink {
   // (the dispatcher has forgotten them already).
   void ReleaseConsumed(const Instruction& run, FailedTensors& failed) {
     (void)FreeSkippingFailed(MakeFree(run.client, run.seq, ConsumedOperands(run)), failed);
+  }
+
+  // WORKER_DONE (gt/host_event.h): the backend ran `inst` in `seconds`.
+  void RecordDone(const Instruction& inst, double seconds, const Status& status) {
+    const std::string peer = "client " + std::to_string(inst.client);
+    const std::string detail = status.ok() ? "status=ok" : "status=failed " + status.ToString();
+    HostEvent event{HostEventKind::kWorkerDone, peer, &inst};
+    event.seconds = seconds;
+    event.detail = detail;
+    pipeline_->events().Emit(event);
   }
 
   Status FreeSkippingFailed(const Instruction& inst, FailedTensors& failed) {
@@ -297,8 +308,16 @@ class Worker::Impl final : public Terminal, public ReplySink {
       std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << msg.status().ToString() << "\n";
       return;
     }
-    if (msg->envelope.kind() == wire::Envelope::WELCOME)
+    if (msg->envelope.kind() == wire::Envelope::WELCOME) {
       GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
+      if (pipeline_->events().enabled()) {
+        const std::string detail = "registered as index=" + std::to_string(msg->envelope.worker_index());
+        HostEvent event{HostEventKind::kConnect, "dispatcher"};
+        event.command = "worker";
+        event.detail = detail;
+        pipeline_->events().Emit(event);
+      }
+    }
     if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
     GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
     for (const wire::Instruction& wi : msg->envelope.instructions()) {

@@ -7,6 +7,8 @@
 #include <exception>
 #include <utility>
 
+#include <unistd.h>
+
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 
@@ -19,7 +21,7 @@ namespace {
 // Column widths. Fixed so that columns line up in a pager; values wider than a
 // column (a 20-digit client id) widen that line only.
 constexpr int kEventWidth = 11;    // "WORKER_RECV"
-constexpr int kSourceWidth = 20;   // "client " + 13 digits
+constexpr int kSourceWidth = 24;   // "worker " + a 17-character name
 constexpr int kCommandWidth = 11;  // "drop_client", the longest op name
 constexpr int kBytesWidth = 10;
 
@@ -68,6 +70,8 @@ Result<InstructionLogMetrics> InstructionLogMetrics::Build(const StageContext& c
                    "Times the instruction log was moved to <path>.1 to stay within max_file_bytes."),
         AddCounter(registry, labels, "gt_instruction_log_write_errors_total",
                    "Failed writes, flushes, renames or opens of the instruction log."),
+        AddCounter(registry, labels, "gt_instruction_log_host_events_total",
+                   "Host event lines written (CONNECT, DISCONNECT, WORKER_SEND, SEND, WORKER_DONE)."),
     };
   } catch (const std::exception& e) {
     return InvalidArgument("instruction_log: cannot register metrics: " + std::string(e.what()));
@@ -93,17 +97,36 @@ Result<std::unique_ptr<InstructionLogStage>> InstructionLogStage::Open(
   const OpenMode mode = options.append ? OpenMode::kAppend : OpenMode::kTruncate;
   // The constructor is private; make_unique cannot reach it.
   std::unique_ptr<InstructionLogStage> stage(
-      new InstructionLogStage(std::move(options), metrics.value(), EventFor(context.host)));
+      new InstructionLogStage(std::move(options), metrics.value(), context));
   if (Status opened = stage->OpenFile(mode); !opened.ok()) return opened;
+  stage->WriteHeader();
   return stage;
 }
 
+namespace {
+
+// The OPEN line's details: enough to put several hosts' files on one
+// timeline (`gt trace`): who wrote it, and the wall clock at elapsed 0.
+std::string HeaderDetails(const StageContext& context) {
+  const double unix_seconds =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  char start[64];
+  std::snprintf(start, sizeof start, "%.6f", unix_seconds);
+  return "instruction_log host=" + std::string(HostKindName(context.host)) +
+         " instance=" + context.instance + " stage=" + context.stage +
+         " pid=" + std::to_string(::getpid()) + " start_unix=" + start;
+}
+
+}  // namespace
+
 InstructionLogStage::InstructionLogStage(InstructionLogOptions options,
-                                         InstructionLogMetrics metrics, std::string_view event)
+                                         InstructionLogMetrics metrics, const StageContext& context)
     : options_(std::move(options)),
       metrics_(metrics),
-      event_(event),
+      event_(EventFor(context.host)),
       start_(std::chrono::steady_clock::now()),
+      host_(std::string(HostKindName(context.host)) + " " + context.instance),
+      header_(HeaderDetails(context)),
       buffer_(new char[kBufferBytes]) {}
 
 InstructionLogStage::~InstructionLogStage() { CloseFile(); }
@@ -158,36 +181,85 @@ Status InstructionLogStage::EndBatch(Emitter& out) {
   return Status::Ok();
 }
 
-void InstructionLogStage::FormatLine(const Instruction& inst) {
+void InstructionLogStage::FormatPrefix(std::string_view event, std::string_view source,
+                                       std::string_view command, size_t bytes) {
   const double elapsed =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  char source[32];
-  std::snprintf(source, sizeof source, "client %llu",
-                static_cast<unsigned long long>(inst.client));
-  const size_t payload_bytes = inst.payload ? inst.payload->size() : 0;
-  char prefix[192];
-  const int n = std::snprintf(
-      prefix, sizeof prefix, "%11.6fs | #%06llu | %-*.*s | %-*s | %-*.*s | %*zuB | ", elapsed,
-      static_cast<unsigned long long>(line_seq_), kEventWidth, static_cast<int>(event_.size()),
-      event_.data(), kSourceWidth, source, kCommandWidth,
-      static_cast<int>(OpName(inst.op).size()), OpName(inst.op).data(), kBytesWidth,
-      payload_bytes);
+  char prefix[96];
+  const int n = std::snprintf(prefix, sizeof prefix, "%11.6fs | #%06llu | %-*.*s | ", elapsed,
+                              static_cast<unsigned long long>(line_seq_), kEventWidth,
+                              static_cast<int>(event.size()), event.data());
   // Every field above is bounded, so n < sizeof prefix; clamp regardless.
   line_.assign(prefix, n < 0 ? 0 : std::min<size_t>(static_cast<size_t>(n), sizeof prefix - 1));
-  line_ += inst.Describe();
-  line_ += '\n';
+  // Source and command may be longer than their columns (a worker's name).
+  line_ += source;
+  if (source.size() < kSourceWidth) line_.append(kSourceWidth - source.size(), ' ');
+  line_ += " | ";
+  line_ += command;
+  if (command.size() < kCommandWidth) line_.append(kCommandWidth - command.size(), ' ');
+  char tail[48];
+  const int m = std::snprintf(tail, sizeof tail, " | %*zuB | ", kBytesWidth, bytes);
+  line_.append(tail, m < 0 ? 0 : std::min<size_t>(static_cast<size_t>(m), sizeof tail - 1));
   // Counted even if the write then fails: a gap in #<seq> shows lost lines.
   ++line_seq_;
 }
 
+void InstructionLogStage::FormatLine(const Instruction& inst) {
+  char source[32];
+  std::snprintf(source, sizeof source, "client %llu",
+                static_cast<unsigned long long>(inst.client));
+  FormatPrefix(event_, source, OpName(inst.op), inst.payload ? inst.payload->size() : 0);
+  line_ += inst.Describe();
+  line_ += '\n';
+}
+
+void InstructionLogStage::OnHostEvent(const HostEvent& event) {
+  try {
+    FormatPrefix(HostEventName(event.kind), event.peer,
+                 event.inst ? OpName(event.inst->op) : event.command, event.bytes);
+    if (event.inst) line_ += event.inst->Describe();
+    if (!event.detail.empty()) {
+      if (event.inst) line_ += ' ';
+      line_ += event.detail;
+    }
+    if (event.seconds >= 0) {
+      char took[48];
+      std::snprintf(took, sizeof took, " took=%.6fs", event.seconds);
+      line_ += took;
+    }
+    line_ += '\n';
+    if (WriteLineCounted()) metrics_.host_events->Increment();
+  } catch (const std::exception&) {  // bad_alloc: the line is lost, the host goes on
+    CountWriteError();
+  }
+}
+
+void InstructionLogStage::WriteHeader() {
+  if (file_ == nullptr) return;
+  FormatPrefix("OPEN", host_, "-", 0);
+  line_ += header_;
+  line_ += '\n';
+  const size_t written = std::fwrite(line_.data(), 1, line_.size(), file_);
+  file_bytes_ += written;
+  metrics_.bytes_written->Increment(static_cast<double>(written));
+  if (written != line_.size()) {
+    CountWriteError();
+    std::clearerr(file_);
+  }
+}
+
 void InstructionLogStage::WriteLine() {
+  if (WriteLineCounted()) metrics_.lines->Increment();
+}
+
+bool InstructionLogStage::WriteLineCounted() {
   const uint64_t limit = static_cast<uint64_t>(options_.max_file_bytes);
   // Rotate before the write, so a file never passes the limit unless one line
   // alone is longer than it.
   if (limit > 0 && file_bytes_ > 0 && file_bytes_ + line_.size() > limit) Rotate();
   if (file_ == nullptr) {
     CountWriteError();
-    return;
+    return false;
   }
   const size_t written = std::fwrite(line_.data(), 1, line_.size(), file_);
   file_bytes_ += written;
@@ -195,10 +267,10 @@ void InstructionLogStage::WriteLine() {
   if (written != line_.size()) {
     CountWriteError();
     std::clearerr(file_);
-    return;
+    return false;
   }
-  metrics_.lines->Increment();
   if (++unflushed_lines_ >= options_.flush_every) Flush();
+  return true;
 }
 
 void InstructionLogStage::Rotate() {
@@ -218,6 +290,12 @@ void InstructionLogStage::Rotate() {
     return;
   }
   metrics_.rotations->Increment();
+  // The new file is read alone: it gets its own OPEN line. line_ holds the
+  // line that caused the rotation; keep it.
+  std::string pending;
+  pending.swap(line_);
+  WriteHeader();
+  line_.swap(pending);
 }
 
 void InstructionLogStage::Flush() {

@@ -68,6 +68,7 @@ struct InstructionLogMetrics {
   prometheus::Counter* bytes_written;  // gt_instruction_log_bytes_written_total
   prometheus::Counter* rotations;      // gt_instruction_log_rotations_total
   prometheus::Counter* write_errors;   // gt_instruction_log_write_errors_total
+  prometheus::Counter* host_events;    // gt_instruction_log_host_events_total
 
   // Registers (or finds, when another stage already registered them) the
   // families on `context.registry`.
@@ -75,7 +76,11 @@ struct InstructionLogMetrics {
   static Result<InstructionLogMetrics> Build(const StageContext& context);
 };
 
-class InstructionLogStage final : public Stage {
+// Also a HostEventSink: the host's CONNECT / DISCONNECT / WORKER_SEND / SEND /
+// WORKER_DONE events (gt/host_event.h) get a line each in the same file, so
+// the log holds an instruction's whole life. Each file starts with an OPEN
+// line naming the host and the wall-clock time of `elapsed` 0.
+class InstructionLogStage final : public Stage, public HostEventSink {
  public:
   // Size of the one stdio buffer each stage writes through.
   static constexpr size_t kBufferBytes = 64 * 1024;
@@ -99,10 +104,13 @@ class InstructionLogStage final : public Stage {
   // Flushes, so the file is current whenever the pipeline waits for input.
   // Always returns OK.
   Status EndBatch(Emitter& out) override;
+  HostEventSink* host_event_sink() override { return this; }
+  // Writes the event's line. Never throws; a failure is counted as any other.
+  void OnHostEvent(const HostEvent& event) override;
 
  private:
   InstructionLogStage(InstructionLogOptions options, InstructionLogMetrics metrics,
-                      std::string_view event);
+                      const StageContext& context);
 
   enum class OpenMode { kTruncate, kAppend };
   // Opens options_.path with the fixed buffer. On failure file_ stays null
@@ -111,7 +119,15 @@ class InstructionLogStage final : public Stage {
   void CloseFile();
   // Fills line_ with `inst`'s line, newline included.
   void FormatLine(const Instruction& inst);
+  // Starts line_ with the columns before <details>.
+  void FormatPrefix(std::string_view event, std::string_view source, std::string_view command,
+                    size_t bytes);
+  // Writes the OPEN line at the top of a new file (not counted in lines).
+  void WriteHeader();
   void WriteLine();
+  // Writes line_ (rotating first when needed); true when all of it was
+  // written. Counts bytes and errors, not lines.
+  bool WriteLineCounted();
   // Moves the full file to "<path>.1" and starts an empty one.
   void Rotate();
   void Flush();
@@ -121,6 +137,8 @@ class InstructionLogStage final : public Stage {
   const InstructionLogMetrics metrics_;
   const std::string_view event_;  // "RECV" or "WORKER_RECV"; static storage
   const std::chrono::steady_clock::time_point start_;
+  const std::string host_;        // "<host kind> <instance>", the OPEN line's source
+  const std::string header_;      // the OPEN line's details
 
   // Declared before file_ so it outlives the FILE that points into it.
   std::unique_ptr<char[]> buffer_;

@@ -9,7 +9,8 @@
 // plugin boundary changes layout or meaning. 3: Stage::Process and
 // Emitter::Emit take the instruction as an rvalue reference. 4: OptionSpec
 // names the environment variable that overrides an option (and the unused
-// OptionValues::Has and OptionValueToString are gone).
+// OptionValues::Has and OptionValueToString are gone). 5: Stage gains the
+// virtual host_event_sink() (gt/host_event.h), which changes its vtable.
 #pragma once
 
 #include <cstddef>
@@ -22,7 +23,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 4
+#define GT_PLUGIN_ABI_VERSION 5
 #endif
 
 namespace gt {

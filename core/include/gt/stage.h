@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <string>
 
+#include "gt/host_event.h"
 #include "gt/instruction.h"
 #include "gt/options.h"
 #include "gt/status.h"
@@ -72,6 +73,12 @@ class Stage {
 
   // Instructions currently held back (reported as gt_stage_queue_depth).
   virtual size_t Buffered() const { return 0; }
+
+  // A stage that wants the host's events (gt/host_event.h: connects, where
+  // the router sent an op, a worker's completion times) returns a sink that
+  // lives as long as the stage; the host asks once, right after creating
+  // it. nullptr (the default): no events, and no cost.
+  virtual HostEventSink* host_event_sink() { return nullptr; }
 };
 
 }  // namespace gt
