@@ -13,6 +13,7 @@ packages=(
   libgloo-dev
   libgtest-dev libgmock-dev
   pybind11-dev python3-dev python3-numpy python3-pytest
+  python3-matplotlib  # gt.scripts.visualize: instruction logs as a timeline picture
   python3-torch  # the in-process PyTorch reference for the Python tests and benchmark (same LibTorch 1.13)
   curl prometheus
 )

@@ -128,7 +128,7 @@ TEST(HotpathTest, DetectsTheWholeMlpTrainingStep) {
       lengths.push_back(std::stoll(m[1]));
     } else if (line.find("| hot_end ") != std::string::npos) {
       inside = false;
-    } else if (inside) {
+    } else if (inside && line.find("| WORKER_RECV ") != std::string::npos) {  // not WORKER_DONE / CONNECT
       std::istringstream fields(line);
       std::string f;
       std::vector<std::string> parts;
