@@ -152,7 +152,7 @@ TEST(HotpathTest, DetectsTheWholeMlpTrainingStep) {
     std::string f;
     std::vector<std::string> parts;
     while (std::getline(fields, f, '|')) parts.push_back(f);
-    if (parts.size() < 5) continue;
+    if (parts.size() < 5 || parts[2].find(" RECV ") == std::string::npos) continue;  // not host events
     std::istringstream op(parts[4]);
     std::string name;
     op >> name;
