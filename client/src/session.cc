@@ -59,8 +59,11 @@ std::string LocalIpcEndpoint(const std::string& address) {
   if (colon == std::string::npos) return "";
   const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
   if (host != "localhost" && host != "127.0.0.1") return "";
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return "";
-  if (std::atoi(port.c_str()) < 1 || std::atoi(port.c_str()) > 65535 || port[0] == '0') return "";
+  // A plain port 1..65535 without leading zeros: the dispatcher names its
+  // socket after the number, so "05555" would name another file.
+  if (port.empty() || port.size() > 5 || port[0] == '0' || port.find_first_not_of("0123456789") != std::string::npos ||
+      std::atoi(port.c_str()) > 65535)
+    return "";
   const std::string path = LocalIpcPath(port);
   return LocalDispatcherListens(path) ? "ipc://" + path : "";
 }
