@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
     std::cerr << "gt-dispatcher: " << s.ToString() << "\n";
     return 1;
   }
+  // Before the local ipc endpoint: endpoint() names the last one bound.
+  const std::string listening = (*dispatcher)->endpoint();
+  std::string ipc_not_bound;
+  std::unique_ptr<gt::services::LocalIpcBinding> local_ipc = gt::services::BindLocalIpc(
+      listening, [d = dispatcher->get()](const std::string& e) { return d->Bind(e); }, &ipc_not_bound);
+  if (!ipc_not_bound.empty()) std::cerr << "gt-dispatcher: no local ipc endpoint: " << ipc_not_bound << "\n";
   // Declared after the dispatcher, so destroyed (and its thread joined)
   // before the dispatcher it reads from.
   std::unique_ptr<gt::services::DiscoveryServer> discovery;
@@ -73,7 +79,8 @@ int main(int argc, char** argv) {
   }
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
-  std::cout << "gt-dispatcher " << manifest->id << " listening on " << (*dispatcher)->endpoint()
+  std::cout << "gt-dispatcher " << manifest->id << " listening on " << listening
+            << (local_ipc ? ", local ipc on " + local_ipc->endpoint() : "")
             << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics")
             << (discovery ? ", discovery on http://" + discovery->bound() + "/targets" : "") << std::endl;
   (*dispatcher)->Run(stop);

@@ -1,7 +1,19 @@
 #include "service_common.h"
 
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <string_view>
+
+#include "gt/options.h"
 
 namespace gt::services {
 
@@ -59,6 +71,118 @@ std::string AnnouncedMetricsEndpoint(const std::string& address, const std::stri
   if (bound.empty() || !SplitHostPort(bound, &bound_host, &bound_port)) return bound;
   if (SplitHostPort(address, &host, &port) && IsWildcardHost(host)) return "0.0.0.0:" + bound_port;
   return bound;
+}
+
+namespace {
+
+// The port of "host:port" when it is a plain 1..65535 number, else 0.
+int ParsePort(const std::string& text) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
+  int port = std::atoi(text.c_str());
+  return port <= 65535 ? port : 0;
+}
+
+// "tcp://HOST:PORT" split; false for anything else.
+bool SplitTcp(const std::string& endpoint, std::string* host, int* port) {
+  constexpr std::string_view kTcp = "tcp://";
+  if (endpoint.compare(0, kTcp.size(), kTcp) != 0) return false;
+  std::string port_text;
+  if (!SplitHostPort(endpoint.substr(kTcp.size()), host, &port_text)) return false;
+  *port = ParsePort(port_text);
+  return *port != 0;
+}
+
+// Only names that one dispatcher holds exclusively once it listens on the
+// loopback port; IPv6 stays tcp (::1 and 127.0.0.1 can be two dispatchers).
+bool IsLocalHost(const std::string& host) { return host == "127.0.0.1" || host == "localhost"; }
+
+}  // namespace
+
+std::string LocalIpcPath(int port) { return "/tmp/gt-dispatcher-" + std::to_string(port) + ".sock"; }
+
+bool LocalIpcEnabled() {
+  const char* env = std::getenv("GT_LOCAL_IPC");
+  return !env || !*env || EnvFlag(env);
+}
+
+LocalSocket ProbeLocalSocket(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? LocalSocket::kAbsent : LocalSocket::kForeign;
+  if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) return LocalSocket::kForeign;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return LocalSocket::kForeign;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return LocalSocket::kForeign;
+  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
+  int err = rc == 0 ? 0 : errno;
+  ::close(fd);
+  if (rc == 0 || err == EAGAIN) return LocalSocket::kListening;  // EAGAIN: listening, backlog full
+  return err == ECONNREFUSED ? LocalSocket::kStale : LocalSocket::kForeign;
+}
+
+std::string LocalIpcEndpointForListen(const std::string& bound_tcp) {
+  std::string host;
+  int port = 0;
+  if (!LocalIpcEnabled() || !SplitTcp(bound_tcp, &host, &port)) return "";
+  if (!IsLocalHost(host) && host != "0.0.0.0" && host != "*") return "";
+  return "ipc://" + LocalIpcPath(port);
+}
+
+LocalIpcBinding::LocalIpcBinding(std::string endpoint)
+    : endpoint_(std::move(endpoint)), path_(endpoint_.substr(std::string_view("ipc://").size())) {
+  struct stat st;
+  if (::lstat(path_.c_str(), &st) == 0) {
+    dev_ = st.st_dev;
+    ino_ = st.st_ino;
+  }
+}
+
+LocalIpcBinding::~LocalIpcBinding() {
+  struct stat st;
+  if (ino_ != 0 && ::lstat(path_.c_str(), &st) == 0 && st.st_dev == dev_ && st.st_ino == ino_) ::unlink(path_.c_str());
+}
+
+std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
+                                              const std::function<Status(const std::string&)>& bind,
+                                              std::string* why) {
+  std::string endpoint = LocalIpcEndpointForListen(bound_tcp);
+  if (endpoint.empty()) return nullptr;
+  const std::string path = endpoint.substr(std::string_view("ipc://").size());
+  // This process holds the tcp port now, so no other dispatcher of this
+  // machine can be starting on it: a probe-then-bind race needs a second
+  // process that is no dispatcher for this port.
+  switch (ProbeLocalSocket(path)) {
+    case LocalSocket::kAbsent:
+      break;
+    case LocalSocket::kStale:
+      // ZeroMQ would unlink any file there on bind; only a dead one may go.
+      if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+        *why = path + ": cannot remove the stale socket: " + std::strerror(errno);
+        return nullptr;
+      }
+      break;
+    case LocalSocket::kListening:
+      *why = path + " is in use by another process; local clients use tcp";
+      return nullptr;
+    case LocalSocket::kForeign:
+      *why = path + " exists and is not a socket of this user; local clients use tcp";
+      return nullptr;
+  }
+  if (Status s = bind(endpoint); !s.ok()) {
+    *why = s.ToString();
+    return nullptr;
+  }
+  return std::make_unique<LocalIpcBinding>(endpoint);
+}
+
+std::string PreferLocalIpc(const std::string& endpoint) {
+  std::string host;
+  int port = 0;
+  if (!LocalIpcEnabled() || !SplitTcp(endpoint, &host, &port) || !IsLocalHost(host)) return endpoint;
+  const std::string path = LocalIpcPath(port);
+  return ProbeLocalSocket(path) == LocalSocket::kListening ? "ipc://" + path : endpoint;
 }
 
 std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, const std::string& fallback_yaml,

@@ -3,15 +3,19 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+
+#include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include "gt/status.h"
 #include "manifest.h"
 
 namespace gt::services {
@@ -48,6 +52,72 @@ bool IsWildcardHost(const std::string& host);
 // so that service discovery can publish an address reachable from elsewhere.
 // "" when `bound` is "".
 std::string AnnouncedMetricsEndpoint(const std::string& address, const std::string& bound);
+
+// Local ipc (README "Running a cluster"): a dispatcher that listens on tcp
+// port P of 127.0.0.1, localhost or every IPv4 interface also binds
+// ipc://LocalIpcPath(P), and a gt-worker told to connect to
+// tcp://127.0.0.1:P or tcp://localhost:P uses that socket instead when a
+// dispatcher of this user listens on it. GT_LOCAL_IPC=0 turns both off.
+// The client (client/src/session.cc) applies the same rule to a bare
+// "localhost:P"; it does not link the services, so the path and the checks
+// are repeated there: keep the two alike (tests/python/test_local_ipc.py).
+
+// "/tmp/gt-dispatcher-<port>.sock". /tmp rather than $XDG_RUNTIME_DIR, which
+// a service and a shell of the same user often disagree on (or lack).
+std::string LocalIpcPath(int port);
+
+// False when GT_LOCAL_IPC is set to a switch's off value (0, false, no, off).
+bool LocalIpcEnabled();
+
+// What is at a local ipc socket path, as far as this process can tell.
+enum class LocalSocket {
+  kAbsent,     // nothing there
+  kListening,  // a socket of this user that accepts connections
+  kStale,      // a socket of this user that nothing listens on (a dead dispatcher's)
+  kForeign,    // anything else: another user's, not a socket, or unprobeable; never touched
+};
+LocalSocket ProbeLocalSocket(const std::string& path);
+
+// The ipc endpoint a dispatcher bound to `bound_tcp` (a tcp:// endpoint as
+// bound, port resolved) should also bind, or "" when there is none: not tcp,
+// a host other than 127.0.0.1 / localhost / an IPv4 wildcard, or
+// GT_LOCAL_IPC=0.
+std::string LocalIpcEndpointForListen(const std::string& bound_tcp);
+
+// A local ipc endpoint this process bound. Destroying it removes the socket
+// file if it is still the one bound (same device and inode): ZeroMQ leaves
+// it behind, and the next dispatcher on the port would find it stale.
+class LocalIpcBinding {
+ public:
+  explicit LocalIpcBinding(std::string endpoint);
+  ~LocalIpcBinding();
+  LocalIpcBinding(const LocalIpcBinding&) = delete;
+  LocalIpcBinding& operator=(const LocalIpcBinding&) = delete;
+
+  const std::string& endpoint() const { return endpoint_; }
+
+ private:
+  std::string endpoint_;
+  std::string path_;
+  dev_t dev_ = 0;
+  ino_t ino_ = 0;
+};
+
+// Binds the local ipc endpoint next to `bound_tcp` with `bind` (the
+// dispatcher's Bind) when LocalIpcEndpointForListen names one: a stale socket
+// file is removed first; one in use or not this user's is left alone and
+// nothing is bound. Returns the binding, or null (with `why` set when one was
+// wanted but not bound). Never fatal: tcp still works.
+// REQUIRES: this process holds `bound_tcp` already (so that no other
+// dispatcher can be starting on the same port while the file is probed).
+std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
+                                              const std::function<Status(const std::string&)>& bind,
+                                              std::string* why);
+
+// For a worker: ipc://LocalIpcPath(P) when `endpoint` is tcp://127.0.0.1:P or
+// tcp://localhost:P, local ipc is enabled, and that socket is kListening;
+// else `endpoint` unchanged.
+std::string PreferLocalIpc(const std::string& endpoint);
 
 // Loads `file` (or `fallback_yaml` when file is empty) as a manifest for
 // `host`, printing every problem and returning nullopt when invalid.

@@ -48,9 +48,13 @@ int main(int argc, char** argv) {
   (*worker)->set_metrics_endpoint(gt::services::AnnouncedMetricsEndpoint(manifest->metrics, metrics_bound));
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
-  std::cout << "gt-worker " << manifest->id << " connecting to " << manifest->connect
+  // A loopback tcp address of a dispatcher on this machine: its local ipc
+  // socket when it has one (GT_LOCAL_IPC=0: as given).
+  const std::string endpoint = gt::services::PreferLocalIpc(manifest->connect);
+  std::cout << "gt-worker " << manifest->id << " connecting to " << endpoint
+            << (endpoint == manifest->connect ? "" : " (local ipc for " + manifest->connect + ")")
             << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;
-  gt::Status s = (*worker)->Run(manifest->connect, stop);
+  gt::Status s = (*worker)->Run(endpoint, stop);
   if (!s.ok()) {
     std::cerr << "gt-worker: " << s.ToString() << "\n";
     return 1;

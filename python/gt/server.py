@@ -1,5 +1,7 @@
 """`python -m gt.server -p PORT`: starts a gt dispatcher (the C++ service
-gt-dispatcher, which replaces this interpreter) listening on tcp://HOST:PORT.
+gt-dispatcher, which replaces this interpreter) listening on tcp://HOST:PORT
+and, for the default host or 127.0.0.1, also on ipc:///tmp/gt-dispatcher-PORT.sock,
+which local workers and clients use by themselves (README "Running a cluster").
 
 Workers join it with `python -m gt.worker --host HOST -p PORT`; clients with
 `gt.connect("HOST:PORT")`. Unknown flags are a usage error (exit status 2).

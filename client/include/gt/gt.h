@@ -330,7 +330,11 @@ struct WorkerStats {
 WorkerStats worker_stats(int timeout_ms = 2000);
 
 // Uses the dispatcher at `address` ("host:port", or a full tcp:// / ipc://
-// endpoint). REQUIRES: before the first op of the process.
+// endpoint, used exactly as given). "localhost:P" or "127.0.0.1:P" goes over
+// the dispatcher's local ipc socket /tmp/gt-dispatcher-P.sock when a
+// dispatcher of this user listens there (faster than loopback tcp; README
+// "Running a cluster"), else over tcp; GT_LOCAL_IPC=0 keeps tcp.
+// REQUIRES: before the first op of the process.
 void connect(const std::string& address);
 // Number of workers of the embedded default (default 2, or GT_WORKERS).
 // REQUIRES: before the first op of the process.
