@@ -92,35 +92,7 @@ bool SplitTcp(const std::string& endpoint, std::string* host, int* port) {
   return *port != 0;
 }
 
-// Only names that one dispatcher holds exclusively once it listens on the
-// loopback port; IPv6 stays tcp (::1 and 127.0.0.1 can be two dispatchers).
-bool IsLocalHost(const std::string& host) { return host == "127.0.0.1" || host == "localhost"; }
-
 }  // namespace
-
-std::string LocalIpcPath(int port) { return "/tmp/gt-dispatcher-" + std::to_string(port) + ".sock"; }
-
-bool LocalIpcEnabled() {
-  const char* env = std::getenv("GT_LOCAL_IPC");
-  return !env || !*env || EnvFlag(env);
-}
-
-LocalSocket ProbeLocalSocket(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0) return errno == ENOENT ? LocalSocket::kAbsent : LocalSocket::kForeign;
-  if (!S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) return LocalSocket::kForeign;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return LocalSocket::kForeign;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return LocalSocket::kForeign;
-  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  int err = rc == 0 ? 0 : errno;
-  ::close(fd);
-  if (rc == 0 || err == EAGAIN) return LocalSocket::kListening;  // EAGAIN: listening, backlog full
-  return err == ECONNREFUSED ? LocalSocket::kStale : LocalSocket::kForeign;
-}
 
 std::string LocalIpcEndpointForListen(const std::string& bound_tcp) {
   std::string host;
@@ -180,9 +152,9 @@ std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
 std::string PreferLocalIpc(const std::string& endpoint) {
   std::string host;
   int port = 0;
-  if (!LocalIpcEnabled() || !SplitTcp(endpoint, &host, &port) || !IsLocalHost(host)) return endpoint;
-  const std::string path = LocalIpcPath(port);
-  return ProbeLocalSocket(path) == LocalSocket::kListening ? "ipc://" + path : endpoint;
+  if (!SplitTcp(endpoint, &host, &port)) return endpoint;
+  const std::string local = LocalDispatcherEndpoint(host, port);
+  return local.empty() ? endpoint : local;
 }
 
 std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, const std::string& fallback_yaml,

@@ -16,6 +16,7 @@
 #include <prometheus/registry.h>
 
 #include "gt/status.h"
+#include "local_ipc.h"
 #include "manifest.h"
 
 namespace gt::services {
@@ -53,30 +54,8 @@ bool IsWildcardHost(const std::string& host);
 // "" when `bound` is "".
 std::string AnnouncedMetricsEndpoint(const std::string& address, const std::string& bound);
 
-// Local ipc (README "Running a cluster"): a dispatcher that listens on tcp
-// port P of 127.0.0.1, localhost or every IPv4 interface also binds
-// ipc://LocalIpcPath(P), and a gt-worker told to connect to
-// tcp://127.0.0.1:P or tcp://localhost:P uses that socket instead when a
-// dispatcher of this user listens on it. GT_LOCAL_IPC=0 turns both off.
-// The client (client/src/session.cc) applies the same rule to a bare
-// "localhost:P"; it does not link the services, so the path and the checks
-// are repeated there: keep the two alike (tests/python/test_local_ipc.py).
-
-// "/tmp/gt-dispatcher-<port>.sock". /tmp rather than $XDG_RUNTIME_DIR, which
-// a service and a shell of the same user often disagree on (or lack).
-std::string LocalIpcPath(int port);
-
-// False when GT_LOCAL_IPC is set to a switch's off value (0, false, no, off).
-bool LocalIpcEnabled();
-
-// What is at a local ipc socket path, as far as this process can tell.
-enum class LocalSocket {
-  kAbsent,     // nothing there
-  kListening,  // a socket of this user that accepts connections
-  kStale,      // a socket of this user that nothing listens on (a dead dispatcher's)
-  kForeign,    // anything else: another user's, not a socket, or unprobeable; never touched
-};
-LocalSocket ProbeLocalSocket(const std::string& path);
+// Local ipc (core/src/local_ipc.h): what a dispatcher binds, and where a
+// worker connects.
 
 // The ipc endpoint a dispatcher bound to `bound_tcp` (a tcp:// endpoint as
 // bound, port resolved) should also bind, or "" when there is none: not tcp,

@@ -1,14 +1,7 @@
 #include "session.h"
 
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string_view>
 
@@ -16,6 +9,7 @@
 #include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "gt/options.h"
+#include "local_ipc.h"
 #include "transport.h"
 
 namespace gt::client_internal {
@@ -26,46 +20,19 @@ namespace {
 constexpr int kBatchInstructions = 256;
 constexpr size_t kBatchPayloadBytes = 4 << 20;
 
-// Local ipc: the rule of services/service_common.h (LocalIpcPath,
-// ProbeLocalSocket), repeated here because the client library does not link
-// the services; keep the two alike (tests/python/test_local_ipc.py checks
-// that a client and a dispatcher meet).
-std::string LocalIpcPath(const std::string& port) { return "/tmp/gt-dispatcher-" + port + ".sock"; }
-
-// True when a dispatcher of this user listens on the socket at `path`: a
-// socket file owned by this user that accepts a connection. Anything else
-// (absent, another user's, a dead dispatcher's) is left alone.
-bool LocalDispatcherListens(const std::string& path) {
-  struct stat st;
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != ::geteuid()) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) return false;
-  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
-  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return false;
-  int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr));
-  int err = rc == 0 ? 0 : errno;
-  ::close(fd);
-  return rc == 0 || err == EAGAIN;  // EAGAIN: listening, its backlog full
-}
-
 // "localhost:P" / "127.0.0.1:P" of a dispatcher on this machine: its local
 // ipc endpoint when it listens there and GT_LOCAL_IPC is not off; else "".
+// (core/src/local_ipc.h).
 std::string LocalIpcEndpoint(const std::string& address) {
-  const char* env = std::getenv("GT_LOCAL_IPC");
-  if (env && *env && !EnvFlag(env)) return "";
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) return "";
   const std::string host = address.substr(0, colon), port = address.substr(colon + 1);
-  if (host != "localhost" && host != "127.0.0.1") return "";
   // A plain port 1..65535 without leading zeros: the dispatcher names its
   // socket after the number, so "05555" would name another file.
   if (port.empty() || port.size() > 5 || port[0] == '0' || port.find_first_not_of("0123456789") != std::string::npos ||
       std::atoi(port.c_str()) > 65535)
     return "";
-  const std::string path = LocalIpcPath(port);
-  return LocalDispatcherListens(path) ? "ipc://" + path : "";
+  return LocalDispatcherEndpoint(host, std::atoi(port.c_str()));
 }
 
 // An explicit endpoint (tcp://, ipc://, inproc://) is used as given; a bare

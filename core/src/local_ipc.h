@@ -1,0 +1,41 @@
+// Local ipc (README "Running a cluster"): a dispatcher that listens on tcp
+// port P of 127.0.0.1, localhost or every IPv4 interface also binds
+// ipc://LocalIpcPath(P) (services/service_common.h, BindLocalIpc), and a
+// client or worker told to reach localhost:P uses that socket instead when a
+// dispatcher of this user listens on it: ipc is faster on one machine
+// (docs/PERFORMANCE.md, "Local transport"). GT_LOCAL_IPC=0 turns it off.
+//
+// Thread-safety: plain functions; they read the environment and the file
+// system.
+#pragma once
+
+#include <string>
+
+namespace gt {
+
+// "/tmp/gt-dispatcher-<port>.sock". /tmp rather than $XDG_RUNTIME_DIR, which
+// a service and a shell of the same user often disagree on (or lack).
+std::string LocalIpcPath(int port);
+
+// False when GT_LOCAL_IPC is set to a switch's off value (0, false, no, off).
+bool LocalIpcEnabled();
+
+// What is at a local ipc socket path, as far as this process can tell.
+enum class LocalSocket {
+  kAbsent,     // nothing there
+  kListening,  // a socket of this user that accepts connections
+  kStale,      // a socket of this user that nothing listens on (a dead dispatcher's)
+  kForeign,    // anything else: another user's, not a socket, or unprobeable; never touched
+};
+LocalSocket ProbeLocalSocket(const std::string& path);
+
+// Only names that one dispatcher holds exclusively once it listens on the
+// loopback port; IPv6 stays tcp (::1 and 127.0.0.1 can be two dispatchers).
+bool IsLocalHost(const std::string& host);
+
+// "ipc://LocalIpcPath(port)" when `host` is a local host name, local ipc is
+// enabled and a dispatcher of this user listens there; "" otherwise (the
+// caller keeps tcp).
+std::string LocalDispatcherEndpoint(const std::string& host, int port);
+
+}  // namespace gt
