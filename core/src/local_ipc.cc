@@ -13,7 +13,13 @@
 
 namespace gt {
 
-std::string LocalIpcPath(int port) { return "/tmp/gt-dispatcher-" + std::to_string(port) + ".sock"; }
+std::string LocalIpcPath(int port) {
+  // Loopback ports belong to a network namespace, /tmp to a mount namespace:
+  // two clusters in two network namespaces sharing /tmp must not meet here.
+  struct stat st;
+  const std::string net = ::stat("/proc/self/ns/net", &st) == 0 ? std::to_string(st.st_ino) + "-" : std::string();
+  return "/tmp/gt-dispatcher-" + net + std::to_string(port) + ".sock";
+}
 
 bool LocalIpcEnabled() {
   const char* env = std::getenv("GT_LOCAL_IPC");

@@ -13,8 +13,10 @@
 
 namespace gt {
 
-// "/tmp/gt-dispatcher-<port>.sock". /tmp rather than $XDG_RUNTIME_DIR, which
-// a service and a shell of the same user often disagree on (or lack).
+// "/tmp/gt-dispatcher-<netns>-<port>.sock", <netns> the inode of this
+// process's network namespace (loopback ports are per namespace, /tmp is
+// not). /tmp rather than $XDG_RUNTIME_DIR, which a service and a shell of the
+// same user often disagree on (or lack).
 std::string LocalIpcPath(int port);
 
 // False when GT_LOCAL_IPC is set to a switch's off value (0, false, no, off).

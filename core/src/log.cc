@@ -58,7 +58,18 @@ void Emit(Component c, std::string_view line) {
   char prefix[64];
   const int n = std::snprintf(prefix, sizeof prefix, "gt:%s +%.3fs ", kNames[static_cast<size_t>(c)], seconds);
   std::string out(prefix, n > 0 ? static_cast<size_t>(n) : 0);
-  out.append(line);
+  // One event, one line: text from peers (a worker's name, a library's
+  // error) may hold newlines or escape sequences.
+  for (char ch : line) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out.push_back(ch);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out.append(escaped);
+    }
+  }
   out.push_back('\n');
   ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
   (void)ignored;

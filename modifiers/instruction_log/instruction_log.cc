@@ -106,7 +106,7 @@ Result<std::unique_ptr<InstructionLogStage>> InstructionLogStage::Open(
 namespace {
 
 // The OPEN line's details: enough to put several hosts' files on one
-// timeline (`gt trace`): who wrote it, and the wall clock at elapsed 0.
+// timeline (`python3 -m gt.scripts.visualize`): who wrote it, and the wall clock at elapsed 0.
 std::string HeaderDetails(const StageContext& context) {
   const double unix_seconds =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -163,6 +163,7 @@ Status InstructionLogStage::Process(Instruction&& inst, Emitter& out) {
     out.Emit(std::move(inst));
     return Status::Ok();
   }
+  in_pass_ = true;
   FormatLine(inst);
   WriteLine();
   out.Emit(std::move(inst));
@@ -171,6 +172,7 @@ Status InstructionLogStage::Process(Instruction&& inst, Emitter& out) {
 
 Status InstructionLogStage::EndBatch(Emitter& out) {
   (void)out;
+  in_pass_ = false;
   if (file_ == nullptr) {
     // A reopen after rotation failed; try again once per batch rather than
     // once per line. Appending: the path may have been recreated meanwhile.
@@ -213,14 +215,36 @@ void InstructionLogStage::FormatLine(const Instruction& inst) {
   line_ += '\n';
 }
 
+// `text` with control characters as \xNN and '|' as '/': the log's
+// columns are split on " | ".
+std::string InstructionLogStage::OneLine(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char ch : text) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (ch == '|') {
+      out.push_back('/');
+    } else if (byte < 0x20 || byte == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out.append(escaped);
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
 void InstructionLogStage::OnHostEvent(const HostEvent& event) {
   try {
-    FormatPrefix(HostEventName(event.kind), event.peer,
+    // A peer's name and an error's text come from elsewhere: one event stays
+    // one line, and its columns stay columns.
+    FormatPrefix(HostEventName(event.kind), OneLine(event.peer),
                  event.inst ? OpName(event.inst->op) : event.command, event.bytes);
     if (event.inst) line_ += event.inst->Describe();
     if (!event.detail.empty()) {
       if (event.inst) line_ += ' ';
-      line_ += event.detail;
+      line_ += OneLine(event.detail);
     }
     if (event.seconds >= 0) {
       char took[48];
@@ -229,6 +253,10 @@ void InstructionLogStage::OnHostEvent(const HostEvent& event) {
     }
     line_ += '\n';
     if (WriteLineCounted()) metrics_.host_events->Increment();
+    // Outside a pass (a reply to a client, a connect, what a later stage
+    // emits from its own EndBatch) no EndBatch of this stage follows soon:
+    // the line must not wait in the buffer for the next batch.
+    if (!in_pass_) Flush();
   } catch (const std::exception&) {  // bad_alloc: the line is lost, the host goes on
     CountWriteError();
   }

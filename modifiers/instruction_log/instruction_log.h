@@ -130,6 +130,7 @@ class InstructionLogStage final : public Stage, public HostEventSink {
   bool WriteLineCounted();
   // Moves the full file to "<path>.1" and starts an empty one.
   void Rotate();
+  static std::string OneLine(std::string_view text);
   void Flush();
   void CountWriteError() const;
 
@@ -146,6 +147,7 @@ class InstructionLogStage final : public Stage, public HostEventSink {
   uint64_t file_bytes_ = 0;    // size of the current file
   uint64_t line_seq_ = 0;      // next #<seq>
   int64_t unflushed_lines_ = 0;
+  bool in_pass_ = false;  // between this stage's first Process and its EndBatch
   std::string line_;           // reused; its capacity is the longest line so far
 };
 

@@ -1,6 +1,6 @@
 """`python -m gt.server -p PORT`: starts a gt dispatcher (the C++ service
 gt-dispatcher, which replaces this interpreter) listening on tcp://HOST:PORT
-and, for the default host or 127.0.0.1, also on ipc:///tmp/gt-dispatcher-PORT.sock,
+and, for the default host or 127.0.0.1, also on ipc:///tmp/gt-dispatcher-<netns>-PORT.sock,
 which local workers and clients use by themselves (README "Running a cluster").
 
 Workers join it with `python -m gt.worker --host HOST -p PORT`; clients with

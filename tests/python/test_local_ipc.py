@@ -1,5 +1,5 @@
 """Local ipc (README "Running a cluster"): a gt-dispatcher listening on a
-loopback or IPv4-wildcard tcp port P also binds /tmp/gt-dispatcher-P.sock, and
+loopback or IPv4-wildcard tcp port P also binds /tmp/gt-dispatcher-<netns>-P.sock, and
 `gt.connect("localhost:P")` / `gt-worker --connect tcp://127.0.0.1:P` use it
 when a dispatcher of this user listens there; GT_LOCAL_IPC=0 keeps tcp; a stale
 socket file is reclaimed by the next dispatcher and never breaks the tcp
@@ -34,7 +34,7 @@ CLIENT = textwrap.dedent("""
 
 
 def sock_path(port):
-    return pathlib.Path(f"/tmp/gt-dispatcher-{port}.sock")
+    return pathlib.Path(f"/tmp/gt-dispatcher-{os.stat('/proc/self/ns/net').st_ino}-{port}.sock")
 
 
 def _stop(procs):

@@ -34,7 +34,17 @@ def _start_logged_cluster(tmp_path, workers):
         procs.append(subprocess.Popen([str(BIN / "gt-worker"), "--manifest", str(REPO / "configs/worker-logged.yaml"),
                                        "--connect", endpoint, "--metrics", "", "--id", f"worker-{i}"],
                                       env={**os.environ, "GT_INSTRUCTION_LOG": str(logs[i + 1])}, **quiet))
-    time.sleep(0.5)
+    # Every worker registered before a client places anything (the dispatcher
+    # writes a worker's CONNECT line at once).
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        text = logs[0].read_text() if logs[0].exists() else ""
+        if all(f"| worker worker-{i} " in text for i in range(workers)):
+            break
+        time.sleep(0.05)
+    else:
+        _stop(procs)
+        pytest.fail("the workers did not register within 60 s")
     return port, procs, logs
 
 
