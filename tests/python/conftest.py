@@ -49,6 +49,19 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def stop_processes(procs):
+    """Asks every process to stop (SIGTERM, in the given order), then waits,
+    killing one that has not stopped within 10 s."""
+    for p in procs:
+        p.terminate()
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
 @contextlib.contextmanager
 def process_cluster(workers=1, dispatcher_manifest=None, env=None, log=None):
     """Real gt-dispatcher and gt-worker processes (worker-0, worker-1, ...) on a
@@ -73,13 +86,7 @@ def process_cluster(workers=1, dispatcher_manifest=None, env=None, log=None):
         time.sleep(0.5)
         yield port
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs)
         if log:
             out.close()
 

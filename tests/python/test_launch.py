@@ -17,7 +17,7 @@ import time
 import pytest
 
 import gt
-from conftest import _free_port, run_python
+from conftest import _free_port, run_python, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -59,14 +59,7 @@ def python_cluster(workers=2, server_args=(), worker_env=None):
             assert p.poll() is None, f"{p.args} exited with {p.returncode}"
         yield port
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
 
 
 # Waits until `workers` workers have registered (they start concurrently with

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import _free_port
+from conftest import _free_port, stop_processes
 from test_launch import BIN_DIR, _module_env
 
 CLIENT = textwrap.dedent("""
@@ -35,17 +35,6 @@ CLIENT = textwrap.dedent("""
 
 def sock_path(port):
     return pathlib.Path(f"/tmp/gt-dispatcher-{os.stat('/proc/self/ns/net').st_ino}-{port}.sock")
-
-
-def _stop(procs):
-    for p in procs:
-        p.terminate()
-    for p in procs:
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def _wait_for_line(path, text, timeout=15.0):
@@ -81,7 +70,7 @@ def server(tmp_path, port, env=None, worker_endpoint=None, worker_env=None):
             _wait_for_line(wlog, "connecting to")
         yield dlog, wlog
     finally:
-        _stop(procs)
+        stop_processes(procs)
 
 
 def run_client(address, env=None):

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import _free_port
+from conftest import _free_port, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -43,19 +43,14 @@ def _start_logged_cluster(tmp_path, workers):
             break
         time.sleep(0.05)
     else:
-        _stop(procs)
+        _stop_workers_first(procs)
         pytest.fail("the workers did not register within 60 s")
     return port, procs, logs
 
 
-def _stop(procs):
-    for p in reversed(procs):  # workers first: they say goodbye while the dispatcher still listens
-        p.terminate()
-        try:
-            p.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+def _stop_workers_first(procs):
+    for p in reversed(procs):  # each worker says goodbye while the dispatcher still listens
+        stop_processes([p])
 
 
 def test_logs_show_the_whole_life_and_the_trace_has_a_lane_per_worker(python, tmp_path):
@@ -72,7 +67,7 @@ print((a @ b).data.numpy().shape)
 """)
             assert r.returncode == 0, r.stderr
     finally:
-        _stop(procs)
+        _stop_workers_first(procs)
     d_log, w0_log, w1_log = (p.read_text() for p in logs)
 
     # Placement checks grep the way the seed's did: the op and the worker on one line.
