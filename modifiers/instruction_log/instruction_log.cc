@@ -267,13 +267,19 @@ void InstructionLogStage::WriteHeader() {
   FormatPrefix("OPEN", host_, "-", 0);
   line_ += header_;
   line_ += '\n';
+  (void)AppendLine();
+}
+
+// Writes line_ to the open file and counts its bytes; false (counted as a
+// write error) when it did not all go.
+bool InstructionLogStage::AppendLine() {
   const size_t written = std::fwrite(line_.data(), 1, line_.size(), file_);
   file_bytes_ += written;
   metrics_.bytes_written->Increment(static_cast<double>(written));
-  if (written != line_.size()) {
-    CountWriteError();
-    std::clearerr(file_);
-  }
+  if (written == line_.size()) return true;
+  CountWriteError();
+  std::clearerr(file_);
+  return false;
 }
 
 void InstructionLogStage::WriteLine() {
@@ -289,14 +295,7 @@ bool InstructionLogStage::WriteLineCounted() {
     CountWriteError();
     return false;
   }
-  const size_t written = std::fwrite(line_.data(), 1, line_.size(), file_);
-  file_bytes_ += written;
-  metrics_.bytes_written->Increment(static_cast<double>(written));
-  if (written != line_.size()) {
-    CountWriteError();
-    std::clearerr(file_);
-    return false;
-  }
+  if (!AppendLine()) return false;
   if (++unflushed_lines_ >= options_.flush_every) Flush();
   return true;
 }

@@ -131,6 +131,7 @@ class InstructionLogStage final : public Stage, public HostEventSink {
   // Moves the full file to "<path>.1" and starts an empty one.
   void Rotate();
   static std::string OneLine(std::string_view text);
+  bool AppendLine();
   void Flush();
   void CountWriteError() const;
 
