@@ -13,8 +13,9 @@ namespace po = boost::program_options;
 int main(int argc, char** argv) {
   po::options_description desc("gt-dispatcher options");
   desc.add_options()("help,h", "show this help")(
-      "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: no stages")(
-      "listen,l", po::value<std::string>()->default_value(""), "ZeroMQ endpoint to bind (overrides the manifest)")(
+      "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: the embedded default's stages (configs/embedded-dispatcher.yaml)")(
+      "listen,l", po::value<std::string>()->default_value(""),
+      "endpoint to bind, tcp://HOST:PORT or HOST:PORT (overrides the manifest)")(
       "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
       "discovery", po::value<std::string>()->default_value(""),
       "host:port serving GET /targets, Prometheus HTTP service discovery (overrides the manifest)")(
@@ -31,10 +32,11 @@ int main(int argc, char** argv) {
     std::cout << desc;
     return 0;
   }
-  auto manifest = gt::services::LoadManifestOrExplain(vm["manifest"].as<std::string>(),
-                                                      "host: dispatcher\nid: dispatcher\n", gt::HostKind::kDispatcher);
+  auto manifest =
+      gt::services::LoadManifestOrExplain(vm["manifest"].as<std::string>(), gt::HostKind::kDispatcher, "dispatcher");
   if (!manifest) return 1;
   if (auto v = vm["listen"].as<std::string>(); !v.empty()) manifest->listen = v;
+  manifest->listen = gt::services::ZmqEndpoint(manifest->listen);
   if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
   if (auto v = vm["discovery"].as<std::string>(); !v.empty()) manifest->discovery = v;
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;

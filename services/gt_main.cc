@@ -2,6 +2,7 @@
 //   gt inspect [NAME] [--check FILE.so]   list plugins, describe one, or say why a file is not one
 //   gt validate MANIFEST...               check manifests without starting anything
 //   gt cluster --workers N [--listen EP] [--metrics-port P] [--discovery HOST:PORT]
+//              [--manifest FILE] [--worker-manifest FILE]
 //                                         run a dispatcher and N workers as child processes
 //   gt top [--discovery HOST:PORT] [--once]
 //                                         live per-host and per-stage rates (services/top.h)
@@ -35,6 +36,7 @@ void PrintUsage() {
   std::cout << "usage: gt inspect [NAME] [--check FILE.so]\n"
                "       gt validate MANIFEST...\n"
                "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
+               "                  [--manifest FILE] [--worker-manifest FILE]\n"
                "       gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]\n";
 }
 
@@ -146,7 +148,11 @@ int Cluster(int argc, char** argv) {
       "listen", po::value<std::string>()->default_value("tcp://127.0.0.1:5555"), "dispatcher endpoint")(
       "metrics-port", po::value<int>()->default_value(0), "first metrics port (dispatcher; workers follow); 0: none")(
       "discovery", po::value<std::string>()->default_value(""),
-      "host:port where the dispatcher serves Prometheus service discovery (/targets); \"\": none");
+      "host:port where the dispatcher serves Prometheus service discovery (/targets); \"\": none")(
+      "manifest", po::value<std::string>()->default_value(""),
+      "the dispatcher's manifest; default: the embedded default's stages")(
+      "worker-manifest", po::value<std::string>()->default_value(""),
+      "every worker's manifest; default: the embedded default's");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -161,10 +167,10 @@ int Cluster(int argc, char** argv) {
   auto metrics = [port](int k) { return port ? "127.0.0.1:" + std::to_string(port + k) : std::string(); };
   std::vector<pid_t> children;
   children.push_back(Spawn({(bin / "gt-dispatcher").string(), "--listen", listen, "--metrics", metrics(0), "--discovery",
-                            vm["discovery"].as<std::string>()}));
+                            vm["discovery"].as<std::string>(), "--manifest", vm["manifest"].as<std::string>()}));
   for (int i = 0; i < vm["workers"].as<int>(); ++i)
     children.push_back(Spawn({(bin / "gt-worker").string(), "--connect", listen, "--id", "worker-" + std::to_string(i),
-                              "--metrics", metrics(i + 1)}));
+                              "--metrics", metrics(i + 1), "--manifest", vm["worker-manifest"].as<std::string>()}));
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
   while (!stop) {

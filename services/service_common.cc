@@ -13,6 +13,7 @@
 #include <iostream>
 #include <string_view>
 
+#include "embedded_cluster.h"
 #include "gt/options.h"
 
 namespace gt::services {
@@ -157,15 +158,21 @@ std::string PreferLocalIpc(const std::string& endpoint) {
   return local.empty() ? endpoint : local;
 }
 
-std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, const std::string& fallback_yaml,
-                                                  HostKind host) {
-  Result<HostManifest> manifest = file.empty() ? ParseManifest(fallback_yaml, "<default>", host)
-                                               : LoadManifestFile(file, host);
+std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, HostKind host,
+                                                  const std::string& default_id) {
+  Result<HostManifest> manifest = !file.empty()                    ? LoadManifestFile(file, host)
+                                  : host == HostKind::kDispatcher ? DefaultDispatcherManifest()
+                                                                   : DefaultWorkerManifest();
   if (!manifest.ok()) {
     std::cerr << manifest.status().message() << "\n";
     return std::nullopt;
   }
+  if (file.empty()) manifest->id = default_id;
   return std::move(*manifest);
+}
+
+std::string ZmqEndpoint(const std::string& address) {
+  return address.empty() || address.find("://") != std::string::npos ? address : "tcp://" + address;
 }
 
 }  // namespace gt::services

@@ -98,9 +98,15 @@ std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
 // else `endpoint` unchanged.
 std::string PreferLocalIpc(const std::string& endpoint);
 
-// Loads `file` (or `fallback_yaml` when file is empty) as a manifest for
-// `host`, printing every problem and returning nullopt when invalid.
-std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, const std::string& fallback_yaml,
-                                                  HostKind host);
+// Loads `file` as a manifest for `host`, or, when file is empty, the
+// embedded default's (DefaultDispatcherManifest / DefaultWorkerManifest)
+// under the id `default_id`; prints every problem and returns nullopt when
+// invalid.
+std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, HostKind host,
+                                                  const std::string& default_id);
+
+// A ZeroMQ endpoint from what a user typed: "host:port" is tcp://host:port;
+// anything with a scheme ("tcp://", "ipc://") is taken as it is.
+std::string ZmqEndpoint(const std::string& address);
 
 }  // namespace gt::services

@@ -12,8 +12,9 @@ namespace po = boost::program_options;
 int main(int argc, char** argv) {
   po::options_description desc("gt-worker options");
   desc.add_options()("help,h", "show this help")(
-      "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: torch backend")(
-      "connect,c", po::value<std::string>()->default_value(""), "dispatcher endpoint (overrides the manifest)")(
+      "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: the embedded default's (configs/embedded-worker.yaml)")(
+      "connect,c", po::value<std::string>()->default_value(""),
+      "dispatcher endpoint, tcp://HOST:PORT or HOST:PORT (overrides the manifest)")(
       "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
       "id", po::value<std::string>()->default_value(""), "worker id (overrides the manifest)");
   po::variables_map vm;
@@ -28,10 +29,11 @@ int main(int argc, char** argv) {
     std::cout << desc;
     return 0;
   }
-  auto manifest = gt::services::LoadManifestOrExplain(
-      vm["manifest"].as<std::string>(), "host: worker\nid: worker\nbackend:\n  plugin: torch\n", gt::HostKind::kWorker);
+  auto manifest =
+      gt::services::LoadManifestOrExplain(vm["manifest"].as<std::string>(), gt::HostKind::kWorker, "worker");
   if (!manifest) return 1;
   if (auto v = vm["connect"].as<std::string>(); !v.empty()) manifest->connect = v;
+  manifest->connect = gt::services::ZmqEndpoint(manifest->connect);
   if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
   if (manifest->connect.empty()) manifest->connect = "tcp://127.0.0.1:5555";

@@ -189,16 +189,53 @@ TEST_F(RouterTest, ASyncIsAnsweredWhenEveryTouchedWorkerAcknowledgesOrIsLost) {
   syncs_.OnAck(a, 0, ack);
   EXPECT_TRUE(sender_.sent["a"].empty());
   ASSERT_TRUE(workers_.MarkLost(1));
-  syncs_.OnWorkerLost(a, 1, "killed");
+  router_.OnWorkerLost(1, "killed");
   ASSERT_EQ(sender_.sent["a"].size(), 1u);
   const wire::Envelope& done = sender_.sent["a"][0];
   EXPECT_EQ(done.kind(), wire::Envelope::SYNC_DONE);
   EXPECT_EQ(done.sync_id(), 7u);
   ASSERT_EQ(done.errors_size(), 1);
-  EXPECT_NE(done.errors(0).message().find("worker worker-1 was lost (killed)"), std::string::npos);
-  // A client with nothing outstanding is answered at once.
+  EXPECT_EQ(done.errors(0).code(), static_cast<uint32_t>(Code::kUnavailable));
+  EXPECT_EQ(done.errors(0).message(), "worker worker-1 was lost (killed); this client's tensors on it are gone: %2");
+  // A client with nothing outstanding is answered at once, and told what it lost.
   ASSERT_TRUE(router_.Accept(MakeSync(b.id, 2, 1)).ok());
-  EXPECT_EQ(sender_.sent["b"].size(), 1u) << "its only worker is gone: nothing to wait for";
+  ASSERT_EQ(sender_.sent["b"].size(), 1u) << "its only worker is gone: nothing to wait for";
+  ASSERT_EQ(sender_.sent["b"][0].errors_size(), 1);
+  EXPECT_EQ(sender_.sent["b"][0].errors(0).message(),
+            "worker worker-1 was lost (killed); this client's tensors on it are gone: %1");
+}
+
+TEST_F(RouterTest, TensorsLostWithAWorkerAreNamedAtUseFreedQuietlyAndAReplacementTakesItsIndex) {
+  ClientState& a = NewClient("a");
+  ClientState& b = NewClient("b");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, a.id, 1, {}, 1)).ok());  // worker-0
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, b.id, 1, {}, 1)).ok());  // worker-1
+  ASSERT_TRUE(router_.Accept(Op1(Op::kRelu, b.id, 2, {1}, 2)).ok());
+  TakeBatches();
+  ASSERT_TRUE(workers_.MarkLost(1));
+  router_.OnWorkerLost(1, "its connection closed");
+  // Client a had nothing there: nothing to report, its tensors untouched.
+  EXPECT_TRUE(a.errors.empty());
+  EXPECT_EQ(a.tensors.count(1), 1u);
+  EXPECT_EQ(b.errors.size(), 1u);
+  // A use of a lost tensor names the op, the tensor and the worker.
+  Status use = router_.Accept(Op1(Op::kNeg, b.id, 3, {2}, 3));
+  EXPECT_EQ(use.code(), Code::kUnavailable);
+  EXPECT_NE(use.message().find("operand %2 was lost with worker worker-1, which died"), std::string::npos)
+      << use.message();
+  // Freeing what was lost sends nothing and is no error.
+  EXPECT_TRUE(router_.Accept(MakeFree(b.id, 4, {1, 2})).ok());
+  EXPECT_TRUE(TakeBatches().empty());
+  // A replacement under the same name gets index 1 back, and new tensors.
+  EXPECT_EQ(workers_.Register("w1-new", "worker-1", "", ""), 1u);
+  Instruction placed = Op1(Op::kZeros, b.id, 5, {}, 4);
+  placed.worker = 1;
+  ASSERT_TRUE(router_.Accept(std::move(placed)).ok());
+  auto batches = TakeBatches();
+  ASSERT_EQ(batches["worker-1"].size(), 1u);
+  EXPECT_EQ(b.tensors.at(4), 1u);
+  // A name never seen gets a new index.
+  EXPECT_EQ(workers_.Register("w2", "worker-2", "", ""), 2u);
 }
 
 TEST_F(RouterTest, ADropReachesEveryLiveWorkerTheClientEverUsed) {

@@ -220,7 +220,10 @@ TEST_F(SdkInstallTest, InjectPluginLowersSigmoidAndTanhInAWorker) {
   const std::string manifest = WriteTempFile(
       "lower.yaml", "host: worker\nstages:\n  - name: lower\n    plugin: decompose\n"
                     "backend:\n  plugin: torch\n");
-  InstalledCluster cluster(kInjectDir, "", manifest);
+  // No sharding stage: it would refuse the reserved id below before the
+  // worker's stage sees it (its own range starts at 2^62).
+  const std::string plain = WriteTempFile("plain.yaml", "host: dispatcher\nstages: []\n");
+  InstalledCluster cluster(kInjectDir, plain, manifest);
   ASSERT_TRUE(cluster.WaitForWorker()) << "the installed hosts did not come up";
 
   const std::vector<float> x = {-100, -3, -0.5f, 0, 0.25f, 2, 100};

@@ -10,6 +10,7 @@
 #include "gt/op_attrs.h"
 #include "gt/options.h"
 #include "local_ipc.h"
+#include "shipped_configs.h"
 #include "transport.h"
 
 namespace gt::client_internal {
@@ -128,6 +129,8 @@ void Session::EnsureStartedLocked() {
   // The embedded dispatcher's sharding stage then places tensors with no config.
   if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && EnvFlag(auto_shard))
     placing_ = true;
+  compile_scopes_eager_ = CompileScopesEager();
+  compile_scopes_required_ = CompileStagesFromEnv();
   if (*manifest) {
     Result<std::unique_ptr<ClientPipeline>> pipeline =
         ClientPipeline::Create(**manifest, [this](Instruction&& inst) { AppendLocked(inst); });
@@ -280,8 +283,10 @@ void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& o
 void Session::Marker(Op op, const std::string& signal) {
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
+  if (compile_scopes_eager_) return;
   if (op == Op::kHotStart) FlushLocked();
-  Instruction marker = MakeHotMarker(op, HotMarker{});  // a compile scope: no sequence id
+  // A compile scope: no sequence id.
+  Instruction marker = MakeHotMarker(op, HotMarker{.required = compile_scopes_required_});
   marker.seq = next_seq_++;
   marker.signal = signal;
   QueueLocked(std::move(marker));

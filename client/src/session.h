@@ -74,7 +74,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Queues a compile-scope marker (kHotStart / kHotEnd, signature 0) named
   // `signal`; a kHotStart first sends what is queued, so the scope starts a
-  // new message.
+  // new message. Nothing when GT_COMPILE is off (CompileScopesEager); with
+  // GT_COMPILE=1 the marker requires a compile stage (HotMarker::required).
   void Marker(Op op, const std::string& signal);
 
   // Sync points.
@@ -134,6 +135,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
   bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point
+  bool compile_scopes_eager_ = false;     // GT_COMPILE off: compile scopes send no markers (set at start)
+  bool compile_scopes_required_ = false;  // GT_COMPILE=1: markers say the scope must be compiled (set at start)
   std::unique_ptr<ClientPipeline> pipeline_;  // GUARDED_BY(mu_); null: no client stages
 
   std::unique_ptr<zmq::context_t> context_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <iostream>
 
@@ -31,6 +32,22 @@ std::string PeerIp(zmq::message_t& frame) {
   return address ? address : "";
 }
 
+// The file descriptor of the connection a message came on (-1 for inproc://
+// or when unknown): a monitor's disconnect event names only that.
+int PeerFd(zmq::message_t& frame) {
+  const int fd = zmq_msg_get(frame.handle(), ZMQ_SRCFD);
+  return fd >= 0 ? fd : -1;
+}
+
+constexpr const char* kConnectionClosed = "its connection closed";
+
+// "dispatcher 'id' (stages: a, b)", as errors about a missing stage name it.
+std::string DescribeHost(const HostManifest& manifest) {
+  std::string stages;
+  for (const auto& stage : manifest.stages) stages += (stages.empty() ? "" : ", ") + stage.name;
+  return "dispatcher '" + manifest.id + "' (stages: " + (stages.empty() ? "none" : stages) + ")";
+}
+
 }  // namespace
 
 class Dispatcher::Impl final : public PeerSender {
@@ -38,6 +55,7 @@ class Dispatcher::Impl final : public PeerSender {
   Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
       : manifest_(manifest),
         socket_(context, zmq::socket_type::router),
+        monitor_(context, zmq::socket_type::pair),
         registry_(registry),
         metrics_(HostKind::kDispatcher, manifest.id, registry),
         syncs_(workers_, *this, manifest.id),
@@ -50,6 +68,12 @@ class Dispatcher::Impl final : public PeerSender {
     socket_.set(zmq::sockopt::sndhwm, 0);
     socket_.set(zmq::sockopt::rcvhwm, 0);
     socket_.set(zmq::sockopt::linger, 0);
+    // A worker killed outright (SIGKILL, a machine gone) is lost as soon as
+    // its connection closes, not after the heartbeat timeout: its clients
+    // hear of it at once (README, "When a worker dies").
+    const std::string monitor = UniqueInprocEndpoint("gt-dispatcher-monitor");
+    monitor_.set(zmq::sockopt::linger, 0);
+    if (zmq_socket_monitor(socket_.handle(), monitor.c_str(), ZMQ_EVENT_DISCONNECTED) == 0) monitor_.connect(monitor);
   }
 
   Status Init(prometheus::Registry& registry) {
@@ -59,6 +83,7 @@ class Dispatcher::Impl final : public PeerSender {
     pipeline_->SetTerminal(&router_, "router");
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
     router_.set_events(&pipeline_->events());
+    router_.set_host_description(DescribeHost(manifest_));
     return Status::Ok();
   }
 
@@ -79,14 +104,17 @@ class Dispatcher::Impl final : public PeerSender {
     auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
     Clock::time_point next_check = Clock::now() + tick;
     while (!stop.load(std::memory_order_relaxed)) {
-      zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
       int ready = 0;
       try {
-        ready = zmq::poll(&item, 1, tick);
+        ready = zmq::poll(items, 2, tick);
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         continue;
       }
+      // Closed connections first: a new peer's fd may be a closed one's,
+      // whose event is then already queued (see ConnectionClosed).
+      HandleMonitorEvents();
       // Drain what is waiting, then look at the clock.
       for (int n = 0; ready > 0 && n < 1024; ++n) {
         auto frames = ReceiveFrames(socket_, zmq::recv_flags::dontwait);
@@ -120,17 +148,41 @@ class Dispatcher::Impl final : public PeerSender {
  private:
   // ---- incoming messages ---------------------------------------------------
 
+  // zmq_socket_monitor's events: two frames, the first holding the event
+  // (uint16) and its value (uint32: the fd, for a disconnect).
+  void HandleMonitorEvents() {
+    for (;;) {
+      auto frames = ReceiveFrames(monitor_, zmq::recv_flags::dontwait);
+      if (!frames) return;
+      if (frames->empty() || (*frames)[0].size() < 6) continue;
+      uint16_t event = 0;
+      uint32_t fd = 0;
+      std::memcpy(&event, (*frames)[0].data(), sizeof(event));
+      std::memcpy(&fd, static_cast<const char*>((*frames)[0].data()) + sizeof(event), sizeof(fd));
+      if (event == ZMQ_EVENT_DISCONNECTED) ConnectionClosed(static_cast<int>(fd));
+    }
+  }
+
+  // A connection's fd is reused by the next one accepted; the monitor queues
+  // the close before that accept, and Run() reads it before the socket, so
+  // `fd` still names the closed connection's worker here.
+  void ConnectionClosed(int fd) {
+    if (std::optional<size_t> w = workers_.FindByFd(fd)) WorkerLost(*w, kConnectionClosed);
+  }
+
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
     std::string route = frames.empty() ? std::string() : frames[0].to_string();
     metrics_.messages_received.Increment();
     std::optional<size_t> worker = workers_.FindByRoute(route);
-    // Where a peer that may be registering connected from (for discovery).
+    // Where a peer that may be registering connected from (for discovery),
+    // and on which connection (to notice it closing).
     std::string peer_ip = !worker && !frames.empty() ? PeerIp(frames.back()) : std::string();
+    const int peer_fd = !worker && !frames.empty() ? PeerFd(frames.back()) : -1;
     Result<WireMessage> msg = DecodeFrames(std::move(frames), true);
     if (!msg.ok()) return RejectMessage(route, msg.status());
     metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
     if (worker) return HandleWorkerMessage(*worker, *msg);
-    HandleClientMessage(*msg, peer_ip);
+    HandleClientMessage(*msg, peer_ip, peer_fd);
   }
 
   void RejectMessage(const std::string& route, const Status& status) {
@@ -145,7 +197,7 @@ class Dispatcher::Impl final : public PeerSender {
     Send(route, reply, {});
   }
 
-  void HandleClientMessage(WireMessage& msg, const std::string& peer_ip) {
+  void HandleClientMessage(WireMessage& msg, const std::string& peer_ip, int peer_fd) {
     const wire::Envelope& env = msg.envelope;
     switch (env.kind()) {
       case wire::Envelope::HELLO:
@@ -160,7 +212,7 @@ class Dispatcher::Impl final : public PeerSender {
         if (ClientState* c = clients_.FindByRoute(msg.routing_id)) DropClient(c->id, kGoodbye);
         return;
       case wire::Envelope::REGISTER:
-        return RegisterWorker(msg.routing_id, env, peer_ip);
+        return RegisterWorker(msg.routing_id, env, peer_ip, peer_fd);
       case wire::Envelope::STATS:
         return stats_.Begin(msg.routing_id, env);
       default:
@@ -249,8 +301,11 @@ class Dispatcher::Impl final : public PeerSender {
 
   // ---- workers -------------------------------------------------------------
 
-  void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip) {
-    const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip);
+  void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip, int fd) {
+    // An open connection's fd is unique: a live worker still on this one
+    // had its connection closed (its monitor event was lost).
+    if (std::optional<size_t> old = workers_.FindByFd(fd)) WorkerLost(*old, kConnectionClosed);
+    const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd);
     GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
                                      << (peer_ip.empty() ? "" : " from " + peer_ip));
     metrics_.workers_connected.Increment();
@@ -297,7 +352,7 @@ class Dispatcher::Impl final : public PeerSender {
     if (LogsEvents()) Record(HostEventKind::kDisconnect, "worker " + workers_.at(w).name, "worker", why);
     if (why != kGoodbye)
       std::cerr << "dispatcher " << manifest_.id << ": worker " << workers_.at(w).name << " lost (" << why << ")\n";
-    for (auto& [id, c] : clients_) syncs_.OnWorkerLost(c, w, why);
+    router_.OnWorkerLost(w, why);
     stats_.OnWorkerLost(w);
   }
 
@@ -380,6 +435,7 @@ class Dispatcher::Impl final : public PeerSender {
 
   HostManifest manifest_;
   zmq::socket_t socket_;
+  zmq::socket_t monitor_;  // socket_'s disconnect events (zmq_socket_monitor)
   std::string endpoint_;
   prometheus::Registry& registry_;  // outlives this host
   HostMetrics metrics_;

@@ -12,11 +12,9 @@
 #include "worker.h"
 
 namespace gt {
-namespace {
-
 // configs/embedded-dispatcher.yaml, less the stages its environment
 // switches off (the file's header says which): those are never loaded.
-Result<HostManifest> DispatcherManifest() {
+Result<HostManifest> DefaultDispatcherManifest() {
   const char* log = std::getenv("GT_INSTRUCTION_LOG");
   const bool logged = log != nullptr && *log != '\0';
   const bool compiled = CompileStagesFromEnv();
@@ -27,9 +25,13 @@ Result<HostManifest> DispatcherManifest() {
   });
 }
 
+Result<HostManifest> DefaultWorkerManifest() { return LoadShippedManifest("embedded-worker.yaml", HostKind::kWorker); }
+
+namespace {
+
 // configs/embedded-worker.yaml as worker `index`.
 Result<HostManifest> WorkerManifest(int index, int64_t threads) {
-  Result<HostManifest> m = LoadShippedManifest("embedded-worker.yaml", HostKind::kWorker);
+  Result<HostManifest> m = DefaultWorkerManifest();
   if (!m.ok()) return m;
   m->id += "-" + std::to_string(index);
   if (threads > 0) {  // checked against the option's declared range, as a manifest value is
@@ -49,7 +51,7 @@ Result<HostManifest> WorkerManifest(int index, int64_t threads) {
 Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& context,
                                                                 const EmbeddedClusterOptions& options) {
   std::unique_ptr<EmbeddedCluster> cluster(new EmbeddedCluster());
-  Result<HostManifest> dm = DispatcherManifest();
+  Result<HostManifest> dm = DefaultDispatcherManifest();
   if (!dm.ok()) return dm.status();
   cluster->registries_.push_back(std::make_unique<prometheus::Registry>());
   Result<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(*dm, context, *cluster->registries_.back());

@@ -19,6 +19,16 @@ namespace gt {
 
 class Dispatcher;
 class Worker;
+struct HostManifest;
+
+// The embedded default's manifests: configs/embedded-dispatcher.yaml less the
+// stages its environment switches off (instruction_log without
+// GT_INSTRUCTION_LOG; hotpath and compile unless CompileStagesFromEnv()), and
+// configs/embedded-worker.yaml. gt-dispatcher and gt-worker run these when
+// given no --manifest, so a process cluster runs the stages the embedded
+// default runs.
+Result<HostManifest> DefaultDispatcherManifest();
+Result<HostManifest> DefaultWorkerManifest();
 
 struct EmbeddedClusterOptions {
   int workers = 2;               // worker threads, one torch backend each

@@ -279,6 +279,11 @@ bool CompileStagesFromEnv() {
   return batch != nullptr && *batch != '\0' && std::string_view(batch) != "1";
 }
 
+bool CompileScopesEager() {
+  const char* compile = std::getenv("GT_COMPILE");
+  return compile != nullptr && *compile != '\0' && std::string_view(compile) != "1";
+}
+
 Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected, const StageFilter& keep) {
   std::optional<std::string_view> text = ShippedConfig(name);
   if (!text) return Internal("configs/" + std::string(name) + " is not compiled in");

@@ -61,6 +61,7 @@ Instruction MakeHotMarker(Op op, const HotMarker& marker) {
   Instruction inst = Control(op, 0, 0);
   inst.attrs.seed = marker.sequence_id;
   if (marker.length) inst.attrs.axes = {*marker.length};
+  inst.attrs.keepdims = marker.required;
   return inst;
 }
 
@@ -68,6 +69,7 @@ HotMarker ReadHotMarker(const Instruction& marker) {
   HotMarker out;
   out.sequence_id = marker.attrs.seed;
   if (!marker.attrs.axes.empty()) out.length = marker.attrs.axes[0];
+  out.required = marker.attrs.keepdims;
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "peer_address.h"
+
 namespace gt {
 namespace {
 
@@ -39,12 +41,23 @@ struct Pipeline::Slot {
 
 Pipeline::~Pipeline() = default;
 
+StageContext PluginContext(const HostManifest& manifest, const ManifestStage& spec, prometheus::Registry& registry) {
+  StageContext context{manifest.host, manifest.id, spec.name, &spec.options, &registry};
+  if (manifest.host == HostKind::kDispatcher) {
+    context.peer_host = TcpEndpointHost(manifest.listen);
+  } else if (manifest.host == HostKind::kWorker) {
+    context.dispatcher_host = TcpEndpointHost(manifest.connect);
+    context.peer_host = LocalAddressTowards(context.dispatcher_host);
+  }
+  return context;
+}
+
 Result<std::unique_ptr<Pipeline>> Pipeline::Build(const HostManifest& manifest, HostMetrics& metrics,
                                                   prometheus::Registry& registry) {
   std::unique_ptr<Pipeline> p(new Pipeline());
   p->metrics_ = &metrics;
   for (const ManifestStage& spec : manifest.stages) {
-    StageContext context{manifest.host, manifest.id, spec.name, &spec.options, &registry};
+    StageContext context = PluginContext(manifest, spec, registry);
     Result<PluginInstance<Stage>> stage = CreateStage(spec.plugin, context);
     if (!stage.ok()) return stage.status();
     auto slot = std::make_unique<Slot>();

@@ -25,6 +25,10 @@
 
 namespace gt {
 
+// What a plugin of `manifest`'s host is created with: its stage's name and
+// options, the registry, and where the host's peers reach it (peer_address.h).
+StageContext PluginContext(const HostManifest& manifest, const ManifestStage& spec, prometheus::Registry& registry);
+
 // The last stage of a host, built in (not a plugin).
 class Terminal {
  public:

@@ -12,11 +12,31 @@ namespace {
 
 std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
 
+// "worker w1 was lost (why); this client's tensors on it are gone: %3, %8
+// and 2 shards of sharded tensors".
+std::string LostMessage(const std::string& worker, const std::string& why, std::vector<TensorId> lost) {
+  std::string text = "worker " + worker + " was lost (" + why + ")";
+  if (lost.empty()) return text + " before it answered";
+  std::sort(lost.begin(), lost.end());
+  constexpr size_t kNamed = 16;
+  std::string ids;
+  size_t named = 0, shards = 0;
+  for (TensorId id : lost) {
+    if (id >= kPhysicalIdBase) ++shards;
+    else if (named++ < kNamed) ids += (ids.empty() ? "" : ", ") + TensorName(id);
+  }
+  if (named > kNamed) ids += " and " + std::to_string(named - kNamed) + " more";
+  if (shards) ids += (ids.empty() ? "" : "; ") + std::to_string(shards) + " shard(s) of sharded tensors";
+  return text + "; this client's tensors on it are gone: " + ids;
+}
+
 }  // namespace
 
 Status Router::Accept(Instruction inst) {
-  // Meant for the stages (the sharding modifier); no worker needs them.
-  if (inst.op == Op::kConfigure || inst.op == Op::kMembership) return Status::Ok();
+  // Meant for the stages; no worker needs them.
+  if (inst.op == Op::kMembership) return Status::Ok();
+  if (inst.op == Op::kConfigure) return MissingStage(inst);
+  if (inst.op == Op::kHotStart && !MarksHotSequence(inst) && ReadHotMarker(inst).required) return MissingStage(inst);
   ClientState* client = clients_.Find(inst.client);
   if (!client) return Internal("instruction for unknown client " + std::to_string(inst.client));
   ClientState& c = *client;
@@ -26,6 +46,11 @@ Status Router::Accept(Instruction inst) {
     return Status::Ok();
   }
   if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
+  // A free of what was never made, or was lost with a worker, frees nothing.
+  if (inst.op == Op::kFree && !c.failed.empty()) {
+    std::erase_if(inst.operands, [&](TensorId id) { return c.failed.Forget(id); });
+    if (inst.operands.empty()) return Status::Ok();
+  }
   if (Status s = CheckIds(c, inst); !s.ok()) return Refuse(c, inst, s);
   Result<size_t> target = TargetWorker(c, inst);
   if (!target.ok()) return Refuse(c, inst, target.status());
@@ -40,6 +65,44 @@ Status Router::Accept(Instruction inst) {
                                 << workers_.at(*target).name);
   Enqueue(*target, c, inst);
   return Status::Ok();
+}
+
+void Router::OnWorkerLost(size_t w, const std::string& why) {
+  const std::string& name = workers_.at(w).name;
+  for (auto& [id, c] : clients_) {
+    std::vector<TensorId> lost;
+    for (auto it = c.tensors.begin(); it != c.tensors.end();) {
+      if (it->second != w) {
+        ++it;
+        continue;
+      }
+      lost.push_back(it->first);
+      c.failed.RecordLost(it->first, name);
+      it = c.tensors.erase(it);
+    }
+    c.units_sent.erase(w);
+    c.ever.erase(w);
+    if (c.worker == static_cast<int>(w)) c.worker = -1;
+    const bool had_tensors = !lost.empty();
+    syncs_.OnWorkerLost(c, w, LostMessage(name, why, std::move(lost)), had_tensors);
+  }
+}
+
+Status Router::MissingStage(const Instruction& inst) const {
+  if (inst.op == Op::kConfigure) {
+    const ConfigureSpec spec = ReadConfigure(inst);
+    const bool places = spec.shard_axis.has_value() || spec.replicated || !spec.workers.empty();
+    if (spec.forget || !places) return Status::Ok();  // nothing to place: no stage is needed
+    return Unimplemented("signal '" + spec.signal +
+                              "': its config places tensors on workers, which needs the sharding stage; " +
+                              host_description_ + " does not run one (run a dispatcher manifest with a `sharding` "
+                              "stage, e.g. configs/dispatcher.yaml)");
+  }
+  return Unimplemented("compile scope '" + inst.signal + "': GT_COMPILE=1 asks for it to be compiled, which needs "
+                       "the compile stage; " + host_description_ + " does not run one (a client whose configs "
+                       "place tensors leaves compiling to its dispatcher): run a dispatcher manifest with `hotpath` "
+                       "and `compile` stages (configs/dispatcher-compile.yaml), or GT_COMPILE=0 to run compile "
+                       "scopes eagerly");
 }
 
 Status Router::SendDrop(ClientState& c, const Instruction& drop) {
@@ -74,7 +137,7 @@ Status Router::SendUnitOnce(ClientState& c, size_t w, const Instruction& run) {
 
 Status Router::CheckIds(const ClientState& c, const Instruction& inst) const {
   for (TensorId id : inst.operands) {  // the first operand at fault is named, whatever its fault
-    if (std::optional<uint64_t> seq = c.failed.FailedOp(id)) return FailedTensors::UseError(inst, {id, *seq});
+    if (std::optional<FailedTensors::Use> use = c.failed.Find(id)) return FailedTensors::UseError(inst, *use);
     if (!c.tensors.count(id)) return NotFound(inst.Describe() + ": unknown tensor " + TensorName(id));
   }
   for (TensorId id : inst.results)

@@ -9,6 +9,10 @@
 // appends the instruction to the target's batch (WorkerRegistry). Refused
 // instructions are reported to the client at its next sync point, and their
 // results remembered as failed, so later uses name the op that failed.
+// An instruction only a stage carries out (a signal config that places
+// tensors: the sharding stage; a compile scope its client requires compiled:
+// the compile stage) is an error here, naming the missing stage: never
+// silently eager or unsharded.
 //
 // Thread-safety: as every Terminal (the pipeline's thread).
 #pragma once
@@ -33,11 +37,23 @@ class Router final : public Terminal {
   // An error for the client's next sync point when `inst` is refused.
   Status Accept(Instruction inst) override;
   void EndBatch() override { end_batch_(); }
+  // Worker `w` died (`why`): every client's tensors there are forgotten and
+  // recorded as lost with it (a later use names the worker; a free of one is
+  // no error), its units are sent again to a replacement, and each client
+  // that had tensors there or waits on it gets one error at its next sync
+  // naming the worker and the tensors lost.
+  void OnWorkerLost(size_t w, const std::string& why);
+  // How errors name this host when an instruction needs a stage it does not
+  // run, e.g. "dispatcher 'd0' (stages: instruction_log)".
+  void set_host_description(std::string description) { host_description_ = std::move(description); }
   // Where WORKER_SEND events go (the dispatcher pipeline's); null: none.
   // REQUIRES: `events` outlives this router.
   void set_events(const HostEvents* events) { events_ = events; }
 
  private:
+  // A signal config that places tensors, or a required compile scope's
+  // start, that reached the router: no stage carried it out. An error naming the stage.
+  Status MissingStage(const Instruction& inst) const;
   Status SendDrop(ClientState& c, const Instruction& drop);
   Status DefineUnit(ClientState& c, Instruction inst);
   Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);
@@ -53,6 +69,7 @@ class Router final : public Terminal {
   SyncTracker& syncs_;
   std::function<void()> end_batch_;
   const HostEvents* events_ = nullptr;
+  std::string host_description_ = "this dispatcher";
 };
 
 }  // namespace gt

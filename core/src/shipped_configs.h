@@ -20,4 +20,11 @@ std::optional<std::string_view> ShippedConfig(std::string_view name);
 // bad value is an error naming the variable, never silently eager).
 bool CompileStagesFromEnv();
 
+// True when GT_COMPILE is set to anything but "1": the user asked for eager
+// execution, so a client runs its compile scopes eagerly and sends no
+// compile-scope markers. (With GT_COMPILE=1 a scope no compile stage carries
+// out is an error at the next sync naming the missing stage; unset, a scope
+// is compiled where a compile stage runs.)
+bool CompileScopesEager();
+
 }  // namespace gt

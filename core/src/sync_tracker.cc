@@ -26,16 +26,22 @@ void SyncTracker::OnAck(ClientState& c, size_t w, const wire::Envelope& ack) {
   CompleteReady(c);
 }
 
-void SyncTracker::OnWorkerLost(ClientState& c, size_t w, const std::string& why) {
-  for (PendingSync& s : c.syncs) {
-    if (!s.waiting.erase(w)) continue;
+void SyncTracker::OnWorkerLost(ClientState& c, size_t w, const std::string& message, bool report_anyway) {
+  auto error = [&](const std::string& text) {
     wire::OpError e;
     e.set_client(c.id);
     e.set_code(static_cast<uint32_t>(Code::kUnavailable));
-    e.set_message("worker " + workers_.at(w).name + " was lost (" + why + ") before it answered; its tensors are gone");
+    e.set_message(text);
     e.set_host(host_id_);
-    s.errors.push_back(e);
+    return e;
+  };
+  bool reported = false;
+  for (PendingSync& s : c.syncs) {
+    if (!s.waiting.erase(w)) continue;
+    s.errors.push_back(error(reported ? "worker " + workers_.at(w).name + " was lost before it answered" : message));
+    reported = true;
   }
+  if (!reported && report_anyway) c.errors.push_back(error(message));
   CompleteReady(c);
 }
 

@@ -26,8 +26,10 @@ class SyncTracker {
   void Begin(ClientState& c, const Instruction& sync);
   // Worker `w` acknowledged one of `c`'s syncs.
   void OnAck(ClientState& c, size_t w, const wire::Envelope& ack);
-  // Worker `w` will never answer: its share of `c`'s syncs fails with `why`.
-  void OnWorkerLost(ClientState& c, size_t w, const std::string& why);
+  // Worker `w` will never answer: the first of `c`'s syncs waiting on it
+  // fails with `message` (the others with a short note), or, when none
+  // waits and `report_anyway`, the next one does.
+  void OnWorkerLost(ClientState& c, size_t w, const std::string& message, bool report_anyway);
 
  private:
   void CompleteReady(ClientState& c);

@@ -51,7 +51,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
       : manifest_(manifest), context_(context), registry_(registry), metrics_(HostKind::kWorker, manifest.id, registry) {}
 
   Status Init(prometheus::Registry& registry) {
-    StageContext ctx{HostKind::kWorker, manifest_.id, manifest_.backend->name, &manifest_.backend->options, &registry};
+    const StageContext ctx = PluginContext(manifest_, *manifest_.backend, registry);
     Result<PluginInstance<Backend>> backend = CreateBackend(manifest_.backend->plugin, ctx);
     if (!backend.ok()) return backend.status();
     backend_ = std::move(*backend);

@@ -5,18 +5,29 @@
 namespace gt {
 
 size_t WorkerRegistry::Register(const std::string& route, const std::string& name,
-                                const std::string& metrics_endpoint, const std::string& peer_ip) {
-  const size_t index = workers_.size();
+                                const std::string& metrics_endpoint, const std::string& peer_ip, int fd) {
+  size_t index = workers_.size();
+  for (size_t i = 0; i < workers_.size() && !name.empty(); ++i)
+    if (!workers_[i].alive && workers_[i].name == name) index = i;  // a replacement
   WorkerState w;
   w.route = route;
   w.name = name.empty() ? "worker-" + std::to_string(index) : name;
   w.metrics_endpoint = metrics_endpoint;
   w.peer_ip = peer_ip;
+  w.fd = fd;
   w.last_seen = Clock::now();
-  workers_.push_back(std::move(w));
+  if (index == workers_.size()) workers_.push_back(std::move(w));
+  else workers_[index] = std::move(w);
   by_route_[route] = index;
   Publish();
   return index;
+}
+
+std::optional<size_t> WorkerRegistry::FindByFd(int fd) const {
+  if (fd < 0) return std::nullopt;
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (workers_[i].alive && workers_[i].fd == fd) return i;
+  return std::nullopt;
 }
 
 std::optional<size_t> WorkerRegistry::FindByRoute(const std::string& route) const {

@@ -42,6 +42,7 @@ struct WorkerState {
   std::string metrics_endpoint;
   std::string peer_ip;  // tcp peers only
   std::chrono::steady_clock::time_point last_seen;
+  int fd = -1;  // its connection's file descriptor (tcp, ipc); -1: unknown (inproc)
   bool alive = true;
   wire::Envelope outgoing;        // this pass's BATCH, sent by Flush()
   std::vector<BlobPtr> payloads;  // its payload frames
@@ -52,10 +53,16 @@ class WorkerRegistry {
   using Clock = std::chrono::steady_clock;
 
   // Adds a worker; returns its index. An empty `name` becomes "worker-<index>".
+  // A worker named as one that was lost replaces it under the same index (a
+  // signal config's worker list keeps meaning the same workers); what the
+  // lost one held is gone (the router forgot it when it was lost). `fd` is
+  // the connection's file descriptor, -1 when unknown.
   size_t Register(const std::string& route, const std::string& name, const std::string& metrics_endpoint,
-                  const std::string& peer_ip);
+                  const std::string& peer_ip, int fd = -1);
   // The live worker connected under `route`, if any.
   std::optional<size_t> FindByRoute(const std::string& route) const;
+  // The live worker whose connection is file descriptor `fd`, if any.
+  std::optional<size_t> FindByFd(int fd) const;
   // Marks worker `w` dead; false when it already was.
   bool MarkLost(size_t w);
 

@@ -20,10 +20,6 @@
 
 namespace gt::sharding {
 
-// Ids the stage makes for shards, copies and temporaries: far above any
-// id a client assigns, so they never meet in the client's namespace.
-inline constexpr TensorId kPhysicalIdBase = TensorId{1} << 62;
-
 struct Placement {
   enum class Kind : uint8_t { kWhole, kSharded, kReplicated };
   Kind kind = Kind::kWhole;

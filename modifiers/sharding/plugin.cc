@@ -13,8 +13,10 @@ namespace {
 
 // The one place each option's type, default, unit, doc and range are written.
 constexpr OptionSpec kOptions[] = {
-    {kOptionRendezvousHost, OptionType::kString, "127.0.0.1", "",
-     "address the collective rendezvous store (c10d TCPStore) listens on and workers connect to", 0, 0},
+    {kOptionRendezvousHost, OptionType::kString, "", "",
+     "address the collective rendezvous store (c10d TCPStore) is announced at; workers connect to it. Empty: the host "
+     "of the dispatcher's listen endpoint (a wildcard one: the address each worker reached the dispatcher at; "
+     "inproc: 127.0.0.1)", 0, 0},
     {kOptionRendezvousPort, OptionType::kInt, "0", "port", "port of the rendezvous store; 0 picks a free one", 0, 65535},
     {kOptionExplain, OptionType::kBool, "false", "",
      "log each op's input placements, output placement and collectives to stderr", 0, 0, "GT_EXPLAIN"},

@@ -19,7 +19,8 @@ namespace gt::sharding {
 // ---- setup -----------------------------------------------------------------
 
 Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context, StartRendezvous start) {
-  const std::string host = context.options->GetString(kOptionRendezvousHost);
+  std::string host = context.options->GetString(kOptionRendezvousHost);
+  if (host.empty()) host = context.peer_host.empty() ? "127.0.0.1" : context.peer_host;
   const int64_t port = context.options->GetInt(kOptionRendezvousPort);
   const bool explain = context.options->GetBool(kOptionExplain);
   const bool auto_shard = context.options->GetBool(kOptionAutoShard);

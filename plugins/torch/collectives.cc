@@ -51,7 +51,9 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   store_options.isServer = false;
   store_options.waitWorkers = false;
   store_options.timeout = options_.timeout;
-  auto store = c10::make_intrusive<c10d::TCPStore>(rendezvous.substr(0, colon), store_options);
+  std::string store_host = rendezvous.substr(0, colon);
+  if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
+  auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gt/group/" + members, store);
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));

@@ -37,8 +37,11 @@ namespace gt::torch_backend {
 
 struct CollectiveOptions {
   // The address this worker's Gloo endpoint binds and announces; peers must
-  // be able to reach it. Default in the plugin's option spec.
+  // be able to reach it (the plugin's option, else StageContext::peer_host).
   std::string host;
+  // Where a rendezvous announced on a wildcard address ("0.0.0.0:P", a
+  // dispatcher listening on every interface) is reached: the dispatcher's host.
+  std::string dispatcher_host;
   // How long a member waits for the others (rendezvous and each collective).
   std::chrono::milliseconds timeout;
 };

@@ -20,8 +20,9 @@ namespace {
 constexpr OptionSpec kOptions[] = {
     {"intra_op_threads", OptionType::kInt, "0", "threads",
      "LibTorch intra-op thread pool size and OpenBLAS thread count (both process-wide); 0 keeps their defaults", 0, 256},
-    {"collective_host", OptionType::kString, "127.0.0.1", "",
-     "address this worker's Gloo endpoint binds for worker-to-worker collectives; peers must reach it", 0, 0},
+    {"collective_host", OptionType::kString, "", "",
+     "address this worker's Gloo endpoint binds for worker-to-worker collectives; peers must reach it. Empty: the "
+     "local address this worker reaches its dispatcher from (127.0.0.1 for a dispatcher on this machine)", 0, 0},
     {"collective_timeout_ms", OptionType::kInt, "60000", "ms",
      "how long a collective waits for the other members of its group", 100, 3600000},
     {"malloc_keep_mib", OptionType::kInt, "256", "MiB",
@@ -91,11 +92,18 @@ UnitCounters MakeUnitCounters(const StageContext& context) {
   return counters;
 }
 
+// `value`, else `fallback`, else loopback.
+std::string OrDefault(const std::string& value, const std::string& fallback) {
+  if (!value.empty()) return value;
+  return fallback.empty() ? "127.0.0.1" : fallback;
+}
+
 Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
   if (context.options == nullptr) return Internal("torch backend created without options");
   const TorchBackendOptions options{
       context.options->GetInt("intra_op_threads"),
-      CollectiveOptions{context.options->GetString("collective_host"),
+      CollectiveOptions{OrDefault(context.options->GetString("collective_host"), context.peer_host),
+                        OrDefault(context.dispatcher_host, ""),
                         std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
       context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs"),
       context.options->GetBool("plan_units")};

@@ -20,6 +20,11 @@
 namespace gt {
 
 using TensorId = uint64_t;  // unique within one client's namespace
+
+// Ids a dispatcher stage makes for shards, copies and temporaries (the
+// sharding modifier): far above any id a client assigns, so they never meet
+// in the client's namespace.
+inline constexpr TensorId kPhysicalIdBase = TensorId{1} << 62;
 using ClientId = uint64_t;  // assigned by the dispatcher, never by a client
 using Shape = std::vector<int64_t>;
 

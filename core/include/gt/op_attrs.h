@@ -65,6 +65,11 @@ inline void SetRngSeed(Instruction& random, uint64_t seed) { random.attrs.seed =
 struct HotMarker {
   uint64_t sequence_id = 0;
   std::optional<int64_t> length;  // instructions in the sequence, when known
+  // A compile scope its client asked to have compiled (GT_COMPILE=1): where
+  // no compile stage carries it out, the router refuses it naming the
+  // missing stage. Without it a scope is a hint, compiled where a compile
+  // stage runs and eager elsewhere.
+  bool required = false;
 };
 // REQUIRES: op is kHotStart or kHotEnd.
 Instruction MakeHotMarker(Op op, const HotMarker& marker);

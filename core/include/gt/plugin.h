@@ -23,7 +23,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 5
+#define GT_PLUGIN_ABI_VERSION 6
 #endif
 
 namespace gt {

@@ -50,6 +50,15 @@ struct StageContext {
   // For the plugin's own metrics. Give every series the labels
   // {host, instance, stage} (see StageLabels() in gt/metrics.h). The registry outlives every stage.
   prometheus::Registry* registry;
+  // For a plugin that opens a listener of its own (plugin ABI 6): the
+  // address this host's peers reach it at. A dispatcher's is the host of its
+  // tcp `listen` endpoint, possibly a wildcard ("0.0.0.0"); a worker's is
+  // the local address it reaches its dispatcher from. Empty when unknown
+  // (inproc, ipc): use loopback.
+  std::string peer_host;
+  // A worker's: the host of its dispatcher's tcp endpoint (a rendezvous a
+  // dispatcher announces on a wildcard address is reached there); else empty.
+  std::string dispatcher_host;
 };
 
 class Stage {

@@ -25,7 +25,7 @@ enum class Code {
   kNotFound,            // unknown tensor id, unknown plugin, unknown option
   kFailedPrecondition,  // operand produced by an op that failed
   kUnavailable,         // no worker, dead worker, transport down
-  kUnimplemented,       // op not supported by this backend
+  kUnimplemented,       // op not supported by this backend, or a stage this host does not run
   kPluginError,         // a plugin threw or broke its contract
   kInternal,            // a bug in gt
   kCount
