@@ -238,6 +238,34 @@ TEST_F(RouterTest, TensorsLostWithAWorkerAreNamedAtUseFreedQuietlyAndAReplacemen
   EXPECT_EQ(workers_.Register("w2", "worker-2", "", ""), 2u);
 }
 
+// A sharding stage's shards reach the router under physical ids; its note
+// after the membership that lost the worker names the client's tensors
+// instead, and a client without a note still gets its shards counted.
+TEST_F(RouterTest, ALostTensorsNoteNamesTheStagesTensorsInPlaceOfTheirShards) {
+  ClientState& a = NewClient("a");
+  ClientState& b = NewClient("b");
+  for (ClientState* c : {&a, &b}) {
+    Instruction shard = Op1(Op::kZeros, c->id, 1, {}, kPhysicalIdBase + 3);
+    shard.worker = 1;
+    ASSERT_TRUE(router_.Accept(std::move(shard)).ok());
+  }
+  Instruction whole = Op1(Op::kZeros, a.id, 2, {}, 9);
+  whole.worker = 1;
+  ASSERT_TRUE(router_.Accept(std::move(whole)).ok());
+  TakeBatches();
+  ASSERT_TRUE(workers_.MarkLost(1));
+  const LostWorker lost{1, "worker-1"};
+  ASSERT_TRUE(router_.Accept(MakeMembership({0}, lost)).ok()) << "an announcement is the stages' business";
+  ASSERT_TRUE(router_.Accept(MakeLostTensorsNote(a.id, lost, {5, 9})).ok());
+  router_.OnWorkerLost(1, "killed");
+  ASSERT_EQ(a.errors.size(), 1u);
+  EXPECT_EQ(a.errors[0].message(), "worker worker-1 was lost (killed); this client's tensors on it are gone: %5, %9");
+  ASSERT_EQ(b.errors.size(), 1u);
+  EXPECT_EQ(b.errors[0].message(),
+            "worker worker-1 was lost (killed); this client's tensors on it are gone: 1 shard(s) of sharded tensors");
+  EXPECT_TRUE(a.lost_notes.empty()) << "a note is used once";
+}
+
 TEST_F(RouterTest, ADropReachesEveryLiveWorkerTheClientEverUsed) {
   ClientState& c = NewClient("c");
   ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, c.id, 1, {}, 1)).ok());
@@ -353,6 +381,7 @@ TEST(OpAttrsTest, TypedViewsRoundTrip) {
   gather.group = {3, 1};
   gather.rank = 1;
   gather.rendezvous = "127.0.0.1:29500";
+  gather.generation = 7;
   gather.dim = 0;
   gather.sizes = {2, 3};
   Result<CollectiveSpec> read = ReadCollective(MakeCollective(Op::kAllGather, gather));
@@ -360,10 +389,16 @@ TEST(OpAttrsTest, TypedViewsRoundTrip) {
   EXPECT_EQ(read->group, gather.group);
   EXPECT_EQ(read->rank, 1);
   EXPECT_EQ(read->rendezvous, gather.rendezvous);
+  EXPECT_EQ(read->generation, 7u);
   EXPECT_EQ(read->sizes, gather.sizes);
   Instruction bad = MakeCollective(Op::kAllGather, gather);
   bad.attrs.axes.pop_back();
   EXPECT_EQ(ReadCollective(bad).status().code(), Code::kInvalidArgument);
+  for (const char* payload : {"127.0.0.1:29500", "127.0.0.1:29500#", "127.0.0.1:29500#x1", "#3"}) {
+    Instruction odd = MakeCollective(Op::kAllGather, gather);
+    odd.payload = CopyToBlob(payload, std::string(payload).size());
+    EXPECT_EQ(ReadCollective(odd).status().code(), Code::kInvalidArgument) << payload;
+  }
   gather.rank = 2;
   EXPECT_EQ(ReadCollective(MakeCollective(Op::kAllGather, gather)).status().code(), Code::kInvalidArgument);
 

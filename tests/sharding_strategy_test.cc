@@ -6,11 +6,13 @@
 // none of them holds with the stage passing ops on unsharded.
 #include <cstdlib>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "gt/op_attrs.h"
 #include "gt/stage.h"
 #include "rendezvous.h"
 #include "sharding.h"
@@ -171,11 +173,66 @@ TEST_F(ShardingStrategyTest, BothShardedMatmulAllGathersB) {
         << "rank, dim, the pieces' sizes (torch.chunk of 3 in 2)";
     ASSERT_TRUE(gather.payload);
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(gather.payload->data()), gather.payload->size()),
-              kRendezvousForTest);
+              std::string(kRendezvousForTest) + "#1")
+        << "the rendezvous and the membership's generation (the first membership is the first)";
     const Instruction& matmul = out[2 + r];
     EXPECT_EQ(matmul.operands, (std::vector<TensorId>{a[r], gather.results.at(0)}));
     EXPECT_EQ(out[4 + r].operands, gather.results) << "the gathered copy is a temporary";
   }
+}
+
+// A worker lost and replaced under its index (membership 0..3, then without
+// 1, then 0..3 again) puts the group in a new generation, so the survivors
+// meet the replacement in a new Gloo group, not on the dead one's links.
+TEST_F(ShardingStrategyTest, AMembershipChangeStartsANewCollectiveGeneration) {
+  auto generation_of_gather = [&](TensorId a, TensorId b, TensorId result) {
+    const std::vector<Instruction> out = Send(Make(Op::kMatmul, {result}, {a, b}));
+    Result<CollectiveSpec> spec = ReadCollective(out.at(0));
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    return spec.ok() ? spec->generation : 0;
+  };
+  Pieces(Zeros(1, {4, 3}, "rows"));
+  Pieces(Zeros(2, {3, 5}, "rows"));
+  EXPECT_EQ(generation_of_gather(1, 2, 3), 1u);
+  for (Shape live : {Shape{0, 2, 3}, Shape{0, 1, 2, 3}}) {
+    Instruction membership;
+    membership.op = Op::kMembership;
+    membership.attrs.shape = live;
+    Send(std::move(membership));
+  }
+  Instruction same;
+  same.op = Op::kMembership;
+  same.attrs.shape = {0, 1, 2, 3};
+  Send(std::move(same));  // no change: the same generation
+  Pieces(Zeros(4, {4, 3}, "rows"));
+  Pieces(Zeros(5, {3, 5}, "rows"));
+  EXPECT_EQ(generation_of_gather(4, 5, 6), 3u);
+}
+
+// Worker 1 lost: a tensor with a piece there is lost whole (its piece on
+// worker 0 freed, a later use naming the worker), one on other workers is
+// untouched, and the router gets one note naming the client's tensors.
+TEST_F(ShardingStrategyTest, ALostWorkerLosesEveryTensorWithAPieceThere) {
+  const std::vector<TensorId> rows = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<TensorId> copies = Pieces(Zeros(2, {4, 3}, "rep"));
+  Pieces(Zeros(3, {4, 3}, "far"));
+  const std::vector<Instruction> out = Send(MakeMembership({0, 2, 3}, LostWorker{1, "worker-1"}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"free@0", "free@0", "membership@-1", "membership@-1"}));
+  std::set<TensorId> freed;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out[i].client, 1u);
+    freed.insert(out[i].operands.begin(), out[i].operands.end());
+  }
+  EXPECT_EQ(freed, (std::set<TensorId>{rows[0], copies[0]}));
+  const Instruction& note = out[2];
+  ASSERT_TRUE(IsLostTensorsNote(note));
+  EXPECT_EQ(note.client, 1u);
+  EXPECT_EQ(note.operands, (std::vector<TensorId>{1, 2}));
+  EXPECT_EQ(MembershipLostWorker(note)->name, "worker-1");
+  EXPECT_FALSE(IsLostTensorsNote(out[3])) << "the announcement itself goes on";
+  Status use = SendStatus(Make(Op::kRelu, {4}, {1}));
+  EXPECT_NE(use.message().find("operand %1 was lost with worker worker-1"), std::string::npos) << use.ToString();
+  EXPECT_EQ(Summary(Send(Make(Op::kRelu, {5}, {3}))), (std::vector<std::string>{"relu@2", "relu@3"}));
 }
 
 // A inner-sharded @ B row-sharded: partial products, all-reduce (sum).

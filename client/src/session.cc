@@ -78,8 +78,11 @@ Error RemoteError(const std::vector<wire::OpError>& errors) {
   std::string op = first.op() < static_cast<uint32_t>(Op::kCount) ? std::string(OpName(static_cast<Op>(first.op())))
                                                                    : "op " + std::to_string(first.op());
   Status status = OpErrorToStatus(first);
-  std::string message = "gt: " + op + " #" + std::to_string(first.seq()) + " failed on " + first.host() + ": " +
-                        status.ToString();
+  // Sequence numbers start at 1: seq 0 is an error of the host itself (a lost
+  // worker), which no one instruction caused.
+  std::string message = first.seq() == 0 ? "gt: " + first.host() + ": " + status.ToString()
+                                          : "gt: " + op + " #" + std::to_string(first.seq()) + " failed on " +
+                                                first.host() + ": " + status.ToString();
   if (errors.size() > 1) message += " (and " + std::to_string(errors.size() - 1) + " more failed ops)";
   return Error(status.code(), message);
 }

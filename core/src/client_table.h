@@ -40,6 +40,9 @@ struct ClientState {
   std::set<size_t> ever;                         // workers that may hold its tensors
   std::vector<wire::OpError> errors;             // found here, reported at the next sync
   std::deque<PendingSync> syncs;
+  // A stage's notes (MakeLostTensorsNote) until the loss is reported: worker
+  // -> the tensors it named, which the router knows by other ids.
+  std::unordered_map<size_t, std::vector<TensorId>> lost_notes;
   std::unordered_map<uint64_t, Instruction> units;                      // kDefineUnit by unit key
   std::unordered_map<uint64_t, uint64_t> unit_keys;                     // the client's key -> content key
   std::unordered_map<size_t, std::unordered_set<uint64_t>> units_sent;  // worker -> keys it was sent

@@ -128,6 +128,7 @@ class Dispatcher::Impl final : public PeerSender {
       }
       // Announced here, outside any pipeline pass (a worker can be lost in
       // the middle of one).
+      if (!lost_unreported_.empty()) ReportLostWorkers();
       if (membership_changed_) {
         membership_changed_ = false;
         AnnounceMembership();
@@ -344,16 +345,29 @@ class Dispatcher::Impl final : public PeerSender {
     }
   }
 
+  // The stages hear of a loss before the router (the router's error to each
+  // client names the tensors the stages placed there); a loss found while
+  // flushing, inside a pipeline pass, is reported once the pass is over.
   void WorkerLost(size_t w, const std::string& why) {
     if (!workers_.MarkLost(w)) return;
     metrics_.workers_connected.Decrement();
-    membership_changed_ = true;
     GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " disconnected (" << why << ")");
     if (LogsEvents()) Record(HostEventKind::kDisconnect, "worker " + workers_.at(w).name, "worker", why);
     if (why != kGoodbye)
       std::cerr << "dispatcher " << manifest_.id << ": worker " << workers_.at(w).name << " lost (" << why << ")\n";
-    router_.OnWorkerLost(w, why);
-    stats_.OnWorkerLost(w);
+    lost_unreported_.emplace_back(w, why);
+    if (!flushing_) ReportLostWorkers();
+  }
+
+  void ReportLostWorkers() {
+    while (!lost_unreported_.empty()) {
+      auto [w, why] = std::move(lost_unreported_.front());
+      lost_unreported_.pop_front();
+      pipeline_->Push(MakeMembership(workers_.LiveIndexes(), LostWorker{static_cast<int>(w), workers_.at(w).name}));
+      pipeline_->EndBatch();
+      router_.OnWorkerLost(w, why);
+      stats_.OnWorkerLost(w);
+    }
   }
 
   // Tells the stages which workers are alive (the sharding modifier places
@@ -369,7 +383,9 @@ class Dispatcher::Impl final : public PeerSender {
                                        << w.name);
       return Send(w.route, w.outgoing, w.payloads);
     };
+    flushing_ = true;
     for (size_t w : workers_.Flush(send)) WorkerLost(w, "unreachable");
+    flushing_ = false;
   }
 
   // ---- host events (gt/host_event.h) ---------------------------------------
@@ -448,6 +464,8 @@ class Dispatcher::Impl final : public PeerSender {
 
   bool ever_had_worker_ = false;
   bool membership_changed_ = false;  // announce the live workers to the stages
+  bool flushing_ = false;            // inside FlushWorkers, so inside a pipeline pass
+  std::deque<std::pair<size_t, std::string>> lost_unreported_;  // lost workers the stages and router have not heard of
   std::deque<Instruction> backlog_;  // client instructions that came before any worker
 };
 

@@ -46,9 +46,25 @@ Instruction MakeSync(ClientId client, uint64_t seq, uint64_t sync_id) {
 
 Instruction MakeDropClient(ClientId client) { return Control(Op::kDropClient, client, 0); }
 
-Instruction MakeMembership(const std::vector<int64_t>& live_workers) {
+Instruction MakeMembership(const std::vector<int64_t>& live_workers, const std::optional<LostWorker>& lost) {
   Instruction inst = Control(Op::kMembership, 0, 0);
   inst.attrs.shape = live_workers;
+  if (lost) {
+    inst.attrs.axes = {lost->index};
+    inst.payload = TextBlob(lost->name);
+  }
+  return inst;
+}
+
+std::optional<LostWorker> MembershipLostWorker(const Instruction& membership) {
+  if (membership.attrs.axes.empty()) return std::nullopt;
+  return LostWorker{static_cast<int>(membership.attrs.axes[0]), BlobText(membership.payload)};
+}
+
+Instruction MakeLostTensorsNote(ClientId client, const LostWorker& worker, std::vector<TensorId> lost) {
+  Instruction inst = MakeMembership({}, worker);
+  inst.client = client;
+  inst.operands = std::move(lost);
   return inst;
 }
 
@@ -128,7 +144,7 @@ Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
   inst.op = op;
   inst.attrs.numbers.assign(spec.group.begin(), spec.group.end());
   inst.attrs.axes = {spec.rank};
-  inst.payload = TextBlob(spec.rendezvous);
+  inst.payload = TextBlob(spec.rendezvous + "#" + std::to_string(spec.generation));
   switch (op) {
     case Op::kBroadcast: inst.attrs.axes.push_back(spec.root); break;
     case Op::kAllReduce: inst.attrs.scalar = static_cast<double>(spec.reduce); break;
@@ -144,6 +160,14 @@ Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
 Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
   CollectiveSpec spec;
   spec.rendezvous = BlobText(inst.payload);
+  const size_t hash = spec.rendezvous.rfind('#');
+  if (hash == std::string::npos) return Invalid(inst, "rendezvous '" + spec.rendezvous + "' has no #generation");
+  const std::string generation = spec.rendezvous.substr(hash + 1);
+  spec.rendezvous.resize(hash);
+  if (generation.empty() || generation.size() > 19 ||
+      generation.find_first_not_of("0123456789") != std::string::npos)
+    return Invalid(inst, "rendezvous generation '" + generation + "' is not a number");
+  spec.generation = std::stoull(generation);
   if (spec.rendezvous.empty()) return Invalid(inst, "no rendezvous address");
   if (spec.rendezvous.rfind(':') == std::string::npos)
     return Invalid(inst, "rendezvous '" + spec.rendezvous + "' is not host:port");

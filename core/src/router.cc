@@ -14,15 +14,18 @@ std::string TensorName(TensorId id) { return "%" + std::to_string(id); }
 
 // "worker w1 was lost (why); this client's tensors on it are gone: %3, %8
 // and 2 shards of sharded tensors".
-std::string LostMessage(const std::string& worker, const std::string& why, std::vector<TensorId> lost) {
+// `lost`: the client's tensors, by its own ids, and the stage's shard and
+// copy ids (counted, not named) where no stage named their tensors.
+std::string LostMessage(const std::string& worker, const std::string& why, std::vector<TensorId> lost, bool noted) {
   std::string text = "worker " + worker + " was lost (" + why + ")";
   if (lost.empty()) return text + " before it answered";
   std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
   constexpr size_t kNamed = 16;
   std::string ids;
   size_t named = 0, shards = 0;
   for (TensorId id : lost) {
-    if (id >= kPhysicalIdBase) ++shards;
+    if (id >= kPhysicalIdBase) shards += noted ? 0 : 1;
     else if (named++ < kNamed) ids += (ids.empty() ? "" : ", ") + TensorName(id);
   }
   if (named > kNamed) ids += " and " + std::to_string(named - kNamed) + " more";
@@ -34,7 +37,7 @@ std::string LostMessage(const std::string& worker, const std::string& why, std::
 
 Status Router::Accept(Instruction inst) {
   // Meant for the stages; no worker needs them.
-  if (inst.op == Op::kMembership) return Status::Ok();
+  if (inst.op == Op::kMembership) return NoteLostTensors(inst);
   if (inst.op == Op::kConfigure) return MissingStage(inst);
   if (inst.op == Op::kHotStart && !MarksHotSequence(inst) && ReadHotMarker(inst).required) return MissingStage(inst);
   ClientState* client = clients_.Find(inst.client);
@@ -67,10 +70,27 @@ Status Router::Accept(Instruction inst) {
   return Status::Ok();
 }
 
+// Only notes are for the router; a membership's news reached the stages.
+Status Router::NoteLostTensors(const Instruction& membership) {
+  if (!IsLostTensorsNote(membership)) return Status::Ok();
+  std::optional<LostWorker> worker = MembershipLostWorker(membership);
+  ClientState* c = clients_.Find(membership.client);
+  if (!worker || worker->index < 0 || !c) return Status::Ok();  // the client left meanwhile
+  std::vector<TensorId>& noted = c->lost_notes[static_cast<size_t>(worker->index)];
+  noted.insert(noted.end(), membership.operands.begin(), membership.operands.end());
+  return Status::Ok();
+}
+
 void Router::OnWorkerLost(size_t w, const std::string& why) {
   const std::string& name = workers_.at(w).name;
   for (auto& [id, c] : clients_) {
     std::vector<TensorId> lost;
+    const auto note = c.lost_notes.find(w);
+    const bool noted = note != c.lost_notes.end();
+    if (noted) {
+      lost = std::move(note->second);  // named by the stage: their shards here are not named again
+      c.lost_notes.erase(note);
+    }
     for (auto it = c.tensors.begin(); it != c.tensors.end();) {
       if (it->second != w) {
         ++it;
@@ -84,7 +104,7 @@ void Router::OnWorkerLost(size_t w, const std::string& why) {
     c.ever.erase(w);
     if (c.worker == static_cast<int>(w)) c.worker = -1;
     const bool had_tensors = !lost.empty();
-    syncs_.OnWorkerLost(c, w, LostMessage(name, why, std::move(lost)), had_tensors);
+    syncs_.OnWorkerLost(c, w, LostMessage(name, why, std::move(lost), noted), had_tensors);
   }
 }
 

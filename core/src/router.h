@@ -41,7 +41,10 @@ class Router final : public Terminal {
   // recorded as lost with it (a later use names the worker; a free of one is
   // no error), its units are sent again to a replacement, and each client
   // that had tensors there or waits on it gets one error at its next sync
-  // naming the worker and the tensors lost.
+  // naming the worker and the tensors lost: its own ids, and those a stage
+  // noted (MakeLostTensorsNote) for tensors it split into pieces, in place
+  // of the pieces. REQUIRES: the stages saw the membership that lost `w`
+  // first, so that their notes are in.
   void OnWorkerLost(size_t w, const std::string& why);
   // How errors name this host when an instruction needs a stage it does not
   // run, e.g. "dispatcher 'd0' (stages: instruction_log)".
@@ -54,6 +57,9 @@ class Router final : public Terminal {
   // A signal config that places tensors, or a required compile scope's
   // start, that reached the router: no stage carried it out. An error naming the stage.
   Status MissingStage(const Instruction& inst) const;
+  // Keeps a stage's note for OnWorkerLost; any other membership is the
+  // stages' business.
+  Status NoteLostTensors(const Instruction& membership);
   Status SendDrop(ClientState& c, const Instruction& drop);
   Status DefineUnit(ClientState& c, Instruction inst);
   Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);

@@ -47,8 +47,14 @@ inline TensorId NewId(Client& c) { return c.next_physical++; }
 // The live workers (kMembership) and the choice of each client's worker.
 class Workers {
  public:
-  void Assign(std::vector<int> live) { live_ = std::move(live); }
+  // A change of the live set starts a new generation: groups formed before
+  // it are not reused (a replaced worker has none of the old connections).
+  void Assign(std::vector<int> live) {
+    if (live != live_) ++generation_;
+    live_ = std::move(live);
+  }
   const std::vector<int>& live() const { return live_; }
+  uint64_t generation() const { return generation_; }
   bool empty() const { return live_.empty(); }
   bool IsLive(int worker) const { return Contains(live_, worker); }
   // The workers `config` names; every live one when it names none.
@@ -59,6 +65,7 @@ class Workers {
 
  private:
   std::vector<int> live_;  // live worker indexes, from kMembership
+  uint64_t generation_ = 0;
   size_t next_default_ = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -58,12 +59,43 @@ ShardingStage::~ShardingStage() = default;
 // at once (reported to that client) rather than wait.
 Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
   switch (inst.op) {
-    case Op::kMembership: workers_.Assign(MembershipWorkers(inst)); break;
+    case Op::kMembership:
+      if (IsLostTensorsNote(inst)) break;  // another stage's note to the router
+      workers_.Assign(MembershipWorkers(inst));
+      if (std::optional<LostWorker> lost = MembershipLostWorker(inst)) ForgetLost(*lost, out);
+      break;
     case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it
     default: return Handle(std::move(inst), out);
   }
   out.Emit(std::move(inst));
   return Status::Ok();
+}
+
+void ShardingStage::ForgetLost(const LostWorker& lost, Emitter& out) {
+  for (auto& [id, c] : clients_) {
+    std::vector<TensorId> gone;
+    for (auto it = c.tensors.begin(); it != c.tensors.end();) {
+      const Placement& p = it->second.placement;
+      if (!Contains(p.workers, lost.index)) {
+        ++it;
+        continue;
+      }
+      for (size_t r = 0; r < p.workers.size(); ++r) {
+        if (p.workers[r] == lost.index) continue;
+        Instruction free = MakeFree(id, 0, {p.ids[r]});
+        free.worker = p.workers[r];
+        out.Emit(std::move(free));
+      }
+      gone.push_back(it->first);
+      c.failed.RecordLost(it->first, lost.name);
+      it = c.tensors.erase(it);
+    }
+    if (c.default_worker == lost.index) c.default_worker = -1;
+    if (!gone.empty()) {
+      std::sort(gone.begin(), gone.end());
+      out.Emit(MakeLostTensorsNote(id, lost, std::move(gone)));
+    }
+  }
 }
 
 Status ShardingStage::EndBatch(Emitter& out) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bookkeeping.h"
+#include "gt/op_attrs.h"
 #include "gt/stage.h"
 #include "placement.h"
 #include "rendezvous.h"
@@ -49,6 +50,10 @@ class ShardingStage final : public Stage {
   ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges);
 
   Status Handle(Instruction&& inst, Emitter& out);
+  // `lost` died: every tensor with a piece there is lost whole (recorded so
+  // that a later use names the worker), its pieces on live workers are
+  // freed, and the router gets a note per client naming what it lost.
+  void ForgetLost(const LostWorker& lost, Emitter& out);
   // A client without configs: creations go to its worker, the rest passes on.
   Status PassOn(Client& c, Instruction&& inst, Emitter& out);
   Status Configure(Client& c, const Instruction& inst);

@@ -12,6 +12,7 @@ CollectiveSpec GroupSpec(const Step& s, const std::vector<int>& group) {
   CollectiveSpec spec;
   spec.group.assign(group.begin(), group.end());
   spec.rendezvous = *s.rendezvous;
+  spec.generation = s.workers->generation();
   return spec;
 }
 

@@ -18,6 +18,8 @@ struct Collectives::Group {
   int rank = 0;
   int size = 0;
   std::string name;  // "[0, 1] at host:port", for errors
+  std::string rendezvous;
+  uint64_t generation = 0;
 };
 
 namespace {
@@ -41,11 +43,13 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   for (int64_t w : spec.group) members += (members.empty() ? "" : ",") + std::to_string(w);
   const int size = static_cast<int>(spec.group.size());
   const int rank = static_cast<int>(spec.rank);
-  const std::string key = rendezvous + "/" + members;
+  const std::string generation = std::to_string(spec.generation);
+  const std::string key = rendezvous + "#" + generation + "/" + members;
   if (auto it = groups_.find(key); it != groups_.end()) {
     if (it->second->rank != rank) return Invalid(inst, "rank changed within group [" + members + "]");
     return it->second.get();
   }
+  ForgetOlderGenerations(rendezvous, spec.generation);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(std::stoi(rendezvous.substr(colon + 1)));
   store_options.isServer = false;
@@ -54,17 +58,29 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   std::string store_host = rendezvous.substr(0, colon);
   if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
   auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gt/group/" + members, store);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gt/group/" + generation + "/" + members, store);
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));
   auto group = std::make_unique<Group>();
   group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, pg_options);
   group->rank = rank;
   group->size = size;
+  group->rendezvous = rendezvous;
+  group->generation = spec.generation;
   group->name = "[" + members + "] at " + rendezvous;
   Group* out = group.get();
   groups_.emplace(key, std::move(group));
   return out;
+}
+
+// A membership changed since those groups formed (a worker was lost, or
+// joined): their links may lead to a dead process, and no collective will
+// name them again.
+void Collectives::ForgetOlderGenerations(const std::string& rendezvous, uint64_t generation) {
+  for (auto it = groups_.begin(); it != groups_.end();) {
+    const Group& g = *it->second;
+    it = g.rendezvous == rendezvous && g.generation < generation ? groups_.erase(it) : std::next(it);
+  }
 }
 
 Result<at::Tensor> Collectives::Run(const Instruction& inst, const at::Tensor* operand, at::ScalarType dtype) {

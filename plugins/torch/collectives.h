@@ -1,6 +1,8 @@
 // Worker-to-worker collectives of the torch backend: Gloo process groups
-// from LibTorch's c10d, one per (rendezvous store, member list), created the
-// first time a collective names that group.
+// from LibTorch's c10d, one per (rendezvous store, membership generation,
+// member list), created the first time a collective names that group. A
+// newer generation (a worker lost or joined since) drops the older groups:
+// a replacement worker under a lost one's index meets the others anew.
 //
 // The dispatcher's sharding modifier hosts the rendezvous store (a
 // c10d::TCPStore) and names it in every collective instruction (see
@@ -11,7 +13,7 @@
 // execute a group's collectives in one order because the dispatcher emits
 // them together. A member whose operand failed to be made still takes part
 // with a stand-in (StandIn), so only a member that died makes the others
-// fail after `timeout_ms`.
+// fail: at once when its connections close, else after `timeout_ms`.
 //
 // Thread-safety: none; the worker's pipeline thread calls everything.
 #pragma once
@@ -76,6 +78,7 @@ class Collectives {
  private:
   struct Group;
   Result<Group*> GroupOf(const Instruction& inst, const CollectiveSpec& spec);
+  void ForgetOlderGenerations(const std::string& rendezvous, uint64_t generation);
   Result<at::Tensor> Broadcast(const CollectiveSpec& spec, Group& group, const at::Tensor* operand,
                                const Instruction& inst, at::ScalarType dtype);
   Result<at::Tensor> AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand);
@@ -83,7 +86,7 @@ class Collectives {
 
   CollectiveOptions options_;
   CollectiveCounters counters_;
-  std::map<std::string, std::unique_ptr<Group>> groups_;  // by rendezvous + member list
+  std::map<std::string, std::unique_ptr<Group>> groups_;  // by rendezvous, generation and member list
 };
 
 }  // namespace gt::torch_backend

@@ -108,7 +108,9 @@ enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMov
 // Collectives: one instruction per member, each sent to its member's worker
 // (Instruction::worker) with one result there. attrs.numbers = the group's
 // worker indexes in rank order (the same on every member); attrs.axes[0] =
-// this member's rank; payload = the rendezvous store's "host:port". Members
+// this member's rank; payload = the rendezvous store's "host:port#G", G the
+// worker membership's generation (a group of the same workers in a newer
+// generation is formed anew: a worker may have been replaced). Members
 // execute a group's collectives in the same order (the dispatcher emits them
 // together), so the bytes go worker to worker and never through the
 // dispatcher.

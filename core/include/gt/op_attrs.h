@@ -45,10 +45,25 @@ inline uint64_t SyncId(const Instruction& sync) { return sync.attrs.sync_id; }
 // kDropClient: every tensor and unit of `client` is forgotten.
 Instruction MakeDropClient(ClientId client);
 
-// kMembership: the dispatcher tells its stages which worker indexes are alive.
-Instruction MakeMembership(const std::vector<int64_t>& live_workers);
+// kMembership: the dispatcher tells its stages which worker indexes are
+// alive, and which worker, if any, it has just lost (attrs.axes = {index},
+// payload = its name): what lived there is gone.
+struct LostWorker {
+  int index = -1;
+  std::string name;
+};
+Instruction MakeMembership(const std::vector<int64_t>& live_workers, const std::optional<LostWorker>& lost = {});
 // The live worker indexes a kMembership announces, in order.
 std::vector<int> MembershipWorkers(const Instruction& membership);
+std::optional<LostWorker> MembershipLostWorker(const Instruction& membership);
+
+// A stage's note to the router after a membership that lost a worker: the
+// tensors of `client` that had a piece there (a shard or copy, which the
+// router knows only by the stage's physical ids), so that the client's loss
+// error names them. A kMembership with a client: every stage but the router
+// passes it on untouched. Empty `lost`: no note is needed.
+Instruction MakeLostTensorsNote(ClientId client, const LostWorker& worker, std::vector<TensorId> lost);
+inline bool IsLostTensorsNote(const Instruction& membership) { return membership.client != 0; }
 
 // ---- creation ----------------------------------------------------------------
 
@@ -118,6 +133,10 @@ struct CollectiveSpec {
   std::vector<int64_t> group;  // worker indexes in rank order
   int64_t rank = 0;            // this member's position in `group`
   std::string rendezvous;      // "host:port" of the store the members meet at
+  // The worker membership the group belongs to. A group of the same workers
+  // in a later generation is a new group: a worker that died and was
+  // replaced under its index must not meet the survivors' old connections.
+  uint64_t generation = 0;
   // kBroadcast: the member that has the tensor.
   int64_t root = 0;
   // kAllReduce.
@@ -131,7 +150,8 @@ struct CollectiveSpec {
 // shape and dtype. REQUIRES: op is a collective.
 Instruction MakeCollective(Op op, const CollectiveSpec& spec);
 // InvalidArgument naming what is missing when the instruction lacks a group,
-// a rank in it, the rendezvous address or its op's own fields.
+// a rank in it, the rendezvous address or its op's own fields. On the wire
+// the payload is "host:port#generation".
 Result<CollectiveSpec> ReadCollective(const Instruction& collective);
 
 // ---- binary ops with a scalar ---------------------------------------------------
