@@ -3,6 +3,8 @@
 # Safe to run repeatedly; a no-op on a machine that already has everything.
 set -euo pipefail
 
+bash "$(dirname "$0")/setup-npm.sh"   # test-time npm packages for tests/python/test_deploy.py (into build/npm)
+
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libtorch-dev libopenblas0-pthread
