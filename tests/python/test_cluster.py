@@ -1,0 +1,410 @@
+"""A process cluster behaves as the embedded default does (issue 15): the
+same stages by default, sharding across real gt-worker processes, a clear
+error naming a stage the dispatcher does not run, and a worker killed mid-run
+(SIGKILL) reported within 2 s to the clients that had tensors on it, naming
+the worker and the tensors, while another client goes on undisturbed and a
+replacement worker under the same id takes new tensors.
+
+Every client is a fresh interpreter (a process connects once); the cluster
+is real gt-dispatcher / gt-worker processes (or `gt cluster`) over TCP
+loopback. Skipped when the services are not built (GT_BIN_DIR, else
+build/bin).
+"""
+
+import contextlib
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+
+import gt
+from conftest import _free_port, stop_processes
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
+
+# Environment variables that change what a host or client runs: the tests
+# set what they need and nothing leaks in from the caller.
+HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in HOST_SWITCHES}
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    env.update(extra)
+    return env
+
+
+def require_services():
+    if not ((BIN_DIR / "gt-dispatcher").exists() and (BIN_DIR / "gt-worker").exists() and (BIN_DIR / "gt").exists()):
+        pytest.skip(f"gt, gt-dispatcher, gt-worker not built in {BIN_DIR}")
+
+
+class Cluster:
+    """A gt-dispatcher and named gt-worker processes on a free TCP port of
+    127.0.0.1, each a Popen the test may kill or add to. Workers join one at
+    a time (each registered, as the dispatcher's /metrics says, before the
+    next starts), so worker-i has index i."""
+
+    def __init__(self, dispatcher_args=(), env=None):
+        self.endpoint = f"tcp://127.0.0.1:{_free_port()}"
+        self.metrics = f"127.0.0.1:{_free_port()}"
+        self.env = clean_env(**(env or {}))
+        self.workers = {}
+        self.procs = [self._spawn(["gt-dispatcher", "--listen", self.endpoint, "--metrics", self.metrics,
+                                   *dispatcher_args])]
+
+    def workers_connected(self):
+        """The dispatcher's gt_host_workers_connected, scraped over HTTP (None before it serves)."""
+        try:
+            with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        for line in text.splitlines():
+            if line.startswith("gt_host_workers_connected{"):
+                return int(float(line.rsplit(" ", 1)[1]))
+        return None
+
+    def wait_for_workers(self, n, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while self.workers_connected() != n:
+            assert time.monotonic() < deadline, f"{self.workers_connected()} workers registered, expected {n}"
+            time.sleep(0.05)
+
+    def _spawn(self, argv):
+        return subprocess.Popen([str(BIN_DIR / argv[0]), *argv[1:]], env=self.env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.STDOUT)
+
+    def add_worker(self, name):
+        self.workers[name] = self._spawn(["gt-worker", "--connect", self.endpoint, "--id", name])
+        self.procs.append(self.workers[name])
+        return self.workers[name]
+
+    def stop(self):
+        stop_processes([p for p in reversed(self.procs) if p.poll() is None])
+
+
+@contextlib.contextmanager
+def cluster(workers=2, dispatcher_args=(), env=None):
+    require_services()
+    c = Cluster(dispatcher_args, env)
+    try:
+        for i in range(workers):
+            c.add_worker(f"worker-{i}")
+            c.wait_for_workers(i + 1)
+        yield c
+    finally:
+        c.stop()
+
+
+# The start of every client program: connect, wait for `n` live workers
+# (they start concurrently with the client), and a few helpers.
+PRELUDE = textwrap.dedent("""
+    import json, os, sys, time
+    import numpy as np
+    import gt
+    from gt import ShardConfig, SignalConfig
+
+    if ENDPOINT:  # else the embedded default
+        gt.connect(ENDPOINT)
+
+    def live_workers():
+        return sorted(k for k, h in gt.debug.get_worker_stats().items() if h is not None and h["host"] == "worker")
+
+    def wait_for_workers(names, timeout=30.0):
+        deadline = time.monotonic() + timeout
+        while sorted(names) != live_workers():
+            if time.monotonic() > deadline:
+                raise SystemExit(f"workers {live_workers()} registered, expected {sorted(names)}")
+            time.sleep(0.1)
+
+    def instructions():
+        return {k: h["instructions"] for k, h in gt.debug.get_worker_stats().items()
+                if h is not None and h["host"] == "worker"}
+
+    def say(**what):
+        print(json.dumps(what), flush=True)
+""")
+
+
+def client(endpoint, body, env=None):
+    """Starts a client program (PRELUDE + body) with pipes on stdin and stdout."""
+    code = f"ENDPOINT = {endpoint!r}\n" + PRELUDE + textwrap.dedent(body)
+    return subprocess.Popen([sys.executable, "-c", code], env=clean_env(**(env or {})), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def run_client(endpoint, body, env=None, timeout=120):
+    """Runs a client program to completion; returns its last JSON line."""
+    p = client(endpoint, body, env)
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, f"client failed ({p.returncode}):\n{err}"
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def read_line(proc, timeout=60.0):
+    """The next JSON line a client prints (its stderr on failure)."""
+    import selectors
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            proc.kill()
+            raise AssertionError(f"client said nothing for {timeout} s:\n{proc.stderr.read()}")
+    line = proc.stdout.readline()
+    if not line:
+        proc.wait()
+        raise AssertionError(f"client exited ({proc.returncode}):\n{proc.stderr.read()}")
+    return json.loads(line)
+
+
+def tell(proc, word):
+    proc.stdin.write(word + "\n")
+    proc.stdin.flush()
+
+
+# ---- the same stages as the embedded default -------------------------------------------
+
+
+EMBEDDED_STAGES = """
+    a = gt.randn(4, 4)
+    a.sum().item()
+    say(stages=next(h for h in gt.debug.get_worker_stats().values() if h["host"] == "dispatcher")["stages"])
+"""
+
+
+@pytest.mark.parametrize("compile_flag", [None, "1"])
+def test_gt_dispatcher_runs_the_embedded_defaults_stages(compile_flag):
+    env = {"GT_COMPILE": compile_flag} if compile_flag else {}
+    # The embedded default of a fresh interpreter (no gt.connect: ENDPOINT None).
+    embedded = run_client(None, EMBEDDED_STAGES, env=dict(env, GT_WORKERS="1"))["stages"]
+    assert "sharding" in embedded and embedded[-1] == "router"
+    assert ("compile" in embedded) == (compile_flag == "1")
+    with cluster(workers=1, env=env) as c:
+        served = run_client(c.endpoint, "wait_for_workers(['worker-0'])\n" + textwrap.dedent(EMBEDDED_STAGES))
+    assert served["stages"] == embedded
+
+
+def test_gt_cluster_shards_a_signal_config_across_its_workers():
+    """The issue's first report: `gt cluster --workers 2` and a data-parallel
+    config on workers [0, 1] ran every op on one worker. Now both workers
+    run the sharded matmul, and the numbers are numpy's."""
+    require_services()
+    port = _free_port()
+    endpoint = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen([str(BIN_DIR / "gt"), "cluster", "--workers", "2", "--listen", endpoint],
+                            env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        got = run_client(endpoint, """
+            wait_for_workers(["worker-0", "worker-1"])
+            gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+            rng = np.random.default_rng(5)
+            x, w = rng.standard_normal((64, 32), dtype=np.float32), rng.standard_normal((32, 8), dtype=np.float32)
+            before = instructions()
+            with gt.signal.context("data_parallel"):
+                y = (gt.tensor(x) @ gt.tensor(w)).relu()
+            got = y.numpy()
+            after = instructions()
+            say(error=float(np.abs(got - np.maximum(x @ w, 0)).max()),
+                ran={k: after[k] - before.get(k, 0) for k in after})
+        """)
+    finally:
+        stop_processes([proc])
+    assert got["error"] < 1e-4
+    assert sorted(got["ran"]) == ["worker-0", "worker-1"]
+    # Each worker ran its shard's matmul and relu (and the placement before
+    # them), not only a heartbeat's worth.
+    assert all(n >= 3 for n in got["ran"].values()), got["ran"]
+
+
+# ---- a stage the dispatcher does not run ----------------------------------------------
+
+
+def test_a_placing_config_on_a_dispatcher_without_sharding_names_the_stage(tmp_path):
+    manifest = tmp_path / "bare.yaml"
+    manifest.write_text("host: dispatcher\nid: bare\nstages: []\n")
+    with cluster(workers=2, dispatcher_args=["--manifest", str(manifest)]) as c:
+        p = client(c.endpoint, """
+            wait_for_workers(["worker-0", "worker-1"])
+            gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+            with gt.signal.context("data_parallel"):
+                y = gt.tensor(np.ones((8, 4), np.float32)) * 2
+            try:
+                y.sum().item()
+                say(error=None)
+            except gt.Error as e:
+                say(error=str(e))
+            # The client goes on: an unplaced program still runs.
+            say(after=(gt.tensor(np.ones(3, np.float32)) + 1).sum().item())
+        """)
+        said, after = read_line(p), read_line(p)
+        p.wait(timeout=30)
+    assert after == {"after": 6.0}
+    assert said["error"] is not None, "the config was silently ignored"
+    assert "signal 'data_parallel'" in said["error"]
+    assert "needs the sharding stage" in said["error"]
+    assert "dispatcher 'bare'" in said["error"]
+
+
+COMPILE_SCOPE = """
+    wait_for_workers(["worker-0", "worker-1"])
+    # A config that places tensors: compiling is left to the dispatcher.
+    gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+    w = gt.randn(8, 8, seed=1) * 0.3
+    with gt.signal.context("data_parallel"):
+        x = gt.randn(4, 8, seed=2)
+    try:
+        for step in range(3):
+            with gt.signal.context("step", compile=True):
+                y = (x @ w).tanh().sum()
+            value = y.item()
+        say(error=None, value=value)
+    except gt.Error as e:
+        say(error=str(e))
+"""
+
+
+def test_a_required_compile_scope_on_a_dispatcher_without_compile_names_the_stage():
+    # The dispatcher runs its default stages without GT_COMPILE: no compile stage.
+    with cluster(workers=2) as c:
+        got = run_client(c.endpoint, COMPILE_SCOPE, env={"GT_COMPILE": "1"})
+    assert got["error"] is not None, "GT_COMPILE=1 and the compile scope was silently run eagerly"
+    assert "compile scope 'step'" in got["error"]
+    assert "needs the compile stage" in got["error"]
+
+
+def test_a_compile_scope_runs_where_the_dispatcher_compiles_and_as_a_hint_elsewhere():
+    with cluster(workers=2, env={"GT_COMPILE": "1"}) as c:
+        compiled = run_client(c.endpoint, COMPILE_SCOPE, env={"GT_COMPILE": "1"})
+    with cluster(workers=2) as c:
+        hinted = run_client(c.endpoint, COMPILE_SCOPE)  # GT_COMPILE unset: a hint, eager here
+        eager = run_client(c.endpoint, COMPILE_SCOPE, env={"GT_COMPILE": "0"})
+    assert compiled["error"] is None and hinted["error"] is None and eager["error"] is None
+    assert abs(compiled["value"] - eager["value"]) < 1e-5
+    assert abs(hinted["value"] - eager["value"]) < 1e-5
+
+
+# ---- a worker killed mid-run -----------------------------------------------------------
+
+# Client A: data parallel on workers 0 and 1, long matmul chains until an
+# error comes; then the lost tensor used again; then, once told the
+# replacement is up, new sharded tensors.
+AFFECTED = """
+    wait_for_workers(["worker-0", "worker-1"])
+    gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+    rng = np.random.default_rng(1)
+    w_np = (rng.standard_normal((512, 512)) / 24).astype(np.float32)
+    with gt.signal.context("data_parallel"):
+        x = gt.tensor(rng.standard_normal((1024, 512)).astype(np.float32))
+        w = gt.tensor(w_np)
+    x.sum().item()
+    say(state="running", x=x._c.id())  # its id, as errors name it (%N)
+    error = None
+    deadline = time.time() + 60
+    while error is None and time.time() < deadline:
+        try:
+            with gt.signal.context("data_parallel"):
+                y = x
+                for _ in range(8):
+                    y = (y @ w).tanh()
+            y.sum().item()
+        except gt.Error as e:
+            error = str(e)
+    say(state="lost", error=error, at=time.time())
+    try:
+        (x + 1).sum().item()
+        reuse = None
+    except gt.Error as e:
+        reuse = str(e)
+    say(state="reused", error=reuse)
+    sys.stdin.readline()  # the replacement has started
+    wait_for_workers(["worker-0", "worker-1"])
+    before = instructions()
+    # Both sharded on rows: the matmul all-gathers w2, a collective between
+    # worker-0 and the new worker-1.
+    w2_np = rng.standard_normal((512, 8)).astype(np.float32)
+    with gt.signal.context("data_parallel"):
+        z = gt.tensor(np.ones((16, 512), np.float32)) @ gt.tensor(w2_np)
+    got = z.numpy()
+    after = instructions()
+    say(state="replaced", error=float(np.abs(got - np.ones((16, 512), np.float32) @ w2_np).max()),
+        ran={k: after[k] - before.get(k, 0) for k in after})
+"""
+
+# Client B: its tensors only on worker index 0 (worker-0, which joined
+# first); computes and checks until told to stop.
+UNAFFECTED = """
+    wait_for_workers(["worker-0", "worker-1"])
+    gt.register_config("on_worker_0", SignalConfig(shard=ShardConfig(axis=0, workers=[0])))
+    with gt.signal.context("on_worker_0"):
+        a = gt.tensor(np.arange(64, dtype=np.float32).reshape(8, 8))
+    say(state="running")
+    ok_times, errors = [], []
+    import select
+    while not select.select([sys.stdin], [], [], 0)[0]:
+        try:
+            with gt.signal.context("on_worker_0"):
+                b = (a @ a + 1).sum()
+            value = b.item()
+            want = float((np.arange(64).reshape(8, 8) @ np.arange(64).reshape(8, 8) + 1).sum())
+            if value != want:
+                errors.append(f"wrong value {value} != {want}")
+            ok_times.append(time.time())
+        except gt.Error as e:
+            errors.append(str(e))
+        time.sleep(0.01)
+    say(state="done", errors=errors, ok_times=ok_times)
+"""
+
+
+def test_a_killed_worker_is_reported_to_its_clients_only_and_can_be_replaced():
+    with cluster(workers=2) as c:
+        a = client(c.endpoint, AFFECTED)
+        b = client(c.endpoint, UNAFFECTED)
+        try:
+            started = read_line(a)
+            assert started["state"] == "running"
+            assert read_line(b)["state"] == "running"
+            time.sleep(0.5)  # inside A's matmul chains
+            c.workers["worker-1"].send_signal(signal.SIGKILL)
+            killed_at = time.time()
+            c.workers["worker-1"].wait()
+
+            lost = read_line(a)
+            assert lost["state"] == "lost" and lost["error"] is not None, lost
+            assert lost["at"] - killed_at < 2.0, f"error {lost['at'] - killed_at:.2f} s after the kill"
+            assert "worker-1" in lost["error"] and "lost" in lost["error"], lost["error"]
+            # x, sharded over both workers, is named as the client knows it.
+            assert re.search(rf"gone: .*%{started['x']}\b", lost["error"]), lost["error"]
+            assert "shard(s)" not in lost["error"], lost["error"]
+            reused = read_line(a)
+            assert reused["error"] is not None, "a tensor lost with its worker was used without error"
+            assert f"operand %{started['x']} was lost with worker worker-1" in reused["error"], reused["error"]
+
+            c.add_worker("worker-1")  # the replacement, under the same id
+            tell(a, "replaced")
+            replaced = read_line(a)
+            assert replaced["error"] < 1e-3
+            # The new worker-1 (counters from zero) ran its share of the new tensors.
+            assert replaced["ran"].get("worker-1", 0) >= 2 and replaced["ran"].get("worker-0", 0) >= 2, replaced
+
+            tell(b, "stop")
+            done = read_line(b)
+        finally:
+            for p in (a, b):
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+    assert done["errors"] == [], done["errors"][:3]
+    # B kept computing through the loss and after it.
+    assert any(t > killed_at + 0.5 for t in done["ok_times"]), "client B made no progress after the kill"
+    assert any(t < killed_at for t in done["ok_times"])
