@@ -46,13 +46,14 @@ import json
 import os
 import pathlib
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+from processes import free_port, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BIN = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -141,12 +142,6 @@ CLUSTERS = {  # name: (workers, intra-op threads or None, tcp only)
     "tcp1": (1, None, True),
     "tcp1-1t": (1, 1, True),
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def base_env():
@@ -333,14 +328,7 @@ def main():
         print(f"  ratio 8 clients / 1 client  "
               f"{fmt(stats([e['ops_per_s'] / o['ops_per_s'] for e, o in zip(thr['8 clients'], thr['1 client'])]), '.2f')}")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
         tmp.cleanup()
 
 

@@ -19,12 +19,13 @@ ipc/tcp with their spread (below 1: ipc is faster). Explicit endpoints are used 
 import json
 import os
 import pathlib
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from processes import free_port, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 BIN = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -61,12 +62,6 @@ def transfer():
 print(json.dumps({"round_trip": median_of(300, round_trip), "pipelined": median_of(7, pipelined),
                   "64MiB": median_of(7, transfer)}))
 """
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_cluster(endpoint, env):
@@ -110,14 +105,7 @@ def main():
             ratio = f"{statistics.median(ratios):.2f} ({min(ratios):.2f}..{max(ratios):.2f})"
             print(f"{measure:<12} {text[0]:>26} {text[1]:>26} {ratio:>30}")
     finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop_processes(procs)
 
 
 if __name__ == "__main__":
