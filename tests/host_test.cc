@@ -9,6 +9,7 @@
 
 #include "cluster.h"
 #include "gt/instruction.h"
+#include "gt/op_attrs.h"
 #include "gt/unit.h"
 
 namespace gt::testing {
@@ -195,6 +196,31 @@ TEST_F(HostTest, AClientsMarkerWithASequenceIdIsRefused) {
   EXPECT_EQ(done->errors(0).seq(), 2u);
   EXPECT_NE(FirstError(*done).find("carry no sequence id"), std::string::npos) << FirstError(*done);
   EXPECT_EQ(FetchFloats(client, 2, 5), (std::vector<float>{-3}));
+}
+
+// Instructions only the dispatcher makes are refused from a client, each
+// with its own error, and the client's stream goes on.
+TEST_F(HostTest, AClientsHostOnlyInstructionsAreRefused) {
+  RawClient client(context_, cluster_->endpoint());
+  Instruction membership = MakeMembership({0});
+  membership.seq = 2;
+  CollectiveSpec spec;
+  spec.group = {0};
+  spec.rendezvous = "127.0.0.1:9";
+  Instruction collective = MakeCollective(Op::kAllReduce, spec);
+  collective.seq = 3;
+  collective.operands = {1};
+  collective.results = {4};
+  Instruction placed = MakeInstruction(Op::kNeg, 4, {5}, {1});
+  placed.worker = 1;
+  client.Send({FromFloats(1, {3}, {1}), membership, collective, placed, MakeInstruction(Op::kNeg, 5, {2}, {1})});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 3);
+  EXPECT_NE(done->errors(0).message().find("membership is reserved for the dispatcher"), std::string::npos);
+  EXPECT_NE(done->errors(1).message().find("all_reduce is reserved for the dispatcher"), std::string::npos);
+  EXPECT_NE(done->errors(2).message().find("may not place instructions on workers"), std::string::npos);
+  EXPECT_EQ(FetchFloats(client, 2, 6), (std::vector<float>{-3}));
 }
 
 // A unit of one input: `op` on placeholder 1 into 2, then (when `consume`)

@@ -258,12 +258,17 @@ class Dispatcher::Impl final : public PeerSender {
     pipeline_->EndBatch();
   }
 
-  // What a client may not send: the dispatcher's own kDropClient, and hot
-  // sequence ids on markers (those are the hotpath stage's; a client marks
-  // compile scopes with id 0, and the compile stage replays a region marked
-  // with an id by ops and wiring alone).
+  // What a client may not send: the dispatcher's own kDropClient and
+  // kMembership (which would tell the stages which workers live, or name
+  // lost tensors), collectives (the sharding stage's, naming a rendezvous
+  // the workers connect to), a worker of its choosing, and hot sequence ids
+  // on markers (those are the hotpath stage's; a client marks compile
+  // scopes with id 0, and the compile stage replays a region marked with an
+  // id by ops and wiring alone).
   static Status AdmitFromClient(const Instruction& inst) {
-    if (inst.op == Op::kDropClient) return InvalidArgument("drop_client is reserved for the dispatcher");
+    if (inst.op == Op::kDropClient || inst.op == Op::kMembership || KindOf(inst.op) == OpKind::kCollective)
+      return InvalidArgument(std::string(OpName(inst.op)) + " is reserved for the dispatcher");
+    if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
     if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && MarksHotSequence(inst))
       return InvalidArgument(inst.Describe() + ": a client's markers carry no sequence id");
     return Status::Ok();
