@@ -161,6 +161,10 @@ void Session::EnsureStartedLocked() {
   socket_->set(zmq::sockopt::linger, 2000);
   socket_->set(zmq::sockopt::sndhwm, 0);
   socket_->set(zmq::sockopt::rcvhwm, 0);
+  if (!address_.empty())
+    if (std::optional<std::chrono::milliseconds> timeout = ConnectTimeoutFromEnv())
+      watch_ = std::make_unique<ConnectionWatch>(
+          *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", *timeout);
   socket_->connect(endpoint);
   GT_LOG(kClient, "connected to " << (address_.empty() ? "the embedded cluster at " : "") << endpoint
                                   << (!address_.empty() && endpoint.rfind("ipc://", 0) == 0 &&
@@ -367,9 +371,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
   if (pipeline_)
     for (wire::OpError& e : pipeline_->TakeErrors()) errors.push_back(std::move(e));
   for (;;) {
-    auto frames = ReceiveFrames(*socket_, zmq::recv_flags::none);
-    if (!frames) throw Error(Code::kUnavailable, "gt: connection closed while waiting for the dispatcher");
-    Result<WireMessage> msg = DecodeFrames(std::move(*frames), false);
+    Result<WireMessage> msg = DecodeFrames(ReceiveLocked(), false);
     if (!msg.ok()) throw Error(Code::kInternal, "gt: undecodable reply from the dispatcher: " + msg.status().message());
     const wire::Envelope& env = msg->envelope;
     if (env.kind() == wire::Envelope::ERROR) {
@@ -392,6 +394,19 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
     GT_LOG(kClient, "error from " << e.host() << ": op #" << e.seq() << ": " << e.message());
   if (!errors.empty()) throw RemoteError(errors);
   if (data && !have_data) throw Error(Code::kInternal, "gt: fetch #" + std::to_string(fetch_seq) + " got no data");
+}
+
+std::vector<zmq::message_t> Session::ReceiveLocked() {
+  for (;;) {
+    // The message that is there already costs no poll.
+    auto frames = ReceiveFrames(*socket_, watch_ ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
+    if (frames) return std::move(*frames);
+    if (!watch_) throw Error(Code::kUnavailable, "gt: connection closed while waiting for the dispatcher");
+    zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0}, watch_->PollItem()};
+    zmq::poll(items, 2, watch_->PollTimeout(ConnectionWatch::Clock::now()));
+    watch_->Drain();
+    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) throw Error(s.code(), "gt: " + s.message());
+  }
 }
 
 wire::Envelope Session::Stats(uint32_t timeout_ms) {
@@ -444,6 +459,7 @@ void Session::Close() {
   }
   stop_heartbeat_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();
+  watch_.reset();
   socket_.reset();
   cluster_.reset();
   context_.reset();

@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "client_pipeline.h"
+#include "connection_watch.h"
 #include "embedded_cluster.h"
 #include "gt/gt.h"
 #include "shape_inference.h"
@@ -117,6 +118,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // each of its instructions, not units (GT_AUTO_SHARD=1 too).
   void UpdatePlacingLocked();
   void SyncLocked(uint64_t fetch_seq, FetchedData* data);
+  // The next message from the dispatcher; throws gt::Error when the
+  // connection watch gives up on it, or the socket closed.
+  std::vector<zmq::message_t> ReceiveLocked();
   wire::Envelope AwaitStatsReplyLocked(uint64_t request_id, std::chrono::steady_clock::time_point deadline);
   void HeartbeatLoop(std::string endpoint, uint64_t token);
 
@@ -142,6 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<EmbeddedCluster> cluster_;
   std::unique_ptr<zmq::socket_t> socket_;  // GUARDED_BY(mu_)
+  std::unique_ptr<ConnectionWatch> watch_;  // GUARDED_BY(mu_); null: embedded, or GT_CONNECT_TIMEOUT=0
   std::thread heartbeat_;
   std::atomic<bool> stop_heartbeat_{false};
 };

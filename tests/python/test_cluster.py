@@ -408,3 +408,50 @@ def test_a_killed_worker_is_reported_to_its_clients_only_and_can_be_replaced():
     # B kept computing through the loss and after it.
     assert any(t > killed_at + 0.5 for t in done["ok_times"]), "client B made no progress after the kill"
     assert any(t < killed_at for t in done["ok_times"])
+
+
+# ---- no dispatcher, or one that went away ----------------------------------------------
+
+
+def test_a_sync_point_without_a_dispatcher_fails_naming_the_address():
+    port = _free_port()  # nothing listens there
+    started = time.monotonic()
+    got = run_client(f"localhost:{port}", """
+        try:
+            (gt.tensor(np.ones(3, np.float32)) + 1).sum().item()
+            say(error=None)
+        except gt.Error as e:
+            say(error=str(e))
+    """, env={"GT_CONNECT_TIMEOUT": "1"}, timeout=60)
+    assert time.monotonic() - started < 30
+    assert got["error"] == (f"gt: no dispatcher answers at localhost:{port} (tcp://localhost:{port}): "
+                            "not connected within 1 s (GT_CONNECT_TIMEOUT)")
+
+
+def test_a_dispatcher_that_goes_away_mid_run_fails_the_next_sync():
+    with cluster(workers=1) as c:
+        p = client(c.endpoint, """
+            wait_for_workers(["worker-0"])
+            a = gt.tensor(np.ones(3, np.float32))
+            say(value=(a + 1).sum().item())
+            sys.stdin.readline()  # the dispatcher is gone
+            started = time.monotonic()
+            try:
+                (a + 2).sum().item()
+                say(error=None)
+            except gt.Error as e:
+                say(error=str(e), waited=time.monotonic() - started)
+        """, env={"GT_CONNECT_TIMEOUT": "1"})
+        try:
+            assert read_line(p) == {"value": 6.0}
+            c.procs[0].send_signal(signal.SIGKILL)
+            c.procs[0].wait()
+            tell(p, "gone")
+            got = read_line(p)
+        finally:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    assert got["error"] == (f"gt: lost the dispatcher at {c.endpoint}: disconnected for more than 1 s "
+                            "(GT_CONNECT_TIMEOUT)"), got
+    assert got["waited"] < 10
