@@ -165,8 +165,9 @@ class Dispatcher::Impl final : public PeerSender {
   }
 
   // A connection's fd is reused by the next one accepted; the monitor queues
-  // the close before that accept, and Run() reads it before the socket, so
-  // `fd` still names the closed connection's worker here.
+  // the close before that accept, and Run() reads it before the socket (and
+  // RegisterWorker again, for a close that came during a drain), so `fd`
+  // still names the closed connection's worker here.
   void ConnectionClosed(int fd) {
     if (std::optional<size_t> w = workers_.FindByFd(fd)) WorkerLost(*w, kConnectionClosed);
   }
@@ -308,9 +309,20 @@ class Dispatcher::Impl final : public PeerSender {
   // ---- workers -------------------------------------------------------------
 
   void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip, int fd) {
+    // The close of a connection whose fd this one reuses is queued before
+    // this connection's accept, but may have arrived during this drain:
+    // read it now, or it would be taken for this worker's. Losses found
+    // while flushing are reported before a replacement takes their index.
+    HandleMonitorEvents();
+    if (!lost_unreported_.empty()) ReportLostWorkers();
     // An open connection's fd is unique: a live worker still on this one
     // had its connection closed (its monitor event was lost).
     if (std::optional<size_t> old = workers_.FindByFd(fd)) WorkerLost(*old, kConnectionClosed);
+    // A worker registering under a live one's id replaces it (a restart
+    // the dispatcher has not noticed yet, e.g. a hung or unreachable
+    // process not yet past its heartbeat timeout).
+    if (!env.name().empty())
+      if (std::optional<size_t> old = workers_.FindLiveByName(env.name())) WorkerLost(*old, "replaced by a new registration under its id");
     const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd);
     GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
                                      << (peer_ip.empty() ? "" : " from " + peer_ip));
@@ -368,7 +380,9 @@ class Dispatcher::Impl final : public PeerSender {
     while (!lost_unreported_.empty()) {
       auto [w, why] = std::move(lost_unreported_.front());
       lost_unreported_.pop_front();
-      pipeline_->Push(MakeMembership(workers_.LiveIndexes(), LostWorker{static_cast<int>(w), workers_.at(w).name}));
+      std::vector<int64_t> live = workers_.LiveIndexes();
+      std::erase(live, static_cast<int64_t>(w));  // reported late, its index may be taken again already
+      pipeline_->Push(MakeMembership(live, LostWorker{static_cast<int>(w), workers_.at(w).name}));
       pipeline_->EndBatch();
       router_.OnWorkerLost(w, why);
       stats_.OnWorkerLost(w);

@@ -23,6 +23,12 @@ size_t WorkerRegistry::Register(const std::string& route, const std::string& nam
   return index;
 }
 
+std::optional<size_t> WorkerRegistry::FindLiveByName(const std::string& name) const {
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (workers_[i].alive && workers_[i].name == name) return i;
+  return std::nullopt;
+}
+
 std::optional<size_t> WorkerRegistry::FindByFd(int fd) const {
   if (fd < 0) return std::nullopt;
   for (size_t i = 0; i < workers_.size(); ++i)

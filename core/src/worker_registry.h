@@ -63,6 +63,8 @@ class WorkerRegistry {
   std::optional<size_t> FindByRoute(const std::string& route) const;
   // The live worker whose connection is file descriptor `fd`, if any.
   std::optional<size_t> FindByFd(int fd) const;
+  // The live worker named `name`, if any.
+  std::optional<size_t> FindLiveByName(const std::string& name) const;
   // Marks worker `w` dead; false when it already was.
   bool MarkLost(size_t w);
 

@@ -61,7 +61,7 @@ Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
   switch (inst.op) {
     case Op::kMembership:
       if (IsLostTensorsNote(inst)) break;  // another stage's note to the router
-      workers_.Assign(MembershipWorkers(inst));
+      workers_.Assign(MembershipWorkers(inst), MembershipLostWorker(inst).has_value());
       if (std::optional<LostWorker> lost = MembershipLostWorker(inst)) ForgetLost(*lost, out);
       break;
     case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it

@@ -410,6 +410,32 @@ def test_a_killed_worker_is_reported_to_its_clients_only_and_can_be_replaced():
     assert any(t < killed_at for t in done["ok_times"])
 
 
+def test_a_worker_registering_under_a_live_ones_id_replaces_it():
+    """A restart the dispatcher has not noticed (the old process hung, its
+    connection still open): the new registration takes the index, and
+    configs naming workers [0, 1] keep working."""
+    with cluster(workers=2) as c:
+        hung = c.workers["worker-1"]
+        hung.send_signal(signal.SIGSTOP)
+        try:
+            c.add_worker("worker-1")
+            got = run_client(c.endpoint, """
+                wait_for_workers(["worker-0", "worker-1"])
+                gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+                before = instructions()
+                with gt.signal.context("data_parallel"):
+                    y = gt.tensor(np.ones((8, 4), np.float32)) * 3
+                total = y.sum().item()
+                after = instructions()
+                say(total=total, workers=live_workers(), ran={k: after[k] - before.get(k, 0) for k in after})
+            """, timeout=60)
+        finally:
+            hung.send_signal(signal.SIGCONT)
+    assert got["total"] == 96.0
+    assert got["workers"] == ["worker-0", "worker-1"], "one worker-1, the new one"
+    assert got["ran"]["worker-1"] >= 2, got["ran"]
+
+
 # ---- no dispatcher, or one that went away ----------------------------------------------
 
 
