@@ -186,6 +186,9 @@ TEST_F(RouterTest, ASyncIsAnsweredWhenEveryTouchedWorkerAcknowledgesOrIsLost) {
   ack.set_kind(wire::Envelope::SYNC_ACK);
   ack.set_client(a.id);
   ack.set_sync_id(7);
+  wire::OpError* broken = ack.add_errors();  // e.g. a collective with the dying worker
+  broken->set_seq(2);
+  broken->set_message("connection reset by peer");
   syncs_.OnAck(a, 0, ack);
   EXPECT_TRUE(sender_.sent["a"].empty());
   ASSERT_TRUE(workers_.MarkLost(1));
@@ -194,9 +197,11 @@ TEST_F(RouterTest, ASyncIsAnsweredWhenEveryTouchedWorkerAcknowledgesOrIsLost) {
   const wire::Envelope& done = sender_.sent["a"][0];
   EXPECT_EQ(done.kind(), wire::Envelope::SYNC_DONE);
   EXPECT_EQ(done.sync_id(), 7u);
-  ASSERT_EQ(done.errors_size(), 1);
+  ASSERT_EQ(done.errors_size(), 2);
   EXPECT_EQ(done.errors(0).code(), static_cast<uint32_t>(Code::kUnavailable));
-  EXPECT_EQ(done.errors(0).message(), "worker worker-1 was lost (killed); this client's tensors on it are gone: %2");
+  EXPECT_EQ(done.errors(0).message(), "worker worker-1 was lost (killed); this client's tensors on it are gone: %2")
+      << "the cause first, though it came last";
+  EXPECT_EQ(done.errors(1).seq(), 2u);
   // A client with nothing outstanding is answered at once, and told what it lost.
   ASSERT_TRUE(router_.Accept(MakeSync(b.id, 2, 1)).ok());
   ASSERT_EQ(sender_.sent["b"].size(), 1u) << "its only worker is gone: nothing to wait for";

@@ -1,5 +1,9 @@
 #include "sync_tracker.h"
 
+#include <algorithm>
+#include <iterator>
+#include <vector>
+
 #include "gt/op_attrs.h"
 
 namespace gt {
@@ -51,8 +55,13 @@ void SyncTracker::CompleteReady(ClientState& c) {
     wire::Envelope done;
     done.set_kind(wire::Envelope::SYNC_DONE);
     done.set_sync_id(s.sync_id);
-    for (auto& e : c.errors) *done.add_errors() = std::move(e);
-    for (auto& e : s.errors) *done.add_errors() = std::move(e);
+    std::vector<wire::OpError> errors = std::move(c.errors);
+    errors.insert(errors.end(), std::make_move_iterator(s.errors.begin()), std::make_move_iterator(s.errors.end()));
+    // A host's own error (seq 0: a lost worker) first: the ops it broke on
+    // other workers (a collective with the dead one) follow, and the client
+    // raises the first.
+    std::stable_partition(errors.begin(), errors.end(), [](const wire::OpError& e) { return e.seq() == 0; });
+    for (auto& e : errors) *done.add_errors() = std::move(e);
     c.errors.clear();
     (void)sender_.Send(c.route, done, {});
     c.syncs.pop_front();
