@@ -74,7 +74,10 @@ void CloseAtExit() {
 }
 
 Error RemoteError(const std::vector<wire::OpError>& errors) {
-  const wire::OpError& first = errors.front();
+  // A host's own error (seq 0, e.g. a lost worker) is the cause of the op
+  // errors beside it: raise that one.
+  auto host_error = std::find_if(errors.begin(), errors.end(), [](const wire::OpError& e) { return e.seq() == 0; });
+  const wire::OpError& first = host_error != errors.end() ? *host_error : errors.front();
   std::string op = first.op() < static_cast<uint32_t>(Op::kCount) ? std::string(OpName(static_cast<Op>(first.op())))
                                                                    : "op " + std::to_string(first.op());
   Status status = OpErrorToStatus(first);
