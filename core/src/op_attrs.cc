@@ -138,6 +138,10 @@ ConfigureSpec ReadConfigure(const Instruction& configure) {
 
 // Collectives: numbers = group; axes = {rank, ...op's own}; payload =
 // rendezvous; kAllReduce: scalar = ReduceOp.
+std::string LostMemberKey(uint64_t generation, int64_t worker) {
+  return "gt/lost/" + std::to_string(generation) + "/" + std::to_string(worker);
+}
+
 Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
   assert(KindOf(op) == OpKind::kCollective);
   Instruction inst;

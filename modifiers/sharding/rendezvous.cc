@@ -3,6 +3,10 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <exception>
+#include <iostream>
+#include <vector>
+
+#include "gt/op_attrs.h"
 
 namespace gt::sharding {
 namespace {
@@ -12,6 +16,13 @@ class TcpStoreRendezvous final : public Rendezvous {
   TcpStoreRendezvous(std::shared_ptr<c10d::TCPStore> store, std::string address)
       : store_(std::move(store)), address_(std::move(address)) {}
   const std::string& address() const override { return address_; }
+  void MarkLost(uint64_t generation, int worker) override {
+    try {
+      store_->set(LostMemberKey(generation, worker), std::vector<uint8_t>{'1'});
+    } catch (const std::exception& e) {  // the members then wait out their timeout, as before
+      std::cerr << "sharding: cannot mark worker " << worker << " lost in the rendezvous store: " << e.what() << "\n";
+    }
+  }
 
  private:
   std::shared_ptr<c10d::TCPStore> store_;  // serving while this lives

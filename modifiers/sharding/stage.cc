@@ -60,15 +60,26 @@ ShardingStage::~ShardingStage() = default;
 Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
   switch (inst.op) {
     case Op::kMembership:
-      if (IsLostTensorsNote(inst)) break;  // another stage's note to the router
-      workers_.Assign(MembershipWorkers(inst), MembershipLostWorker(inst).has_value());
-      if (std::optional<LostWorker> lost = MembershipLostWorker(inst)) ForgetLost(*lost, out);
+      if (!IsLostTensorsNote(inst)) Membership(inst, out);  // a note is another stage's, for the router
       break;
     case Op::kDropClient: clients_.erase(inst.client); break;  // the client left: forget everything of it
     default: return Handle(std::move(inst), out);
   }
   out.Emit(std::move(inst));
   return Status::Ok();
+}
+
+void ShardingStage::Membership(const Instruction& membership, Emitter& out) {
+  const std::optional<LostWorker> lost = MembershipLostWorker(membership);
+  const uint64_t before = workers_.generation();
+  workers_.Assign(MembershipWorkers(membership), lost.has_value());
+  if (!lost) return;
+  // Groups with it may still be forming on workers behind in their queues:
+  // the last few generations, not only the one that ends.
+  constexpr uint64_t kGenerationsMarked = 8;
+  for (uint64_t g = before > kGenerationsMarked ? before - kGenerationsMarked : 0; g <= before; ++g)
+    rendezvous_->MarkLost(g, lost->index);
+  ForgetLost(*lost, out);
 }
 
 void ShardingStage::ForgetLost(const LostWorker& lost, Emitter& out) {

@@ -50,6 +50,8 @@ class ShardingStage final : public Stage {
   ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges);
 
   Status Handle(Instruction&& inst, Emitter& out);
+  // The live workers; on a loss, the rendezvous told and ForgetLost.
+  void Membership(const Instruction& membership, Emitter& out);
   // `lost` died: every tensor with a piece there is lost whole (recorded so
   // that a later use names the worker), its pieces on live workers are
   // freed, and the router gets a note per client naming what it lost.

@@ -7,7 +7,10 @@
 
 #include <prometheus/counter.h>
 
+#include <chrono>
 #include <cmath>
+#include <stdexcept>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -27,6 +30,54 @@ namespace {
 Status Invalid(const Instruction& inst, const std::string& why) { return InvalidArgument(inst.Describe() + ": " + why); }
 
 size_t KindIndex(Op op) { return op == Op::kBroadcast ? 0 : op == Op::kAllReduce ? 1 : 2; }
+
+// What the members of one group see of the rendezvous store: the group's own
+// keys, waited for in short slices between which it looks for the
+// dispatcher's word that another member was lost (LostMemberKey), so that
+// forming a group with a dead worker fails at once instead of holding this
+// worker, and every client on it, for the whole timeout.
+class GroupStore final : public c10d::Store {
+ public:
+  struct Member {
+    int64_t worker;
+    std::string lost_key;
+  };
+  GroupStore(c10::intrusive_ptr<c10d::Store> base, c10::intrusive_ptr<c10d::Store> group, std::vector<Member> others,
+             std::chrono::milliseconds timeout)
+      : c10d::Store(timeout), base_(std::move(base)), group_(std::move(group)), others_(std::move(others)) {}
+
+  void set(const std::string& key, const std::vector<uint8_t>& value) override { group_->set(key, value); }
+  std::vector<uint8_t> get(const std::string& key) override {
+    WaitFor({key}, timeout_);
+    return group_->get(key);
+  }
+  int64_t add(const std::string& key, int64_t value) override { return group_->add(key, value); }
+  bool deleteKey(const std::string& key) override { return group_->deleteKey(key); }
+  bool check(const std::vector<std::string>& keys) override { return group_->check(keys); }
+  int64_t getNumKeys() override { return group_->getNumKeys(); }
+  void wait(const std::vector<std::string>& keys) override { WaitFor(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    WaitFor(keys, timeout);
+  }
+
+ private:
+  void WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (group_->check(keys)) return;
+      for (const Member& m : others_)
+        if (base_->check({m.lost_key}))
+          throw std::runtime_error("worker " + std::to_string(m.worker) + " was lost while the group formed");
+      if (std::chrono::steady_clock::now() > deadline)
+        throw std::runtime_error("the other members did not come within " + std::to_string(timeout.count()) + " ms");
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+
+  c10::intrusive_ptr<c10d::Store> base_;
+  c10::intrusive_ptr<c10d::Store> group_;
+  std::vector<Member> others_;
+};
 
 }  // namespace
 
@@ -59,10 +110,19 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
   auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gt/group/" + generation + "/" + members, store);
+  std::vector<GroupStore::Member> others;
+  for (int64_t w : spec.group)
+    if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(spec.generation, w)});
+  auto group_store = c10::make_intrusive<GroupStore>(store, prefixed, std::move(others), options_.timeout);
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));
   auto group = std::make_unique<Group>();
-  group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, rank, size, pg_options);
+  try {
+    group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group_store, rank, size, pg_options);
+  } catch (const std::exception& e) {
+    return Unavailable(inst.Describe() + ": cannot form collective group [" + members + "] at " + rendezvous + ": " +
+                       e.what());
+  }
   group->rank = rank;
   group->size = size;
   group->rendezvous = rendezvous;

@@ -13,7 +13,9 @@
 // execute a group's collectives in one order because the dispatcher emits
 // them together. A member whose operand failed to be made still takes part
 // with a stand-in (StandIn), so only a member that died makes the others
-// fail: at once when its connections close, else after `timeout_ms`.
+// fail: at once when its connections close, or, while the group is still
+// forming, when the dispatcher marks it lost in the store (LostMemberKey);
+// a member that hangs, after `timeout_ms`.
 //
 // Thread-safety: none; the worker's pipeline thread calls everything.
 #pragma once

@@ -410,6 +410,55 @@ def test_a_killed_worker_is_reported_to_its_clients_only_and_can_be_replaced():
     assert any(t < killed_at for t in done["ok_times"])
 
 
+# Client A: x sharded on workers 0 and 1, no collective yet; told to go, its
+# sum is the first collective of workers 0 and 1, which form a Gloo group.
+FORMING = """
+    wait_for_workers(["worker-0", "worker-1"])
+    gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+    with gt.signal.context("data_parallel"):
+        x = gt.tensor(np.ones((8, 4), np.float32))
+    gt.sync()
+    say(state="ready")
+    sys.stdin.readline()
+    try:
+        x.sum().item()
+        say(error=None)
+    except gt.Error as e:
+        say(error=str(e), at=time.time())
+"""
+
+
+def test_a_worker_lost_while_a_group_forms_with_it_holds_nobody():
+    """Worker 1 hangs (SIGSTOP) just as worker 0 starts forming a collective
+    group with it, then dies: worker 0 stops waiting for it at once, instead
+    of holding every client on it for the collective timeout (60 s)."""
+    with cluster(workers=2) as c:
+        a = client(c.endpoint, FORMING)
+        b = client(c.endpoint, UNAFFECTED)
+        try:
+            assert read_line(a) == {"state": "ready"}
+            assert read_line(b)["state"] == "running"
+            c.workers["worker-1"].send_signal(signal.SIGSTOP)
+            tell(a, "go")
+            time.sleep(1.0)  # worker 0 is waiting for worker 1 in the rendezvous store
+            c.workers["worker-1"].send_signal(signal.SIGKILL)
+            killed_at = time.time()
+            c.workers["worker-1"].wait()
+            got = read_line(a)
+            time.sleep(1.0)
+            tell(b, "stop")
+            done = read_line(b)
+        finally:
+            for p in (a, b):
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+    assert got["error"] is not None and "worker-1" in got["error"], got
+    assert got["at"] - killed_at < 2.0, f"error {got['at'] - killed_at:.2f} s after the kill"
+    assert done["errors"] == [], done["errors"][:3]
+    assert any(killed_at < t < killed_at + 2.0 for t in done["ok_times"]), "client B was held after the kill"
+
+
 def test_a_worker_registering_under_a_live_ones_id_replaces_it():
     """A restart the dispatcher has not noticed (the old process hung, its
     connection still open): the new registration takes the index, and
