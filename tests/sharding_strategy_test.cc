@@ -31,10 +31,14 @@ class RecordingEmitter final : public Emitter {
   std::vector<Instruction> emitted;
 };
 
+// What the stage marked lost in its rendezvous: (generation, worker).
+std::vector<std::pair<uint64_t, int>> marked_lost;
+
 // A rendezvous that hosts nothing: the stage only names its address.
 class AddressOnlyRendezvous final : public Rendezvous {
  public:
   const std::string& address() const override { return address_; }
+  void MarkLost(uint64_t generation, int worker) override { marked_lost.emplace_back(generation, worker); }
 
  private:
   std::string address_ = kRendezvousForTest;
@@ -216,7 +220,11 @@ TEST_F(ShardingStrategyTest, ALostWorkerLosesEveryTensorWithAPieceThere) {
   const std::vector<TensorId> rows = Pieces(Zeros(1, {4, 3}, "rows"));
   const std::vector<TensorId> copies = Pieces(Zeros(2, {4, 3}, "rep"));
   Pieces(Zeros(3, {4, 3}, "far"));
+  marked_lost.clear();
   const std::vector<Instruction> out = Send(MakeMembership({0, 2, 3}, LostWorker{1, "worker-1"}));
+  // Generation 1 (the first membership) ends; groups forming in it with
+  // worker 1 are told, and those of generation 0 (none) too.
+  EXPECT_EQ(marked_lost, (std::vector<std::pair<uint64_t, int>>{{0, 1}, {1, 1}}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"free@0", "free@0", "membership@-1", "membership@-1"}));
   std::set<TensorId> freed;
   for (size_t i = 0; i < 2; ++i) {
