@@ -2,13 +2,15 @@
 
 #include <zmq.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <optional>
+#include <memory>
 
 namespace gt::client_internal {
 namespace {
@@ -20,19 +22,21 @@ std::string UniqueMonitorEndpoint() {
 
 }  // namespace
 
-ConnectionWatch::ConnectionWatch(zmq::context_t& context, zmq::socket_t& socket, std::string endpoint,
-                                 std::chrono::milliseconds timeout)
-    : monitor_(context, zmq::socket_type::pair),
-      endpoint_(std::move(endpoint)),
-      timeout_(timeout),
-      disconnected_since_(Clock::now()) {
-  const std::string address = UniqueMonitorEndpoint();
-  zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
-  monitor_.set(zmq::sockopt::linger, 0);
-  monitor_.connect(address);
-}
+ConnectionWatch::ConnectionWatch(zmq::context_t& context, std::string endpoint, std::chrono::milliseconds timeout)
+    : monitor_(context, zmq::socket_type::pair), endpoint_(std::move(endpoint)), timeout_(timeout),
+      started_(Clock::now()) {}
 
-ConnectionWatch::~ConnectionWatch() = default;
+Result<std::unique_ptr<ConnectionWatch>> ConnectionWatch::Attach(zmq::context_t& context, zmq::socket_t& socket,
+                                                                 std::string endpoint,
+                                                                 std::chrono::milliseconds timeout) {
+  const std::string address = UniqueMonitorEndpoint();
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
+    return Internal(std::string("cannot monitor the connection to the dispatcher: ") + zmq_strerror(zmq_errno()));
+  std::unique_ptr<ConnectionWatch> watch(new ConnectionWatch(context, std::move(endpoint), timeout));
+  watch->monitor_.set(zmq::sockopt::linger, 0);
+  watch->monitor_.connect(address);
+  return watch;
+}
 
 zmq::pollitem_t ConnectionWatch::PollItem() { return zmq::pollitem_t{monitor_.handle(), 0, ZMQ_POLLIN, 0}; }
 
@@ -43,40 +47,47 @@ void ConnectionWatch::Drain() {
     if (!monitor_.recv(first, zmq::recv_flags::dontwait)) return;
     uint16_t event = 0;
     if (first.size() >= sizeof(event)) std::memcpy(&event, first.data(), sizeof(event));
-    while (first.more()) {
+    for (bool more = first.more(); more;) {
       zmq::message_t rest;
       if (!monitor_.recv(rest, zmq::recv_flags::dontwait)) break;
-      if (!rest.more()) break;
+      more = rest.more();
     }
-    if (event == ZMQ_EVENT_CONNECTED) {
-      connected_ = ever_connected_ = true;
-    } else if (event == ZMQ_EVENT_DISCONNECTED && connected_) {
+    if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !closed_) connected_ = true;
+    if (event == ZMQ_EVENT_DISCONNECTED && connected_) {
       connected_ = false;
-      disconnected_since_ = Clock::now();
+      closed_ = true;
     }
   }
 }
 
 std::chrono::milliseconds ConnectionWatch::PollTimeout(Clock::time_point now) const {
   if (connected_) return std::chrono::milliseconds(-1);
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(disconnected_since_ + timeout_ - now);
+  if (closed_) return std::chrono::milliseconds(0);
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(started_ + timeout_ - now);
   return std::max(left, std::chrono::milliseconds(0)) + std::chrono::milliseconds(1);
 }
 
 Status ConnectionWatch::Check(Clock::time_point now) const {
-  if (connected_ || now - disconnected_since_ <= timeout_) return Status::Ok();
+  if (closed_) return Unavailable("lost the dispatcher at " + endpoint_ + ": its connection closed");
+  if (connected_ || now - started_ <= timeout_) return Status::Ok();
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g s", static_cast<double>(timeout_.count()) / 1000.0);
-  const std::string limit = std::string(seconds) + " (GT_CONNECT_TIMEOUT)";
-  if (!ever_connected_) return Unavailable("no dispatcher answers at " + endpoint_ + ": not connected within " + limit);
-  return Unavailable("lost the dispatcher at " + endpoint_ + ": disconnected for more than " + limit);
+  return Unavailable("no dispatcher answers at " + endpoint_ + ": not connected within " + seconds +
+                     " (GT_CONNECT_TIMEOUT)");
 }
 
-std::optional<std::chrono::milliseconds> ConnectTimeoutFromEnv() {
+Result<std::optional<std::chrono::milliseconds>> ConnectTimeoutFromEnv() {
   const char* env = std::getenv("GT_CONNECT_TIMEOUT");
-  double seconds = env && *env ? std::atof(env) : 5.0;
-  if (seconds <= 0) return std::nullopt;
-  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  if (env == nullptr || *env == '\0') return std::optional<std::chrono::milliseconds>(std::chrono::seconds(5));
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(env, &end);
+  if (errno != 0 || end == env || *end != '\0' || !std::isfinite(seconds) || seconds < 0 || seconds > 86400)
+    return InvalidArgument(std::string("GT_CONNECT_TIMEOUT: expected seconds from 0 (wait forever) to 86400, got '") +
+                           env + "'");
+  if (seconds == 0) return std::optional<std::chrono::milliseconds>();
+  return std::optional<std::chrono::milliseconds>(
+      std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds * 1000))));
 }
 
 }  // namespace gt::client_internal

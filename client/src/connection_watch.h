@@ -1,15 +1,15 @@
 // Whether a client's socket is connected to its dispatcher, read from the
-// socket's monitor (ZMQ_EVENT_CONNECTED / ZMQ_EVENT_DISCONNECTED), so that a
-// sync point fails, naming the endpoint, when there has been no dispatcher
-// for longer than a timeout (GT_CONNECT_TIMEOUT) instead of waiting forever:
-// no dispatcher at the address, or one that went away mid-run. A long op
-// on a connected dispatcher never times out.
+// socket's monitor (a completed ZeroMQ handshake; a closed connection), so
+// that a sync point fails naming the endpoint instead of waiting forever:
+// when no dispatcher completes a handshake within a timeout
+// (GT_CONNECT_TIMEOUT), or once the connection it had closes. A dispatcher
+// that comes back cannot answer for the old one (it knows neither this
+// client's syncs nor its tensors), so a closed connection is final.
 //
 // Thread-safety: none; the session uses it under its mutex.
 #pragma once
 
 #include <chrono>
-#include <memory>
 #include <optional>
 #include <string>
 
@@ -23,11 +23,11 @@ class ConnectionWatch {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // Watches `socket`. REQUIRES: `socket` not connected yet (the first
-  // connection's event must not be missed); `timeout` > 0.
-  ConnectionWatch(zmq::context_t& context, zmq::socket_t& socket, std::string endpoint,
-                  std::chrono::milliseconds timeout);
-  ~ConnectionWatch();
+  // Watches `socket`, or nothing (an error) when the monitor cannot be
+  // attached. REQUIRES: `socket` not connected yet (the first connection's
+  // event must not be missed); `timeout` > 0.
+  static Result<std::unique_ptr<ConnectionWatch>> Attach(zmq::context_t& context, zmq::socket_t& socket,
+                                                         std::string endpoint, std::chrono::milliseconds timeout);
 
   // The monitor's socket, to poll beside the watched one.
   zmq::pollitem_t PollItem();
@@ -35,21 +35,24 @@ class ConnectionWatch {
   void Drain();
   // How long a poll may wait before Check() has news; -1 while connected.
   std::chrono::milliseconds PollTimeout(Clock::time_point now) const;
-  // Unavailable naming the endpoint when not connected for longer than
-  // the timeout; else OK.
+  // Unavailable naming the endpoint when the connection closed, or none
+  // came within the timeout; else OK.
   Status Check(Clock::time_point now) const;
 
  private:
+  ConnectionWatch(zmq::context_t& context, std::string endpoint, std::chrono::milliseconds timeout);
+
   zmq::socket_t monitor_;
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
+  Clock::time_point started_;
   bool connected_ = false;
-  bool ever_connected_ = false;
-  Clock::time_point disconnected_since_;
+  bool closed_ = false;  // connected once, then the connection closed
 };
 
-// GT_CONNECT_TIMEOUT in seconds (default 5); 0 or less: wait forever
-// (std::nullopt).
-std::optional<std::chrono::milliseconds> ConnectTimeoutFromEnv();
+// GT_CONNECT_TIMEOUT in seconds (default 5); 0: wait forever (std::nullopt).
+// InvalidArgument naming the variable for anything but a number of seconds
+// from 0 to a day.
+Result<std::optional<std::chrono::milliseconds>> ConnectTimeoutFromEnv();
 
 }  // namespace gt::client_internal

@@ -133,6 +133,8 @@ void Session::EnsureStartedLocked() {
   // The client's own stages first: a bad manifest fails before anything starts.
   Result<std::optional<HostManifest>> manifest = ClientManifestFromEnv();
   if (!manifest.ok()) throw Error(manifest.status().code(), "gt: " + manifest.status().message());
+  Result<std::optional<std::chrono::milliseconds>> connect_timeout = ConnectTimeoutFromEnv();
+  if (!connect_timeout.ok()) throw Error(connect_timeout.status().code(), "gt: " + connect_timeout.status().message());
   // The embedded dispatcher's sharding stage then places tensors with no config.
   if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && EnvFlag(auto_shard))
     placing_ = true;
@@ -165,10 +167,18 @@ void Session::EnsureStartedLocked() {
   socket_->set(zmq::sockopt::linger, 2000);
   socket_->set(zmq::sockopt::sndhwm, 0);
   socket_->set(zmq::sockopt::rcvhwm, 0);
-  if (!address_.empty())
-    if (std::optional<std::chrono::milliseconds> timeout = ConnectTimeoutFromEnv())
-      watch_ = std::make_unique<ConnectionWatch>(
-          *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", *timeout);
+  if (!address_.empty()) {
+    // A dispatcher whose host vanished sends no FIN: ZMTP heartbeats close
+    // the connection, so the watch sees it.
+    socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
+    socket_->set(zmq::sockopt::heartbeat_timeout, 20000);
+    if (*connect_timeout) {
+      Result<std::unique_ptr<ConnectionWatch>> watch = ConnectionWatch::Attach(
+          *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", **connect_timeout);
+      if (watch.ok()) watch_ = std::move(*watch);
+      else GT_LOG(kClient, "no connection watch: " << watch.status().message());  // then syncs wait as before
+    }
+  }
   socket_->connect(endpoint);
   GT_LOG(kClient, "connected to " << (address_.empty() ? "the embedded cluster at " : "") << endpoint
                                   << (!address_.empty() && endpoint.rfind("ipc://", 0) == 0 &&
@@ -363,6 +373,8 @@ void Session::Sync() {
 }
 
 void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
+  // Its dispatcher is gone: nothing queued will ever be answered.
+  if (!broken_.ok()) throw Error(broken_.code(), "gt: " + broken_.message());
   const uint64_t sync_id = next_sync_++;
   Instruction sync = MakeSync(0, next_seq_++, sync_id);
   if (pipeline_) pipeline_->Drain();
@@ -409,7 +421,10 @@ std::vector<zmq::message_t> Session::ReceiveLocked() {
     zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0}, watch_->PollItem()};
     zmq::poll(items, 2, watch_->PollTimeout(ConnectionWatch::Clock::now()));
     watch_->Drain();
-    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) throw Error(s.code(), "gt: " + s.message());
+    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) {
+      broken_ = s;
+      throw Error(s.code(), "gt: " + s.message());
+    }
   }
 }
 

@@ -147,6 +147,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<EmbeddedCluster> cluster_;
   std::unique_ptr<zmq::socket_t> socket_;  // GUARDED_BY(mu_)
   std::unique_ptr<ConnectionWatch> watch_;  // GUARDED_BY(mu_); null: embedded, or GT_CONNECT_TIMEOUT=0
+  Status broken_;  // GUARDED_BY(mu_): why the dispatcher will never answer again, once the watch said so
   std::thread heartbeat_;
   std::atomic<bool> stop_heartbeat_{false};
 };

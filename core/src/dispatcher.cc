@@ -318,11 +318,13 @@ class Dispatcher::Impl final : public PeerSender {
     // An open connection's fd is unique: a live worker still on this one
     // had its connection closed (its monitor event was lost).
     if (std::optional<size_t> old = workers_.FindByFd(fd)) WorkerLost(*old, kConnectionClosed);
-    // A worker registering under a live one's id replaces it (a restart
-    // the dispatcher has not noticed yet, e.g. a hung or unreachable
-    // process not yet past its heartbeat timeout).
-    if (!env.name().empty())
-      if (std::optional<size_t> old = workers_.FindLiveByName(env.name())) WorkerLost(*old, "replaced by a new registration under its id");
+    // A worker registering under the id of one that has missed two
+    // heartbeats replaces it: a restart of a hung or unreachable process
+    // not yet past its heartbeat timeout. One that is heard from keeps its
+    // place (two workers may share an id, e.g. the default "worker").
+    if (std::optional<size_t> old = workers_.FindLiveByName(env.name()))
+      if (Clock::now() - workers_.at(*old).last_seen > 2 * std::chrono::milliseconds(manifest_.heartbeat_interval_ms))
+        WorkerLost(*old, "replaced by a new registration under its id");
     const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd);
     GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
                                      << (peer_ip.empty() ? "" : " from " + peer_ip));
@@ -381,7 +383,9 @@ class Dispatcher::Impl final : public PeerSender {
       auto [w, why] = std::move(lost_unreported_.front());
       lost_unreported_.pop_front();
       std::vector<int64_t> live = workers_.LiveIndexes();
-      std::erase(live, static_cast<int64_t>(w));  // reported late, its index may be taken again already
+      // Not live (RegisterWorker reports losses before a replacement takes
+      // an index); erased all the same, as the announcement must not list it.
+      std::erase(live, static_cast<int64_t>(w));
       pipeline_->Push(MakeMembership(live, LostWorker{static_cast<int>(w), workers_.at(w).name}));
       pipeline_->EndBatch();
       router_.OnWorkerLost(w, why);

@@ -72,6 +72,8 @@ std::vector<int> MembershipWorkers(const Instruction& membership) {
   return std::vector<int>(membership.attrs.shape.begin(), membership.attrs.shape.end());
 }
 
+std::string LostMemberKey(int64_t worker) { return "gt/lost/" + std::to_string(worker); }
+
 Instruction MakeHotMarker(Op op, const HotMarker& marker) {
   assert(op == Op::kHotStart || op == Op::kHotEnd);
   Instruction inst = Control(op, 0, 0);
@@ -138,10 +140,6 @@ ConfigureSpec ReadConfigure(const Instruction& configure) {
 
 // Collectives: numbers = group; axes = {rank, ...op's own}; payload =
 // rendezvous; kAllReduce: scalar = ReduceOp.
-std::string LostMemberKey(uint64_t generation, int64_t worker) {
-  return "gt/lost/" + std::to_string(generation) + "/" + std::to_string(worker);
-}
-
 Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
   assert(KindOf(op) == OpKind::kCollective);
   Instruction inst;

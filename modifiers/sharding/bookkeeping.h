@@ -47,16 +47,15 @@ inline TensorId NewId(Client& c) { return c.next_physical++; }
 // The live workers (kMembership) and the choice of each client's worker.
 class Workers {
  public:
-  // A change of the live set, or a loss (even one whose index was taken
-  // again by the time it is announced), starts a new generation: groups
-  // formed before it are not reused (a replaced worker has none of the old
-  // connections).
-  void Assign(std::vector<int> live, bool lost = false) {
-    if (live != live_ || lost) ++generation_;
+  // A change of the live set starts a new generation: groups formed before
+  // it are not reused (a replaced worker has none of the old connections).
+  void Assign(std::vector<int> live) {
+    if (live != live_) ++generation_;
     live_ = std::move(live);
   }
   const std::vector<int>& live() const { return live_; }
   uint64_t generation() const { return generation_; }
+  void NewGeneration() { ++generation_; }
   bool empty() const { return live_.empty(); }
   bool IsLive(int worker) const { return Contains(live_, worker); }
   // The workers `config` names; every live one when it names none.

@@ -18,7 +18,8 @@ class TcpStoreRendezvous final : public Rendezvous {
   const std::string& address() const override { return address_; }
   void MarkLost(uint64_t generation, int worker) override {
     try {
-      store_->set(LostMemberKey(generation, worker), std::vector<uint8_t>{'1'});
+      const std::string value = std::to_string(generation);
+      store_->set(LostMemberKey(worker), std::vector<uint8_t>(value.begin(), value.end()));
     } catch (const std::exception& e) {  // the members then wait out their timeout, as before
       std::cerr << "sharding: cannot mark worker " << worker << " lost in the rendezvous store: " << e.what() << "\n";
     }

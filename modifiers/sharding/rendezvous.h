@@ -24,12 +24,10 @@ class Rendezvous {
   virtual ~Rendezvous() = default;
   // "host:port" that the members connect to; the same for the object's life.
   virtual const std::string& address() const = 0;
-  // Worker `worker` was lost: members still forming a group with it in
-  // `generation` stop waiting for it (gt/op_attrs.h, LostMemberKey).
-  virtual void MarkLost(uint64_t generation, int worker) {
-    (void)generation;
-    (void)worker;
-  }
+  // Worker index `worker` was lost as membership generation `generation`
+  // ended: members still forming a group with it in that generation or an
+  // earlier one stop waiting for it (gt/op_attrs.h, LostMemberKey).
+  virtual void MarkLost(uint64_t generation, int worker) = 0;
 };
 
 // Starts a rendezvous listening on `host`:`port` (0: a free port); its

@@ -72,13 +72,12 @@ Status ShardingStage::Process(Instruction&& inst, Emitter& out) {
 void ShardingStage::Membership(const Instruction& membership, Emitter& out) {
   const std::optional<LostWorker> lost = MembershipLostWorker(membership);
   const uint64_t before = workers_.generation();
-  workers_.Assign(MembershipWorkers(membership), lost.has_value());
+  workers_.Assign(MembershipWorkers(membership));
   if (!lost) return;
-  // Groups with it may still be forming on workers behind in their queues:
-  // the last few generations, not only the one that ends.
-  constexpr uint64_t kGenerationsMarked = 8;
-  for (uint64_t g = before > kGenerationsMarked ? before - kGenerationsMarked : 0; g <= before; ++g)
-    rendezvous_->MarkLost(g, lost->index);
+  // A loss always ends a generation, even one announced after its index
+  // was taken again (the live set then looks unchanged).
+  if (workers_.generation() == before) workers_.NewGeneration();
+  rendezvous_->MarkLost(before, lost->index);
   ForgetLost(*lost, out);
 }
 

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 #include <string>
@@ -43,8 +44,12 @@ class GroupStore final : public c10d::Store {
     std::string lost_key;
   };
   GroupStore(c10::intrusive_ptr<c10d::Store> base, c10::intrusive_ptr<c10d::Store> group, std::vector<Member> others,
-             std::chrono::milliseconds timeout)
-      : c10d::Store(timeout), base_(std::move(base)), group_(std::move(group)), others_(std::move(others)) {}
+             uint64_t generation, std::chrono::milliseconds timeout)
+      : c10d::Store(timeout),
+        base_(std::move(base)),
+        group_(std::move(group)),
+        others_(std::move(others)),
+        generation_(generation) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override { group_->set(key, value); }
   std::vector<uint8_t> get(const std::string& key) override {
@@ -61,22 +66,33 @@ class GroupStore final : public c10d::Store {
   }
 
  private:
+  // The group's keys are looked for every 10 ms, the lost marks every
+  // 100 ms: each look is a round trip to the dispatcher's store.
   void WaitFor(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
+    for (int slice = 0;; ++slice) {
       if (group_->check(keys)) return;
-      for (const Member& m : others_)
-        if (base_->check({m.lost_key}))
-          throw std::runtime_error("worker " + std::to_string(m.worker) + " was lost while the group formed");
+      if (slice % 10 == 0) ThrowIfAMemberWasLost();
       if (std::chrono::steady_clock::now() > deadline)
         throw std::runtime_error("the other members did not come within " + std::to_string(timeout.count()) + " ms");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 
+  void ThrowIfAMemberWasLost() {
+    for (const Member& m : others_) {
+      if (!base_->check({m.lost_key})) continue;
+      const std::vector<uint8_t> value = base_->get(m.lost_key);
+      const uint64_t lost_in = std::strtoull(std::string(value.begin(), value.end()).c_str(), nullptr, 10);
+      if (lost_in >= generation_)
+        throw std::runtime_error("worker index " + std::to_string(m.worker) + " was lost while the group formed");
+    }
+  }
+
   c10::intrusive_ptr<c10d::Store> base_;
   c10::intrusive_ptr<c10d::Store> group_;
   std::vector<Member> others_;
+  uint64_t generation_;
 };
 
 }  // namespace
@@ -112,8 +128,9 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gt/group/" + generation + "/" + members, store);
   std::vector<GroupStore::Member> others;
   for (int64_t w : spec.group)
-    if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(spec.generation, w)});
-  auto group_store = c10::make_intrusive<GroupStore>(store, prefixed, std::move(others), options_.timeout);
+    if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(w)});
+  auto group_store =
+      c10::make_intrusive<GroupStore>(store, prefixed, std::move(others), spec.generation, options_.timeout);
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));
   auto group = std::make_unique<Group>();

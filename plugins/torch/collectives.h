@@ -14,8 +14,9 @@
 // them together. A member whose operand failed to be made still takes part
 // with a stand-in (StandIn), so only a member that died makes the others
 // fail: at once when its connections close, or, while the group is still
-// forming, when the dispatcher marks it lost in the store (LostMemberKey);
-// a member that hangs, after `timeout_ms`.
+// forming and waiting for its address in the store, when the dispatcher
+// marks it lost there (LostMemberKey); a member that hangs, after
+// `timeout_ms`.
 //
 // Thread-safety: none; the worker's pipeline thread calls everything.
 #pragma once

@@ -48,8 +48,9 @@ __all__ = [
 
 def connect(address):
     """Uses the dispatcher at `address` ('host:port', or a tcp:// / ipc:// endpoint). Call before the first op.
-    A sync point raises gt.Error naming the address once there has been no connection to it for
-    GT_CONNECT_TIMEOUT seconds (default 5; 0: wait forever)."""
+    A sync point raises gt.Error naming the address when no connection to it came within
+    GT_CONNECT_TIMEOUT seconds (default 5; 0: wait forever), and at once, from then on, when the
+    connection closed."""
     _C.connect(str(address))
 
 

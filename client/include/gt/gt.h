@@ -334,8 +334,9 @@ WorkerStats worker_stats(int timeout_ms = 2000);
 // the dispatcher's local ipc socket /tmp/gt-dispatcher-P.sock when a
 // dispatcher of this user listens there (faster than loopback tcp; README
 // "Running a cluster"), else over tcp; GT_LOCAL_IPC=0 keeps tcp. A sync
-// point throws gt::Error (unavailable) naming `address` once there has been
-// no connection to it for GT_CONNECT_TIMEOUT seconds (default 5; 0: never).
+// point throws gt::Error (unavailable) naming `address` when no connection
+// to it came within GT_CONNECT_TIMEOUT seconds (default 5; 0: never), and
+// at once, from then on, when the connection closed.
 // REQUIRES: before the first op of the process.
 void connect(const std::string& address);
 // Number of workers of the embedded default (default 2, or GT_WORKERS).

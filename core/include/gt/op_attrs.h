@@ -146,11 +146,13 @@ struct CollectiveSpec {
   int64_t dim = 0;
   std::vector<int64_t> sizes;
 };
-// The rendezvous store key that says worker `worker` was lost in membership
-// generation `generation`: members still forming a group of that generation
-// with it give up instead of waiting out their timeout (the dispatcher's
-// sharding stage sets it; the workers' backends look for it while they wait).
-std::string LostMemberKey(uint64_t generation, int64_t worker);
+// The rendezvous store key that says worker index `worker` was lost; its
+// value is the membership generation that ended with the loss, in decimal.
+// Members still forming a group of that generation or an earlier one with
+// it give up instead of waiting out their timeout (the dispatcher's sharding
+// stage sets it; the workers' backends look for it while they wait). A
+// replacement under that index belongs to later generations.
+std::string LostMemberKey(int64_t worker);
 // An instruction of `op` carrying `spec`; the caller adds operands, results,
 // shape and dtype. REQUIRES: op is a collective.
 Instruction MakeCollective(Op op, const CollectiveSpec& spec);
