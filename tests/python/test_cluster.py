@@ -171,6 +171,14 @@ def read_line(proc, timeout=60.0):
     return json.loads(line)
 
 
+def end_clients(*procs):
+    """Kills the client programs still running (a failed test's), and reaps them all."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+
+
 def tell(proc, word):
     proc.stdin.write(word + "\n")
     proc.stdin.flush()
@@ -404,10 +412,7 @@ def test_a_killed_worker_is_reported_to_its_clients_only_and_can_be_replaced():
             tell(b, "stop")
             done = read_line(b)
         finally:
-            for p in (a, b):
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
+            end_clients(a, b)
     assert done["errors"] == [], done["errors"][:3]
     # B kept computing through the loss and after it.
     assert any(t > killed_at + 0.5 for t in done["ok_times"]), "client B made no progress after the kill"
@@ -454,10 +459,7 @@ def test_a_worker_lost_while_a_group_forms_with_it_holds_nobody():
             tell(b, "stop")
             done = read_line(b)
         finally:
-            for p in (a, b):
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
+            end_clients(a, b)
     assert got["error"] is not None and "worker-1" in got["error"], got
     assert got["at"] - killed_at < 2.0, f"error {got['at'] - killed_at:.2f} s after the kill"
     assert done["errors"] == [], done["errors"][:3]
@@ -553,9 +555,7 @@ def test_a_dispatcher_that_goes_away_mid_run_fails_the_next_sync():
             tell(p, "gone")
             got = read_line(p)
         finally:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
+            end_clients(p)
     assert got["errors"] == [f"gt: lost the dispatcher at {c.endpoint}: its connection closed"] * 2, got
     assert got["waited"] < 5
 
