@@ -19,7 +19,12 @@ int main(int argc, char** argv) {
       "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
       "discovery", po::value<std::string>()->default_value(""),
       "host:port serving GET /targets, Prometheus HTTP service discovery (overrides the manifest)")(
-      "id", po::value<std::string>()->default_value(""), "instance id (overrides the manifest)");
+      "id", po::value<std::string>()->default_value(""), "instance id (overrides the manifest)")(
+      "key", po::value<std::string>()->default_value(""),
+      "CURVE key pair file (gt keygen): authenticate every connection (overrides the manifest's security.key)")(
+      "client-keys", po::value<std::string>()->default_value(""), "file or directory of the clients' public keys")(
+      "worker-keys", po::value<std::string>()->default_value(""), "file or directory of the workers' public keys")(
+      "insecure", "listen on a non-loopback address without keys (any peer may then register as a worker)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -40,6 +45,14 @@ int main(int argc, char** argv) {
   if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
   if (auto v = vm["discovery"].as<std::string>(); !v.empty()) manifest->discovery = v;
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
+  if (auto v = vm["key"].as<std::string>(); !v.empty()) manifest->security.key = v;
+  if (auto v = vm["client-keys"].as<std::string>(); !v.empty()) manifest->security.client_keys = v;
+  if (auto v = vm["worker-keys"].as<std::string>(); !v.empty()) manifest->security.worker_keys = v;
+  if (vm.count("insecure")) manifest->security.insecure = true;
+  if (gt::Status s = gt::ValidateSecurity(manifest->security, gt::HostKind::kDispatcher); !s.ok()) {
+    std::cerr << "gt-dispatcher: " << s.message() << "\n";
+    return 2;
+  }
   if (manifest->listen.empty()) manifest->listen = "tcp://127.0.0.1:5555";
 
   auto registry = std::make_shared<prometheus::Registry>();

@@ -6,6 +6,7 @@
 //                                         run a dispatcher and N workers as child processes
 //   gt top [--discovery HOST:PORT] [--once]
 //                                         live per-host and per-stage rates (services/top.h)
+//   gt keygen NAME...                     write CURVE key pairs NAME.key (0600) + NAME.pub
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -20,6 +21,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "curve_keys.h"
 #include "manifest.h"
 #include "plugin_loader.h"
 #include "service_common.h"
@@ -37,7 +39,8 @@ void PrintUsage() {
                "       gt validate MANIFEST...\n"
                "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
                "                  [--manifest FILE] [--worker-manifest FILE]\n"
-               "       gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]\n";
+               "       gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]\n"
+               "       gt keygen NAME...   (writes NAME.key, private, and NAME.pub: docs/SECURITY.md)\n";
 }
 
 std::string HostsOf(uint32_t mask) {
@@ -189,6 +192,26 @@ int Cluster(int argc, char** argv) {
   return 0;
 }
 
+// One CURVE key pair per name: NAME.key for the host itself, NAME.pub for
+// the peers that must accept it (a dispatcher's allow-list, a client's
+// GT_SERVER_KEY).
+int Keygen(const std::vector<std::string>& names) {
+  if (names.empty()) {
+    std::cerr << "usage: gt keygen NAME...   (e.g. gt keygen keys/dispatcher keys/workers/w0 keys/clients/alice)\n";
+    return 2;
+  }
+  for (const std::string& name : names) {
+    gt::Result<gt::CurveKeyPair> keys = gt::GenerateCurveKeyPair();
+    gt::Status s = keys.ok() ? gt::WriteCurveKeyFiles(name, *keys) : keys.status();
+    if (!s.ok()) {
+      std::cerr << "gt keygen: " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "wrote " << name << ".key (keep private) and " << name << ".pub\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -202,6 +225,7 @@ int main(int argc, char** argv) {
   if (command == "validate") return Validate(rest);
   if (command == "cluster") return Cluster(argc - 1, argv + 1);
   if (command == "top") return gt::services::Top(argc - 1, argv + 1);
+  if (command == "keygen") return Keygen(rest);
   PrintUsage();
   return command == "--help" || command == "-h" ? 0 : 2;
 }

@@ -16,7 +16,10 @@ int main(int argc, char** argv) {
       "connect,c", po::value<std::string>()->default_value(""),
       "dispatcher endpoint, tcp://HOST:PORT or HOST:PORT (overrides the manifest)")(
       "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
-      "id", po::value<std::string>()->default_value(""), "worker id (overrides the manifest)");
+      "id", po::value<std::string>()->default_value(""), "worker id (overrides the manifest)")(
+      "key", po::value<std::string>()->default_value(""),
+      "CURVE key pair file (gt keygen) whose public key is on the dispatcher's workers list")(
+      "server-key", po::value<std::string>()->default_value(""), "the dispatcher's public key file (.pub)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -36,6 +39,12 @@ int main(int argc, char** argv) {
   manifest->connect = gt::services::ZmqEndpoint(manifest->connect);
   if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
+  if (auto v = vm["key"].as<std::string>(); !v.empty()) manifest->security.key = v;
+  if (auto v = vm["server-key"].as<std::string>(); !v.empty()) manifest->security.server_key = v;
+  if (gt::Status s = gt::ValidateSecurity(manifest->security, gt::HostKind::kWorker); !s.ok()) {
+    std::cerr << "gt-worker: " << s.message() << "\n";
+    return 2;
+  }
   if (manifest->connect.empty()) manifest->connect = "tcp://127.0.0.1:5555";
 
   auto registry = std::make_shared<prometheus::Registry>();

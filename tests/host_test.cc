@@ -261,6 +261,71 @@ TEST_F(HostTest, AClientsOwnUnitIsNeverReplacedByAnothersUnderTheSameKey) {
   EXPECT_EQ(FetchFloats(a, 3, 6), (std::vector<float>{-3})) << "client a ran client b's unit";
 }
 
+// Every op the op table marks host-only, sent by a client on its own, in a
+// unit's body, or with a worker chosen, is refused by name; nothing reaches
+// a worker and the client's stream goes on.
+TEST_F(HostTest, EveryHostOnlyKindIsRefusedFromAClientAlsoInsideAUnit) {
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {3}, {1})});
+  ASSERT_TRUE(client.Sync());
+  const double backend_errors = Scrape(wport(), "gt_stage_errors_total", {{"stage", "backend"}});
+  uint64_t seq = 10;
+  int refused = 0;
+  for (uint16_t code = 0; code < static_cast<uint16_t>(Op::kCount); ++code) {
+    const Op op = static_cast<Op>(code);
+    if (ClientMaySend(op)) continue;
+    ++refused;
+    const TensorId result = ProducesTensor(op) ? 100 + code : 0;
+    Instruction direct = MakeInstruction(op, ++seq, result ? std::vector<TensorId>{result} : std::vector<TensorId>{}, {1});
+    UnitTemplate unit;
+    unit.inputs = 1;
+    unit.body.push_back(MakeInstruction(op, 0, {2}, {1}));
+    client.Send({direct, DefineUnit(++seq, 50 + code, unit)});
+    std::optional<wire::Envelope> done = client.Sync();
+    ASSERT_TRUE(done);
+    ASSERT_EQ(done->errors_size(), 2) << OpName(op);
+    const std::string name(OpName(op));
+    EXPECT_NE(done->errors(0).message().find(name + " is reserved for the dispatcher"), std::string::npos)
+        << done->errors(0).message();
+    EXPECT_NE(done->errors(1).message().find("its body holds " + name), std::string::npos) << done->errors(1).message();
+  }
+  EXPECT_EQ(refused, 5);  // drop_client, membership, broadcast, all_reduce, all_gather
+  // A unit whose body picks a worker is refused too.
+  UnitTemplate placed;
+  placed.inputs = 1;
+  placed.body.push_back(MakeInstruction(Op::kNeg, 0, {2}, {1}));
+  placed.body.back().worker = 0;
+  client.Send({DefineUnit(++seq, 99, placed), MakeInstruction(Op::kNeg, ++seq, {3}, {1})});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 1);
+  EXPECT_NE(FirstError(*done).find("which a client may not send"), std::string::npos) << FirstError(*done);
+  EXPECT_EQ(FetchFloats(client, 3, ++seq), (std::vector<float>{-3}));
+  // Nothing refused reached the worker: no result of one exists there (only
+  // %1 and the neg's %3), and its backend reported no error.
+  EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 2);
+  EXPECT_EQ(Scrape(wport(), "gt_stage_errors_total", {{"stage", "backend"}}), backend_errors);
+}
+
+// A peer must open a session (HELLO with a heartbeat token) before it sends
+// work: a batch without one is refused and leaves nothing behind, so peers
+// that never say HELLO cannot pile up clients and tensors.
+TEST_F(HostTest, ABatchWithoutHelloIsRefusedAndLeavesNothing) {
+  const double clients = Scrape(dport(), "gt_host_clients_connected");
+  RawClient stranger(context_, cluster_->endpoint(), /*hello=*/false);
+  stranger.Send({FromFloats(1, {1, 2}, {2}), MakeSync(0, 2, 7)});
+  std::optional<wire::Envelope> reply = stranger.Receive(5000);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->kind(), wire::Envelope::ERROR);
+  EXPECT_NE(FirstError(*reply).find("says HELLO before its first batch"), std::string::npos) << FirstError(*reply);
+  stranger.SendToken(wire::Envelope::HELLO, 0);
+  reply = stranger.Receive(5000);
+  ASSERT_TRUE(reply);
+  EXPECT_NE(FirstError(*reply).find("no heartbeat token"), std::string::npos) << FirstError(*reply);
+  EXPECT_EQ(Scrape(dport(), "gt_host_clients_connected"), clients);
+  EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 0);
+}
+
 // The client forgets the inputs a run_unit consumes when it sends it; when
 // the dispatcher refuses the run, it must still free them.
 TEST_F(HostTest, ARefusedRunUnitStillFreesTheInputsItConsumes) {

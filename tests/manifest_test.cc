@@ -78,7 +78,7 @@ TEST(ManifestTest, ReportsEveryProblemInOneErrorWithPathAndLine) {
   EXPECT_THAT(msg, HasSubstr("many.yaml: 9 problems:"));
   const std::vector<std::string> expected = {
       "many.yaml:2: colour: unknown key 'colour' (known: backend, connect, discovery, heartbeat_interval_ms, "
-      "heartbeat_timeout_ms, host, id, listen, metrics, stages)",
+      "heartbeat_timeout_ms, host, id, limits, listen, metrics, security, stages)",
       "many.yaml:8: stages[0].options.flush_every: option 'flush_every' expects int, got 'lots'",
       "many.yaml:9: stages[0].options.colour: unknown option 'colour' of plugin 'instruction_log' "
       "(known: append, flush_every, max_file_bytes, path)",
@@ -564,6 +564,42 @@ TEST(PipelineTest, ThrowingStageBecomesPluginErrorAndThePipelineGoesOn) {
   ASSERT_EQ(errors.size(), 2u);
   EXPECT_EQ(errors[1].ref.seq, 5u);
   EXPECT_EQ(CounterValue(registry, "gt_stage_errors_total", "boom", "plugin_error"), 2.0);
+}
+
+TEST(ManifestTest, SecurityAndLimitsAreReadAndCheckedWithLines) {
+  Result<HostManifest> d = ParseManifest(
+      "host: dispatcher\n"
+      "security: {key: k/d.key, clients: k/clients, workers: k/workers.pub}\n"
+      "limits: {max_live_tensors: 10, max_inflight: 0}\n",
+      "d.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->security.key, "k/d.key");
+  EXPECT_EQ(d->security.client_keys, "k/clients");
+  EXPECT_EQ(d->security.worker_keys, "k/workers.pub");
+  EXPECT_TRUE(d->security.enabled());
+  EXPECT_EQ(d->limits.max_live_tensors, 10);
+  EXPECT_EQ(d->limits.max_inflight, 0);
+  Result<HostManifest> defaults = ParseManifest("host: dispatcher\n", "d.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_FALSE(defaults->security.enabled());
+  EXPECT_EQ(defaults->limits.max_live_tensors, 1000000);
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"host: dispatcher\nsecurity:\n  key: d.key\n  clients: c\n", "d.yaml:3: security: a dispatcher with a key needs both allow-lists"},
+      {"host: dispatcher\nsecurity: {clients: c, workers: w}\n", "d.yaml:2: security: missing key"},
+      {"host: dispatcher\nsecurity: {insecure: maybe}\n", "d.yaml:2: security.insecure: expected true or false"},
+      {"host: dispatcher\nsecurity: {key: d.key, clients: c, workers: w, insecure: true}\n", "insecure contradicts the keys"},
+      {"host: dispatcher\nsecurity: {server_key: d.pub}\n", "unknown key 'server_key' (known: clients, insecure, key, workers)"},
+      {"host: worker\nsecurity: {key: w.key}\nbackend: {plugin: torch}\n", "missing server_key"},
+      {"host: worker\nlimits: {max_inflight: 5}\nbackend: {plugin: torch}\n", "d.yaml:2: limits: only a dispatcher enforces client limits"},
+      {"host: dispatcher\nlimits: {max_live_tensors: -1}\n", "d.yaml:2: limits.max_live_tensors:"},
+      {"host: dispatcher\nlimits: [1]\n", "d.yaml:2: limits: expected a map"},
+  };
+  for (const auto& [yaml, want] : bad) {
+    Result<HostManifest> m = ParseManifest(yaml, "d.yaml", std::nullopt);
+    ASSERT_FALSE(m.ok()) << yaml;
+    EXPECT_THAT(m.status().message(), HasSubstr(want)) << yaml;
+  }
 }
 
 }  // namespace

@@ -30,7 +30,9 @@ Result<std::unique_ptr<ConnectionWatch>> ConnectionWatch::Attach(zmq::context_t&
                                                                  std::string endpoint,
                                                                  std::chrono::milliseconds timeout) {
   const std::string address = UniqueMonitorEndpoint();
-  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) != 0)
+  if (zmq_socket_monitor(socket.handle(), address.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                                                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH |
+                                                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0)
     return Internal(std::string("cannot monitor the connection to the dispatcher: ") + zmq_strerror(zmq_errno()));
   std::unique_ptr<ConnectionWatch> watch(new ConnectionWatch(context, std::move(endpoint), timeout));
   watch->monitor_.set(zmq::sockopt::linger, 0);
@@ -53,6 +55,12 @@ void ConnectionWatch::Drain() {
       more = rest.more();
     }
     if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED && !closed_) connected_ = true;
+    // Definitive: libzmq would retry, and be refused, forever.
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && !connected_)
+      refused_ = "the dispatcher refused this client's key (GT_CLIENT_KEY is not on its clients list)";
+    if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL && !connected_)
+      refused_ = "the handshake failed: the dispatcher requires CURVE keys (GT_CLIENT_KEY, GT_SERVER_KEY) or this "
+                 "client gives keys a dispatcher without them does not take";
     if (event == ZMQ_EVENT_DISCONNECTED && connected_) {
       connected_ = false;
       closed_ = true;
@@ -62,13 +70,14 @@ void ConnectionWatch::Drain() {
 
 std::chrono::milliseconds ConnectionWatch::PollTimeout(Clock::time_point now) const {
   if (connected_) return std::chrono::milliseconds(-1);
-  if (closed_) return std::chrono::milliseconds(0);
+  if (closed_ || !refused_.empty()) return std::chrono::milliseconds(0);
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(started_ + timeout_ - now);
   return std::max(left, std::chrono::milliseconds(0)) + std::chrono::milliseconds(1);
 }
 
 Status ConnectionWatch::Check(Clock::time_point now) const {
   if (closed_) return Unavailable("lost the dispatcher at " + endpoint_ + ": its connection closed");
+  if (!connected_ && !refused_.empty()) return Unavailable("cannot connect to " + endpoint_ + ": " + refused_);
   if (connected_ || now - started_ <= timeout_) return Status::Ok();
   char seconds[32];
   std::snprintf(seconds, sizeof(seconds), "%g s", static_cast<double>(timeout_.count()) / 1000.0);

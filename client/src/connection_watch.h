@@ -48,6 +48,7 @@ class ConnectionWatch {
   Clock::time_point started_;
   bool connected_ = false;
   bool closed_ = false;  // connected once, then the connection closed
+  std::string refused_;  // why a handshake failed for good (keys); empty: none did
 };
 
 // GT_CONNECT_TIMEOUT in seconds (default 5); 0: wait forever (std::nullopt).

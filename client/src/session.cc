@@ -17,6 +17,12 @@
 namespace gt::client_internal {
 namespace {
 
+// The variable's value, "" when unset.
+std::string EnvOr(const char* name) {
+  const char* value = std::getenv(name);
+  return value ? value : "";
+}
+
 // Instructions per message: large enough to amortize a message, small enough
 // that workers start on a long stream before it is all queued.
 constexpr int kBatchInstructions = 256;
@@ -135,6 +141,8 @@ void Session::EnsureStartedLocked() {
   if (!manifest.ok()) throw Error(manifest.status().code(), "gt: " + manifest.status().message());
   Result<std::optional<std::chrono::milliseconds>> connect_timeout = ConnectTimeoutFromEnv();
   if (!connect_timeout.ok()) throw Error(connect_timeout.status().code(), "gt: " + connect_timeout.status().message());
+  // CURVE keys for a dispatcher that authenticates its clients (docs/SECURITY.md).
+  curve_ = CurveClientKeys{EnvOr("GT_CLIENT_KEY"), EnvOr("GT_SERVER_KEY")};
   // The embedded dispatcher's sharding stage then places tensors with no config.
   if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && EnvFlag(auto_shard))
     placing_ = true;
@@ -167,6 +175,10 @@ void Session::EnsureStartedLocked() {
   socket_->set(zmq::sockopt::linger, 2000);
   socket_->set(zmq::sockopt::sndhwm, 0);
   socket_->set(zmq::sockopt::rcvhwm, 0);
+  if (!address_.empty() && curve_.enabled()) {
+    if (Status s = ApplyCurveClient(*socket_, curve_); !s.ok())
+      throw Error(s.code(), "gt: GT_CLIENT_KEY / GT_SERVER_KEY: " + s.message());
+  }
   if (!address_.empty()) {
     // A dispatcher whose host vanished sends no FIN: ZMTP heartbeats close
     // the connection, so the watch sees it.
@@ -248,6 +260,7 @@ void Session::SendConfigLocked(const std::string& name, const std::optional<Sign
 void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {
   zmq::socket_t beat(*context_, zmq::socket_type::dealer);
   beat.set(zmq::sockopt::linger, 0);
+  if (curve_.enabled() && !ApplyCurveClient(beat, curve_).ok()) return;  // the main socket's check failed first
   beat.connect(endpoint);
   wire::Envelope env;
   env.set_kind(wire::Envelope::HEARTBEAT);
@@ -391,7 +404,10 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
     if (!msg.ok()) throw Error(Code::kInternal, "gt: undecodable reply from the dispatcher: " + msg.status().message());
     const wire::Envelope& env = msg->envelope;
     if (env.kind() == wire::Envelope::ERROR) {
+      // The dispatcher refused a whole message (this sync's, or one before
+      // it): no SYNC_DONE may come, so the sync fails with the reason.
       errors.insert(errors.end(), env.errors().begin(), env.errors().end());
+      break;
     } else if (env.kind() == wire::Envelope::DATA && data && env.seq() == fetch_seq && msg->frames.size() == 1) {
       data->dtype = static_cast<DType>(std::min<uint32_t>(env.dtype(), static_cast<uint32_t>(DType::kCount) - 1));
       data->shape.assign(env.shape().begin(), env.shape().end());

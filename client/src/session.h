@@ -21,6 +21,7 @@
 
 #include "client_pipeline.h"
 #include "connection_watch.h"
+#include "curve_keys.h"
 #include "embedded_cluster.h"
 #include "gt/gt.h"
 #include "shape_inference.h"
@@ -149,6 +150,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<ConnectionWatch> watch_;  // GUARDED_BY(mu_); null: embedded, or GT_CONNECT_TIMEOUT=0
   Status broken_;  // GUARDED_BY(mu_): why the dispatcher will never answer again, once the watch said so
   std::thread heartbeat_;
+  CurveClientKeys curve_;  // set before heartbeat_ starts; read-only after
   std::atomic<bool> stop_heartbeat_{false};
 };
 

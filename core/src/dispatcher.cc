@@ -8,15 +8,19 @@
 
 #include "client_table.h"
 #include "codec.h"
+#include "curve_keys.h"
 #include "gt/log.h"
 #include "gt/op_attrs.h"
+#include "gt/unit.h"
 #include "host_metrics.h"
 #include "host_snapshot.h"
+#include "peer_address.h"
 #include "pipeline.h"
 #include "router.h"
 #include "stats_fanout.h"
 #include "sync_tracker.h"
 #include "transport.h"
+#include "zap_handler.h"
 
 namespace gt {
 namespace {
@@ -54,6 +58,7 @@ class Dispatcher::Impl final : public PeerSender {
  public:
   Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
       : manifest_(manifest),
+        context_(context),
         socket_(context, zmq::socket_type::router),
         monitor_(context, zmq::socket_type::pair),
         registry_(registry),
@@ -77,6 +82,7 @@ class Dispatcher::Impl final : public PeerSender {
   }
 
   Status Init(prometheus::Registry& registry) {
+    if (Status s = InitSecurity(); !s.ok()) return s;
     Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
     if (!pipeline.ok()) return pipeline.status();
     pipeline_ = std::move(*pipeline);
@@ -87,7 +93,44 @@ class Dispatcher::Impl final : public PeerSender {
     return Status::Ok();
   }
 
+  // With a key: CURVE on every connection, and the ZAP handler admitting
+  // the allow-listed keys, each under its role.
+  Status InitSecurity() {
+    const SecurityConfig& security = manifest_.security;
+    if (!security.enabled()) return Status::Ok();
+    Result<CurveKeyPair> own = ReadCurveKeyFile(security.key, true);
+    if (!own.ok()) return own.status();
+    Result<std::vector<std::string>> clients = ReadCurvePublicKeys(security.client_keys);
+    if (!clients.ok()) return clients.status();
+    Result<std::vector<std::string>> workers = ReadCurvePublicKeys(security.worker_keys);
+    if (!workers.ok()) return workers.status();
+    Result<std::unique_ptr<ZapHandler>> zap = ZapHandler::Create(context_, *clients, *workers);
+    if (!zap.ok()) return zap.status();
+    zap_ = std::move(*zap);
+    socket_.set(zmq::sockopt::curve_server, 1);
+    socket_.set(zmq::sockopt::curve_secretkey, own->secret_key);
+    socket_.set(zmq::sockopt::zap_domain, "gt");
+    // A peer that connects and never completes the handshake is dropped.
+    socket_.set(zmq::sockopt::handshake_ivl, static_cast<int>(manifest_.heartbeat_timeout_ms));
+    return Status::Ok();
+  }
+
+  // Without keys, any peer that reaches the dispatcher may register as a
+  // worker and read every client's data: only loopback (or inproc/ipc,
+  // guarded by the file system) unless the manifest says insecure.
+  Status CheckExposure(const std::string& endpoint) const {
+    if (manifest_.security.enabled() || manifest_.security.insecure) return Status::Ok();
+    const std::string host = TcpEndpointHost(endpoint);
+    if (host.empty() || IsLoopbackAddress(host)) return Status::Ok();
+    return FailedPrecondition("refusing to listen on " + endpoint +
+                              " without authentication: any peer reaching it could register as a worker and read "
+                              "every client's tensors. Give keys (security: {key, clients, workers}; gt keygen "
+                              "writes them; see docs/SECURITY.md), bind 127.0.0.1, or accept the risk with "
+                              "security: {insecure: true} (--insecure)");
+  }
+
   Status Bind(const std::string& endpoint) {
+    if (Status s = CheckExposure(endpoint); !s.ok()) return s;
     try {
       socket_.bind(endpoint);
     } catch (const zmq::error_t& e) {
@@ -104,14 +147,17 @@ class Dispatcher::Impl final : public PeerSender {
     auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
     Clock::time_point next_check = Clock::now() + tick;
     while (!stop.load(std::memory_order_relaxed)) {
-      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0}, {monitor_.handle(), 0, ZMQ_POLLIN, 0}};
+      zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {monitor_.handle(), 0, ZMQ_POLLIN, 0},
+                                 {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       int ready = 0;
       try {
-        ready = zmq::poll(items, 2, tick);
+        ready = zmq::poll(items, zap_ ? 3 : 2, tick);
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         continue;
       }
+      if (zap_) zap_->AnswerPending();
       // Closed connections first: a new peer's fd may be a closed one's,
       // whose event is then already queued (see ConnectionClosed).
       HandleMonitorEvents();
@@ -180,11 +226,26 @@ class Dispatcher::Impl final : public PeerSender {
     // and on which connection (to notice it closing).
     std::string peer_ip = !worker && !frames.empty() ? PeerIp(frames.back()) : std::string();
     const int peer_fd = !worker && !frames.empty() ? PeerFd(frames.back()) : -1;
+    const PeerRole role = frames.empty() ? PeerRole::kAny : PeerRoleOf(frames.back());
     Result<WireMessage> msg = DecodeFrames(std::move(frames), true);
     if (!msg.ok()) return RejectMessage(route, msg.status());
     metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
     if (worker) return HandleWorkerMessage(*worker, *msg);
+    if (Status s = CheckRole(role, msg->envelope.kind()); !s.ok()) return RejectMessage(route, s);
     HandleClientMessage(*msg, peer_ip, peer_fd);
+  }
+
+  // With authentication on, a connection's role is the one its key was
+  // admitted under: only a worker's key registers, and a worker's key opens
+  // no client session (it could otherwise name itself a client's worker).
+  Status CheckRole(PeerRole role, wire::Envelope::Kind kind) const {
+    if (!zap_) return Status::Ok();
+    const bool registering = kind == wire::Envelope::REGISTER;
+    if (registering && role != PeerRole::kWorker)
+      return InvalidArgument(std::string("a ") + PeerRoleName(role) + " may not register as a worker (only a key on the workers list may)");
+    if (!registering && role != PeerRole::kClient)
+      return InvalidArgument(std::string("a ") + PeerRoleName(role) + " connection carries no client messages; register first");
+    return Status::Ok();
   }
 
   void RejectMessage(const std::string& route, const Status& status) {
@@ -203,10 +264,15 @@ class Dispatcher::Impl final : public PeerSender {
     const wire::Envelope& env = msg.envelope;
     switch (env.kind()) {
       case wire::Envelope::HELLO:
+        // The token names the client's heartbeats: without them a client
+        // that vanished would never be cleaned up.
+        if (env.token() == 0) return RejectMessage(msg.routing_id, InvalidArgument("HELLO carries no heartbeat token"));
         ClientFor(msg.routing_id, env.token());
         return;
       case wire::Envelope::BATCH:
-        return HandleBatch(ClientFor(msg.routing_id, 0), msg);
+        // Nothing is kept for a peer that never said HELLO.
+        if (ClientState* c = clients_.FindByRoute(msg.routing_id)) return HandleBatch(*c, msg);
+        return RejectMessage(msg.routing_id, FailedPrecondition("no session: a client says HELLO before its first batch"));
       case wire::Envelope::HEARTBEAT:
         if (ClientState* c = clients_.FindByToken(env.token())) c->last_seen = Clock::now();
         return;
@@ -267,11 +333,23 @@ class Dispatcher::Impl final : public PeerSender {
   // scopes with id 0, and the compile stage replays a region marked with an
   // id by ops and wiring alone).
   static Status AdmitFromClient(const Instruction& inst) {
-    if (inst.op == Op::kDropClient || inst.op == Op::kMembership || KindOf(inst.op) == OpKind::kCollective)
-      return InvalidArgument(std::string(OpName(inst.op)) + " is reserved for the dispatcher");
+    if (!ClientMaySend(inst.op)) return InvalidArgument(std::string(OpName(inst.op)) + " is reserved for the dispatcher");
     if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
     if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && MarksHotSequence(inst))
       return InvalidArgument(inst.Describe() + ": a client's markers carry no sequence id");
+    if (inst.op == Op::kDefineUnit && inst.payload) return AdmitUnitBody(inst);
+    return Status::Ok();
+  }
+
+  // A unit's body runs on a worker as it stands: the same rules, per body
+  // instruction (a malformed template is left to the router's error).
+  static Status AdmitUnitBody(const Instruction& define) {
+    Result<UnitTemplate> unit = DecodeUnit(*define.payload);
+    if (!unit.ok()) return Status::Ok();
+    for (const Instruction& body : unit->body)
+      if (!ClientMaySend(body.op) || body.worker >= 0)
+        return InvalidArgument(define.Describe() + ": its body holds " + body.Describe() +
+                               ", which a client may not send");
     return Status::Ok();
   }
 
@@ -473,6 +551,7 @@ class Dispatcher::Impl final : public PeerSender {
   }
 
   HostManifest manifest_;
+  zmq::context_t& context_;
   zmq::socket_t socket_;
   zmq::socket_t monitor_;  // socket_'s disconnect events (zmq_socket_monitor)
   std::string endpoint_;
@@ -484,6 +563,7 @@ class Dispatcher::Impl final : public PeerSender {
   StatsFanout stats_;
   Router router_;
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<ZapHandler> zap_;  // null: no authentication (loopback or insecure)
 
   bool ever_had_worker_ = false;
   bool membership_changed_ = false;  // announce the live workers to the stages

@@ -23,7 +23,8 @@ struct Checker {
 
 const std::set<std::string>& TopLevelKeys() {
   static const std::set<std::string> keys = {"host", "id", "listen", "connect", "metrics", "discovery",
-                                             "heartbeat_interval_ms", "heartbeat_timeout_ms", "stages", "backend"};
+                                             "heartbeat_interval_ms", "heartbeat_timeout_ms", "security", "limits",
+                                             "stages", "backend"};
   return keys;
 }
 
@@ -44,13 +45,60 @@ std::optional<std::string> ScalarAt(Checker& c, const YAML::Node& parent, const 
   return node.Scalar();
 }
 
-void ParseInt(Checker& c, const YAML::Node& root, const std::string& key, int64_t* out) {
-  std::optional<std::string> text = ScalarAt(c, root, key, key);
+void ParseInt(Checker& c, const YAML::Node& root, const std::string& key, int64_t* out, const std::string& path = "",
+              double min = 1, double max = 3.6e6, const char* unit = "ms") {
+  const std::string where = path.empty() ? key : path;
+  std::optional<std::string> text = ScalarAt(c, root, key, where);
   if (!text) return;
-  OptionSpec spec{key.c_str(), OptionType::kInt, "", "ms", "", 1, 3.6e6};
+  OptionSpec spec{key.c_str(), OptionType::kInt, "", unit, "", min, max};
   Result<OptionValue> v = ParseOptionValue(spec, *text);
-  if (!v.ok()) return c.Add(key, root[key], v.status().message());
+  if (!v.ok()) return c.Add(where, root[key], v.status().message());
   *out = std::get<int64_t>(*v);
+}
+
+// A map section whose keys must come from `known`; nullopt when absent.
+std::optional<YAML::Node> Section(Checker& c, const YAML::Node& root, const std::string& name,
+                                  const std::set<std::string>& known) {
+  YAML::Node node = root[name];
+  if (!node.IsDefined() || node.IsNull()) return std::nullopt;
+  if (!node.IsMap()) {
+    c.Add(name, node, "expected a map (" + Known(known) + ")");
+    return std::nullopt;
+  }
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    if (!known.count(key)) c.Add(name + "." + key, kv.first, "unknown key '" + key + "' (known: " + Known(known) + ")");
+  }
+  return node;
+}
+
+void CheckSecurity(Checker& c, const YAML::Node& root, std::optional<HostKind> host, SecurityConfig* out) {
+  const bool dispatcher = host == HostKind::kDispatcher;
+  const std::set<std::string> known = dispatcher ? std::set<std::string>{"key", "clients", "workers", "insecure"}
+                                                 : std::set<std::string>{"key", "server_key"};
+  std::optional<YAML::Node> section = Section(c, root, "security", known);
+  if (!section) return;
+  const YAML::Node& node = *section;
+  out->key = ScalarAt(c, node, "key", "security.key").value_or("");
+  out->server_key = ScalarAt(c, node, "server_key", "security.server_key").value_or("");
+  out->client_keys = ScalarAt(c, node, "clients", "security.clients").value_or("");
+  out->worker_keys = ScalarAt(c, node, "workers", "security.workers").value_or("");
+  if (std::optional<std::string> insecure = ScalarAt(c, node, "insecure", "security.insecure")) {
+    if (*insecure != "true" && *insecure != "false") c.Add("security.insecure", node["insecure"], "expected true or false");
+    out->insecure = *insecure == "true";
+  }
+  if (host) {
+    if (Status s = ValidateSecurity(*out, *host); !s.ok()) c.Add("security", node, s.message());
+  }
+}
+
+void CheckLimits(Checker& c, const YAML::Node& root, std::optional<HostKind> host, ClientLimits* out) {
+  std::optional<YAML::Node> section = Section(c, root, "limits", {"max_live_tensors", "max_inflight"});
+  if (!section) return;
+  const YAML::Node& node = *section;
+  if (host != HostKind::kDispatcher) return c.Add("limits", root["limits"], "only a dispatcher enforces client limits");
+  ParseInt(c, node, "max_live_tensors", &out->max_live_tensors, "limits.max_live_tensors", 0, 9e15, "");
+  ParseInt(c, node, "max_inflight", &out->max_inflight, "limits.max_inflight", 0, 9e15, "");
 }
 
 OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Node& options, const std::string& path) {
@@ -225,6 +273,8 @@ HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> e
     c.Add("discovery", root["discovery"], "only a dispatcher serves discovery (it knows the live workers)");
   ParseInt(c, root, "heartbeat_interval_ms", &m.heartbeat_interval_ms);
   ParseInt(c, root, "heartbeat_timeout_ms", &m.heartbeat_timeout_ms);
+  CheckSecurity(c, root, host, &m.security);
+  CheckLimits(c, root, host, &m.limits);
   CheckStages(c, root, host, keep, &m);
   CheckBackend(c, root, host, &m);
   return m;
@@ -252,6 +302,21 @@ std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> 
 }
 
 }  // namespace
+
+Status ValidateSecurity(const SecurityConfig& security, HostKind host) {
+  const bool dispatcher = host == HostKind::kDispatcher;
+  const bool keyed = !security.key.empty() || !security.server_key.empty() || !security.client_keys.empty() ||
+                     !security.worker_keys.empty();
+  if (!keyed) return Status::Ok();
+  if (security.key.empty()) return InvalidArgument("missing key: this host's key pair (gt keygen NAME writes NAME.key)");
+  if (dispatcher && (security.client_keys.empty() || security.worker_keys.empty()))
+    return InvalidArgument("a dispatcher with a key needs both allow-lists: clients and workers (public key files)");
+  if (!dispatcher && security.server_key.empty()) return InvalidArgument("missing server_key: the dispatcher's .pub");
+  if (dispatcher && security.insecure) return InvalidArgument("insecure contradicts the keys given");
+  if (!dispatcher && (!security.client_keys.empty() || !security.worker_keys.empty() || security.insecure))
+    return InvalidArgument("allow-lists and insecure are the dispatcher's");
+  return Status::Ok();
+}
 
 std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected) {
   return Run(yaml, expected, {}, nullptr);

@@ -13,6 +13,15 @@
 //                                # (JSON); omit or "" for none
 //   heartbeat_interval_ms: 500   # how often peers send heartbeats
 //   heartbeat_timeout_ms: 5000   # silence after which a peer is declared dead
+//   security:                    # CURVE authentication (docs/SECURITY.md, gt keygen)
+//     key: keys/dispatcher.key   #   this host's key pair
+//     server_key: keys/d.pub     #   worker: the dispatcher's public key
+//     clients: keys/clients/     #   dispatcher: allowed client public keys (file or dir)
+//     workers: keys/workers/     #   dispatcher: allowed worker public keys (file or dir)
+//     insecure: false            #   dispatcher: serve a non-loopback address without keys
+//   limits:                      # dispatcher: per-client quotas (resource_exhausted past them)
+//     max_live_tensors: 1000000  #   tensors a client holds on the workers at once
+//     max_inflight: 1000000      #   instructions a client sent that no sync has answered yet
 //   stages:                      # modifiers, in stream order
 //     - name: log                # unique within the manifest
 //       plugin: instruction_log
@@ -43,6 +52,22 @@ struct ManifestStage {
   OptionValues options;  // validated, defaults filled in
 };
 
+// Key files for CURVE; relative paths are taken from the working directory.
+struct SecurityConfig {
+  std::string key;          // this host's key pair (.key)
+  std::string server_key;   // worker: the dispatcher's public key (.pub)
+  std::string client_keys;  // dispatcher: a file or directory of client public keys
+  std::string worker_keys;  // dispatcher: a file or directory of worker public keys
+  bool insecure = false;    // dispatcher: accept a non-loopback listen address without keys
+  bool enabled() const { return !key.empty(); }
+};
+
+// Per-client quotas the dispatcher enforces (0 = unlimited).
+struct ClientLimits {
+  int64_t max_live_tensors = 1'000'000;
+  int64_t max_inflight = 1'000'000;
+};
+
 struct HostManifest {
   std::string source;  // file name or "<embedded>"
   HostKind host = HostKind::kWorker;
@@ -53,6 +78,8 @@ struct HostManifest {
   std::string discovery;  // dispatcher only; "" = no discovery endpoint
   int64_t heartbeat_interval_ms = 500;
   int64_t heartbeat_timeout_ms = 5000;
+  SecurityConfig security;
+  ClientLimits limits;
   std::vector<ManifestStage> stages;
   std::optional<ManifestStage> backend;
 };
@@ -76,6 +103,11 @@ Result<HostManifest> LoadManifestFile(const std::string& file, std::optional<Hos
 // ParseManifest of configs/<name> as compiled in (shipped_configs.h); its
 // source reads "configs/<name> (built in)".
 Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected, const StageFilter& keep = {});
+
+// Whether `security` is complete for a `host` (both allow-lists with a
+// dispatcher's key, the server's key with a worker's, ...): the manifest's
+// check, also applied after command-line flags changed it.
+Status ValidateSecurity(const SecurityConfig& security, HostKind host);
 
 // Same checks, returning the problems as data (empty when valid).
 std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected);

@@ -18,6 +18,10 @@ std::string TcpEndpointHost(const std::string& endpoint) {
   return host == "*" ? "0.0.0.0" : host;
 }
 
+bool IsLoopbackAddress(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 bool IsWildcardAddress(const std::string& host) { return host == "0.0.0.0" || host == "::" || host == "*"; }
 
 std::string LocalAddressTowards(const std::string& host) {

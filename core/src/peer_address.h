@@ -18,6 +18,8 @@ std::string TcpEndpointHost(const std::string& endpoint);
 
 // True for an address that means every interface ("0.0.0.0", "::", "*").
 bool IsWildcardAddress(const std::string& host);
+// True for "localhost", 127.0.0.0/8 and ::1: reachable from this machine only.
+bool IsLoopbackAddress(const std::string& host);
 
 // The local address this machine sends from to reach `host` (a name or an
 // IPv4/IPv6 address), found from the routing table (a connected UDP socket;

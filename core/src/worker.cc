@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "codec.h"
+#include "curve_keys.h"
 #include "gt/failed_tensors.h"
 #include "gt/log.h"
 #include "gt/op_attrs.h"
@@ -32,13 +33,15 @@ double SecondsSince(Clock::time_point start) {
 constexpr size_t kControlBytes = 128;
 
 // The request id of a STATS request, or nullopt for any other message.
-std::optional<uint64_t> StatsRequestId(const std::vector<zmq::message_t>& frames) {
+// The dispatcher's control messages the I/O thread answers itself (STATS)
+// or acts on (ERROR: it refused this worker's messages); nullopt for the rest.
+std::optional<wire::Envelope> ControlMessage(const std::vector<zmq::message_t>& frames) {
   if (frames.size() != 1 || frames[0].size() > kControlBytes) return std::nullopt;
   wire::Envelope env;
   if (!env.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size())) ||
-      env.kind() != wire::Envelope::STATS)
+      (env.kind() != wire::Envelope::STATS && env.kind() != wire::Envelope::ERROR))
     return std::nullopt;
-  return env.request_id();
+  return env;
 }
 
 }  // namespace
@@ -84,6 +87,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
     dealer.set(zmq::sockopt::linger, 1000);
     dealer.set(zmq::sockopt::sndhwm, 0);
     dealer.set(zmq::sockopt::rcvhwm, 0);
+    if (manifest_.security.enabled()) {
+      const CurveClientKeys keys{manifest_.security.key, manifest_.security.server_key};
+      if (Status s = ApplyCurveClient(dealer, keys); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
+    }
     try {
       dealer.connect(dispatcher);
     } catch (const zmq::error_t& e) {
@@ -102,6 +109,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
     pipeline_stop = true;
     pipeline_thread.join();
+    if (!refused_.ok()) return Status(refused_.code(), "worker " + manifest_.id + ": " + refused_.message());
     return Status::Ok();
   }
 
@@ -231,7 +239,9 @@ class Worker::Impl final : public Terminal, public ReplySink {
   void IoLoop(zmq::socket_t& dealer, zmq::socket_t& link, const std::atomic<bool>& stop) {
     auto interval = std::chrono::milliseconds(manifest_.heartbeat_interval_ms);
     Clock::time_point next_beat = Clock::now() + interval;
-    while (!stop.load(std::memory_order_relaxed)) {
+    // A refusal ends the worker: its registration (or a message) was not
+    // taken, so no work would ever come.
+    while (!stop.load(std::memory_order_relaxed) && refused_.ok()) {
       zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {link.handle(), 0, ZMQ_POLLIN, 0}};
       try {
         zmq::poll(items, 2, std::chrono::milliseconds(std::min<int64_t>(100, manifest_.heartbeat_interval_ms)));
@@ -255,8 +265,9 @@ class Worker::Impl final : public Terminal, public ReplySink {
       auto frames = ReceiveFrames(dealer, zmq::recv_flags::dontwait);
       if (!frames) return;
       Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
-      if (std::optional<uint64_t> id = StatsRequestId(*frames)) {
-        AnswerStats(dealer, *id);
+      if (std::optional<wire::Envelope> control = ControlMessage(*frames)) {
+        if (control->kind() == wire::Envelope::STATS) AnswerStats(dealer, control->request_id());
+        else refused_ = OpErrorToStatus(control->errors_size() ? control->errors(0) : wire::OpError());
         continue;
       }
       (void)SendFrames(link, "", *frames);
@@ -339,6 +350,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   std::string metrics_endpoint_;
   PluginInstance<Backend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
+  Status refused_;                           // I/O thread: the dispatcher's ERROR, ending the worker
   zmq::socket_t* pipeline_link_ = nullptr;  // owned by the pipeline thread
   // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
   // (added with the gauges), and per client namespace:

@@ -23,20 +23,28 @@ def build_args(argv=None):
         description="Start a gt dispatcher (gt-dispatcher) that workers and clients connect to.")
     parser.add_argument("-p", "--port", type=int, default=DEFAULT_PORT,
                         help=f"TCP port to listen on (default {DEFAULT_PORT})")
-    parser.add_argument("--host", default="0.0.0.0",
-                        help="address to bind (default 0.0.0.0: every interface)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1: this machine only; any other address "
+                             "needs --key/--client-keys/--worker-keys or --insecure, docs/SECURITY.md)")
     parser.add_argument("-m", "--manifest", help="dispatcher manifest (YAML), e.g. configs/dispatcher-compile.yaml")
     parser.add_argument("--metrics", help="host:port serving Prometheus /metrics (default: none)")
     parser.add_argument("--discovery", help="host:port serving Prometheus HTTP service discovery")
     parser.add_argument("--id", help="instance id (default: the manifest's, else 'dispatcher')")
+    parser.add_argument("--key", help="the dispatcher's CURVE key pair (gt keygen NAME writes NAME.key)")
+    parser.add_argument("--client-keys", help="file or directory of the clients' public keys")
+    parser.add_argument("--worker-keys", help="file or directory of the workers' public keys")
+    parser.add_argument("--insecure", action="store_true",
+                        help="listen on a non-loopback address without keys (any peer may register as a worker)")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"argument -p/--port: {args.port} is not a TCP port (1-65535)")
     out = ["--listen", f"tcp://{args.host}:{args.port}"]
-    for flag in ("manifest", "metrics", "discovery", "id"):
+    for flag in ("manifest", "metrics", "discovery", "id", "key", "client_keys", "worker_keys"):
         value = getattr(args, flag)
         if value is not None:
-            out += [f"--{flag}", value]
+            out += [f"--{flag.replace('_', '-')}", value]
+    if args.insecure:
+        out.append("--insecure")
     return out
 
 

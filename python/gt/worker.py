@@ -27,15 +27,17 @@ def build_args(argv=None):
     parser.add_argument("-m", "--manifest", help="worker manifest (YAML), e.g. configs/worker-compile.yaml")
     parser.add_argument("--metrics", help="host:port serving Prometheus /metrics (default: none)")
     parser.add_argument("--id", help="worker id (default: worker-<pid>)")
+    parser.add_argument("--key", help="this worker's CURVE key pair (its .pub on the dispatcher's workers list)")
+    parser.add_argument("--server-key", help="the dispatcher's public key file (.pub)")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"argument -p/--port: {args.port} is not a TCP port (1-65535)")
     # os.execv keeps the pid, so the default id names the service's process.
     out = ["--connect", f"tcp://{args.host}:{args.port}", "--id", args.id or f"worker-{os.getpid()}"]
-    for flag in ("manifest", "metrics"):
+    for flag in ("manifest", "metrics", "key", "server_key"):
         value = getattr(args, flag)
         if value is not None:
-            out += [f"--{flag}", value]
+            out += [f"--{flag.replace('_', '-')}", value]
     return out
 
 

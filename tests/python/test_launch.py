@@ -97,7 +97,12 @@ def test_help_lists_the_seed_flags():
 
 def test_flags_become_the_services_flags():
     from gt import server, worker
-    assert server.build_args(["-p", "12345"]) == ["--listen", "tcp://0.0.0.0:12345"]
+    assert server.build_args(["-p", "12345"]) == ["--listen", "tcp://127.0.0.1:12345"]
+    assert server.build_args(["--host", "0.0.0.0", "--key", "d.key", "--client-keys", "c", "--worker-keys", "w"]) == [
+        "--listen", "tcp://0.0.0.0:5555", "--key", "d.key", "--client-keys", "c", "--worker-keys", "w"]
+    assert server.build_args(["--host", "10.0.0.1", "--insecure"]) == ["--listen", "tcp://10.0.0.1:5555", "--insecure"]
+    assert worker.build_args(["--id", "w", "--key", "w.key", "--server-key", "d.pub"]) == [
+        "--connect", "tcp://localhost:5555", "--id", "w", "--key", "w.key", "--server-key", "d.pub"]
     assert server.build_args(["-p", "1", "--host", "127.0.0.1", "--manifest", "d.yaml", "--metrics", ":9100"]) == [
         "--listen", "tcp://127.0.0.1:1", "--manifest", "d.yaml", "--metrics", ":9100"]
     assert worker.build_args(["--host", "h", "-p", "7", "--id", "w"]) == ["--connect", "tcp://h:7", "--id", "w"]

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -192,13 +193,24 @@ std::optional<double> MetricValue(const std::string& text, const std::string& na
   return total;
 }
 
-RawClient::RawClient(zmq::context_t& context, const std::string& endpoint)
+RawClient::RawClient(zmq::context_t& context, const std::string& endpoint, bool hello)
     : socket_(context, zmq::socket_type::dealer) {
   socket_.set(zmq::sockopt::linger, 0);
   socket_.connect(endpoint);
+  if (!hello) return;
+  token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  SendToken(wire::Envelope::HELLO, token_);
+}
+
+void RawClient::SendToken(wire::Envelope::Kind kind, uint64_t token) {
+  wire::Envelope env;
+  env.set_kind(kind);
+  env.set_token(token);
+  (void)SendEnvelope(socket_, "", env, {});
 }
 
 void RawClient::Send(const std::vector<Instruction>& batch) {
+  if (token_ != 0) SendToken(wire::Envelope::HEARTBEAT, token_);
   wire::Envelope env;
   env.set_kind(wire::Envelope::BATCH);
   std::vector<BlobPtr> payloads;

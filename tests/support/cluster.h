@@ -64,9 +64,13 @@ std::string WriteTempFile(const std::string& name, const std::string& contents);
 // A client speaking the wire protocol directly over its own DEALER.
 class RawClient {
  public:
-  RawClient(zmq::context_t& context, const std::string& endpoint);
-  // Sends the instructions as one BATCH (payloads as data frames).
+  // Opens a session (HELLO with a heartbeat token) unless `hello` is false.
+  RawClient(zmq::context_t& context, const std::string& endpoint, bool hello = true);
+  // Sends the instructions as one BATCH (payloads as data frames), after a
+  // heartbeat that keeps an active session alive.
   void Send(const std::vector<Instruction>& batch);
+  // Sends an envelope of `kind` carrying `token` (HELLO, HEARTBEAT).
+  void SendToken(wire::Envelope::Kind kind, uint64_t token);
   // Sends arbitrary frames (for malformed-input tests).
   void SendFrames(const std::vector<std::string>& frames);
   // Sends a kSync and waits for its SYNC_DONE (nullopt on timeout). DATA
@@ -80,6 +84,7 @@ class RawClient {
  private:
   zmq::socket_t socket_;
   uint64_t next_sync_ = 1000;
+  uint64_t token_ = 0;  // 0: no session
   std::vector<std::string> last_frames_;  // data frames of the last message received
 };
 

@@ -120,10 +120,18 @@ enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMov
 //   kAllGather: axes = {rank, dim, size_0, ..., size_n-1}: every member's
 //               piece size along dim (pieces may differ in that dim only).
 
+// Who may send an op to the dispatcher. The dispatcher admits from a client
+// connection only kClientOrHost ops, checked once before any stage sees them.
+enum class Sender : uint8_t {
+  kClientOrHost,
+  kHostOnly,  // made by the dispatcher and its stages (membership, collectives, client drops)
+};
+
 struct OpInfo {
   Op op;
   std::string_view name;  // stable, lower-case; used in logs, metrics labels, errors
   OpKind kind;
+  Sender sender = Sender::kClientOrHost;
 };
 
 // REQUIRES: op < Op::kCount.
@@ -134,6 +142,7 @@ const OpInfo& GetOpInfo(Op op);
 bool OpReachesBackend(Op op);
 inline std::string_view OpName(Op op) { return GetOpInfo(op).name; }
 inline OpKind KindOf(Op op) { return GetOpInfo(op).kind; }
+inline bool ClientMaySend(Op op) { return GetOpInfo(op).sender == Sender::kClientOrHost; }
 // Inverse of OpName.
 std::optional<Op> ParseOp(std::string_view name);
 // True for ops that yield one tensor result (kRunUnit yields several and is a
