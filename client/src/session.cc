@@ -180,6 +180,9 @@ void Session::EnsureStartedLocked() {
       throw Error(s.code(), "gt: GT_CLIENT_KEY / GT_SERVER_KEY: " + s.message());
   }
   if (!address_.empty()) {
+    // With no connection to queue on (refused keys, a closed one) a send
+    // would wait forever: give up after a second, then say why.
+    socket_->set(zmq::sockopt::sndtimeo, 1000);
     // A dispatcher whose host vanished sends no FIN: ZMTP heartbeats close
     // the connection, so the watch sees it.
     socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
@@ -260,6 +263,7 @@ void Session::SendConfigLocked(const std::string& name, const std::optional<Sign
 void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {
   zmq::socket_t beat(*context_, zmq::socket_type::dealer);
   beat.set(zmq::sockopt::linger, 0);
+  beat.set(zmq::sockopt::sndtimeo, 0);  // no connection: this beat is dropped, the loop goes on (and can stop)
   if (curve_.enabled() && !ApplyCurveClient(beat, curve_).ok()) return;  // the main socket's check failed first
   beat.connect(endpoint);
   wire::Envelope env;
@@ -351,7 +355,15 @@ void Session::SendBatchLocked() {
   batch_.Clear();
   payloads_.clear();
   payload_bytes_ = 0;
-  if (!sent.ok()) throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
+  if (sent.ok()) return;
+  if (watch_) {
+    watch_->Drain();
+    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) {
+      broken_ = s;
+      throw Error(s.code(), "gt: " + s.message());
+    }
+  }
+  throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
 }
 
 void Session::Free(TensorId id) noexcept {
@@ -485,12 +497,14 @@ void Session::Close() {
   if (closed_) return;
   closed_ = true;
   if (!started_) return;
-  try {
-    FlushLocked();
-    wire::Envelope bye;
-    bye.set_kind(wire::Envelope::BYE);
-    (void)SendEnvelope(*socket_, "", bye, {});
-  } catch (...) {
+  if (broken_.ok()) {  // else nobody is there to say goodbye to
+    try {
+      FlushLocked();
+      wire::Envelope bye;
+      bye.set_kind(wire::Envelope::BYE);
+      (void)SendEnvelope(*socket_, "", bye, {});
+    } catch (...) {
+    }
   }
   stop_heartbeat_ = true;
   if (heartbeat_.joinable()) heartbeat_.join();

@@ -27,16 +27,21 @@ double SecondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Control messages from the dispatcher are one small frame; the I/O thread
-// decodes only messages like that, so batches reach the pipeline thread
-// without a parse on the I/O thread.
-constexpr size_t kControlBytes = 128;
+// Control messages from the dispatcher are one frame whose first field is
+// their kind (protobuf writes fields in number order: `kind` = 1 comes
+// first as the bytes 0x08, KIND); the I/O thread decodes only those, so
+// batches reach the pipeline thread without a parse on the I/O thread.
+bool IsControlKind(const zmq::message_t& frame) {
+  const auto* bytes = static_cast<const uint8_t*>(frame.data());
+  return frame.size() >= 2 && bytes[0] == 0x08 &&
+         (bytes[1] == wire::Envelope::STATS || bytes[1] == wire::Envelope::ERROR);
+}
 
-// The request id of a STATS request, or nullopt for any other message.
-// The dispatcher's control messages the I/O thread answers itself (STATS)
-// or acts on (ERROR: it refused this worker's messages); nullopt for the rest.
+// The control message in `frames`, answered by the I/O thread itself
+// (STATS) or ending the worker (ERROR: the dispatcher refused it); nullopt
+// for anything else.
 std::optional<wire::Envelope> ControlMessage(const std::vector<zmq::message_t>& frames) {
-  if (frames.size() != 1 || frames[0].size() > kControlBytes) return std::nullopt;
+  if (frames.size() != 1 || !IsControlKind(frames[0])) return std::nullopt;
   wire::Envelope env;
   if (!env.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size())) ||
       (env.kind() != wire::Envelope::STATS && env.kind() != wire::Envelope::ERROR))
