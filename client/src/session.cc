@@ -26,6 +26,12 @@ std::string EnvOr(const char* name) {
 // Instructions per message: large enough to amortize a message, small enough
 // that workers start on a long stream before it is all queued.
 constexpr int kBatchInstructions = 256;
+// A program that never reads a result would grow the dispatcher's and the
+// workers' queues without bound (and meet the dispatcher's max_inflight
+// quota): past this many instructions without a sync the client waits for
+// one, as backpressure. Far below the default quota, so that sharding's
+// several instructions per op stay under it too.
+constexpr int64_t kSyncWindow = 32768;
 constexpr size_t kBatchPayloadBytes = 4 << 20;
 
 // "localhost:P" / "127.0.0.1:P" of a dispatcher on this machine: its local
@@ -331,6 +337,7 @@ void Session::Marker(Op op, const std::string& signal) {
 }
 
 void Session::QueueLocked(Instruction&& inst) {
+  if (unsynced_ >= kSyncWindow) SyncLocked(0, nullptr, /*keep_errors=*/true);
   if (pipeline_ && !placing_) pipeline_->Push(std::move(inst));
   else AppendLocked(inst);
   if (batch_.instructions_size() >= kBatchInstructions || payload_bytes_ >= kBatchPayloadBytes) SendBatchLocked();
@@ -340,6 +347,7 @@ void Session::AppendLocked(const Instruction& inst) {
   if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
   EncodeInstruction(inst, batch_.add_instructions(), &payloads_);
   if (inst.payload) payload_bytes_ += inst.payload->size();
+  ++unsynced_;
 }
 
 void Session::FlushLocked() {
@@ -397,9 +405,10 @@ void Session::Sync() {
   SyncLocked(0, nullptr);
 }
 
-void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
+void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors) {
   // Its dispatcher is gone: nothing queued will ever be answered.
   if (!broken_.ok()) throw Error(broken_.code(), "gt: " + broken_.message());
+  unsynced_ = 0;
   const uint64_t sync_id = next_sync_++;
   Instruction sync = MakeSync(0, next_seq_++, sync_id);
   if (pipeline_) pipeline_->Drain();
@@ -436,6 +445,10 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data) {
                           << " ms, " << errors.size() << " errors");
   for (const wire::OpError& e : errors)
     GT_LOG(kClient, "error from " << e.host() << ": op #" << e.seq() << ": " << e.message());
+  if (!errors.empty() && keep_errors) {
+    stray_errors_ = std::move(errors);
+    return;
+  }
   if (!errors.empty()) throw RemoteError(errors);
   if (data && !have_data) throw Error(Code::kInternal, "gt: fetch #" + std::to_string(fetch_seq) + " got no data");
 }

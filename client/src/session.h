@@ -118,7 +118,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // its own stages from then on: the dispatcher's sharding stage must see
   // each of its instructions, not units (GT_AUTO_SHARD=1 too).
   void UpdatePlacingLocked();
-  void SyncLocked(uint64_t fetch_seq, FetchedData* data);
+  // Waits until the dispatcher has answered every instruction sent so far.
+  // Errors are thrown (RemoteError), or with `keep_errors` kept for the
+  // next sync (a backpressure sync the program did not ask for).
+  void SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors = false);
   // The next message from the dispatcher; throws gt::Error when the
   // connection watch gives up on it, or the socket closed.
   std::vector<zmq::message_t> ReceiveLocked();
@@ -138,6 +141,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<BlobPtr> payloads_;  // GUARDED_BY(mu_)
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
+  int64_t unsynced_ = 0;                     // GUARDED_BY(mu_): instructions sent since the last sync
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
   bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point
   bool compile_scopes_eager_ = false;     // GT_COMPILE off: compile scopes send no markers (set at start)

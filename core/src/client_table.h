@@ -24,6 +24,7 @@ namespace gt {
 // A sync point the client asked for that some worker has not acknowledged.
 struct PendingSync {
   uint64_t sync_id = 0;
+  uint64_t accepted_before = 0;  // the client's instructions accepted before this sync
   std::set<size_t> waiting;  // worker indexes that have not acknowledged yet
   std::vector<wire::OpError> errors;
 };
@@ -40,6 +41,10 @@ struct ClientState {
   std::set<size_t> ever;                         // workers that may hold its tensors
   std::vector<wire::OpError> errors;             // found here, reported at the next sync
   std::deque<PendingSync> syncs;
+  // Instructions sent on to workers, and how many of those an answered sync
+  // covers: the difference is in flight (ClientLimits::max_inflight).
+  uint64_t accepted = 0;
+  uint64_t answered = 0;
   // A stage's notes (MakeLostTensorsNote) until the loss is reported: worker
   // -> the tensors it named, which the router knows by other ids.
   std::unordered_map<size_t, std::vector<TensorId>> lost_notes;

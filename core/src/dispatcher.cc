@@ -90,6 +90,9 @@ class Dispatcher::Impl final : public PeerSender {
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
     router_.set_events(&pipeline_->events());
     router_.set_host_description(DescribeHost(manifest_));
+    router_.set_limits(manifest_.limits,
+                       metrics_.ForQuota("live_tensors", static_cast<double>(manifest_.limits.max_live_tensors)),
+                       metrics_.ForQuota("inflight", static_cast<double>(manifest_.limits.max_inflight)));
     return Status::Ok();
   }
 

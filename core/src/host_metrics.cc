@@ -94,6 +94,18 @@ HostMetrics::HostMetrics(HostKind host, std::string instance, prometheus::Regist
   registry_ = &r;
 }
 
+QuotaMetrics HostMetrics::ForQuota(const std::string& resource, double limit) {
+  prometheus::Labels l = With(labels_, "resource", resource);
+  QuotaMetrics m{&BuildGauge().Name("gt_client_limit").Help("Per-client quota (0: none)").Register(*registry_).Add(l),
+                 &BuildCounter()
+                      .Name("gt_client_limit_refusals_total")
+                      .Help("Instructions refused because a client was at its quota")
+                      .Register(*registry_)
+                      .Add(l)};
+  m.limit->Set(limit);
+  return m;
+}
+
 StageMetrics HostMetrics::ForStage(const std::string& stage) {
   Families f = StageFamilies(*registry_);
   prometheus::Labels l = With(labels_, "stage", stage);

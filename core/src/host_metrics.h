@@ -17,6 +17,10 @@
 //   gt_host_heartbeats_missed_total                                 counter (peers declared dead)
 //   gt_worker_live_tensors, gt_worker_resident_bytes                gauges (workers)
 //   gt_backend_op_seconds{op}                                       histogram (workers)
+// Quota family (labels host, instance, resource: live_tensors, inflight,
+// resident_bytes; see ClientLimits and the torch backend's max_client_mib):
+//   gt_client_limit                                                 gauge (per client; 0 = none)
+//   gt_client_limit_refusals_total                                  counter (instructions refused)
 #pragma once
 
 #include <array>
@@ -45,6 +49,11 @@ struct StageMetrics {
   std::array<prometheus::Counter*, static_cast<size_t>(Code::kCount)> errors;  // [kOk] unused
 };
 
+struct QuotaMetrics {
+  prometheus::Gauge* limit = nullptr;
+  prometheus::Counter* refusals = nullptr;
+};
+
 class HostMetrics {
  public:
   // Registers every family on `registry` (which must outlive this object).
@@ -53,6 +62,8 @@ class HostMetrics {
   // The stage family's series for one stage of this host.
   StageMetrics ForStage(const std::string& stage);
   prometheus::Histogram& OpSeconds(Op op) { return *op_seconds_[static_cast<size_t>(op)]; }
+  // The quota family's series for `resource`, its gauge set to `limit`.
+  QuotaMetrics ForQuota(const std::string& resource, double limit);
 
   prometheus::Gauge& clients_connected;
   prometheus::Gauge& workers_connected;

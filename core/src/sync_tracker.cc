@@ -11,6 +11,7 @@ namespace gt {
 void SyncTracker::Begin(ClientState& c, const Instruction& sync) {
   PendingSync pending;
   pending.sync_id = SyncId(sync);
+  pending.accepted_before = c.accepted;
   for (size_t w : c.touched) {
     if (!workers_.IsAlive(w)) continue;
     pending.waiting.insert(w);
@@ -64,6 +65,7 @@ void SyncTracker::CompleteReady(ClientState& c) {
     for (auto& e : errors) *done.add_errors() = std::move(e);
     c.errors.clear();
     (void)sender_.Send(c.route, done, {});
+    c.answered = std::max(c.answered, s.accepted_before);
     c.syncs.pop_front();
   }
 }

@@ -23,7 +23,7 @@ namespace gt {
 namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(Code::kCount)> kCodeNames = {
     "ok",        "invalid_argument", "not_found",    "failed_precondition",
-    "unavailable", "unimplemented",  "plugin_error", "internal"};
+    "unavailable", "unimplemented",  "plugin_error", "internal", "resource_exhausted"};
 }  // namespace
 
 std::string_view CodeName(Code code) { return kCodeNames.at(static_cast<size_t>(code)); }

@@ -5,8 +5,11 @@
 #include <memory>
 #include <string>
 
+#include <unistd.h>
+
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 
 #include "gt/metrics.h"
@@ -34,7 +37,34 @@ constexpr OptionSpec kOptions[] = {
      "rewrite each unit once when it is defined (constants run once, repeats shared, dead code dropped; unit_plan.h); "
      "false interprets units as sent",
      0, 0},
+    {"max_client_mib", OptionType::kInt, "0", "MiB",
+     "tensor storage one client may hold on this worker; an op past it fails with resource_exhausted and stores "
+     "nothing. 0: half of this machine's memory",
+     0, 1 << 30},
 };
+
+// max_client_mib in bytes: 0 stands for half the machine's physical memory,
+// so that one client cannot take a shared worker down for the others.
+uint64_t MaxClientBytes(int64_t mib) {
+  if (mib > 0) return static_cast<uint64_t>(mib) << 20;
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
+
+prometheus::Counter* MakeQuotaMetrics(const StageContext& context, uint64_t limit) {
+  if (context.registry == nullptr) return nullptr;
+  prometheus::Labels labels = StageLabels(context);
+  labels["resource"] = "resident_bytes";
+  prometheus::BuildGauge().Name("gt_client_limit").Help("Per-client quota (0: none)").Register(*context.registry)
+      .Add(labels).Set(static_cast<double>(limit));
+  return &prometheus::BuildCounter()
+              .Name("gt_client_limit_refusals_total")
+              .Help("Instructions refused because a client was at its quota")
+              .Register(*context.registry)
+              .Add(labels);
+}
 
 // Collectives by kind, in the order CollectiveCounters indexes them.
 constexpr const char* kCollectiveKinds[] = {"broadcast", "all_reduce", "all_gather"};
@@ -100,13 +130,14 @@ std::string OrDefault(const std::string& value, const std::string& fallback) {
 
 Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
   if (context.options == nullptr) return Internal("torch backend created without options");
+  const uint64_t max_client_bytes = MaxClientBytes(context.options->GetInt("max_client_mib"));
   const TorchBackendOptions options{
       context.options->GetInt("intra_op_threads"),
       CollectiveOptions{OrDefault(context.options->GetString("collective_host"), context.peer_host),
                         OrDefault(context.dispatcher_host, ""),
                         std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
       context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs"),
-      context.options->GetBool("plan_units")};
+      context.options->GetBool("plan_units"), max_client_bytes, MakeQuotaMetrics(context, max_client_bytes)};
   try {
     return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context), MakeUnitCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin

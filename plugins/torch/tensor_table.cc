@@ -8,7 +8,7 @@
 namespace gt::torch_backend {
 
 void TensorTable::Insert(Namespace& tensors, TensorId id, at::Tensor tensor) {
-  Retain(tensor);
+  Retain(tensors, tensor);
   tensors.tensors_.emplace(id, std::move(tensor));
 }
 
@@ -45,18 +45,24 @@ void TensorTable::Drop(ClientId client) {
   namespaces_.erase(ns);
 }
 
-void TensorTable::Retain(const at::Tensor& tensor) {
+void TensorTable::Retain(Namespace& tensors, const at::Tensor& tensor) {
   live_tensors_.fetch_add(1, std::memory_order_relaxed);
-  const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
-  if (storage_refs_[storage]++ == 0)
-    resident_bytes_.fetch_add(tensor.storage().nbytes(), std::memory_order_relaxed);
+  StorageUse& use = storage_refs_[tensor.storage().unsafeGetStorageImpl()];
+  if (use.refs++ > 0) return;
+  use.owner = tensors.client_;
+  tensors.bytes_ += tensor.storage().nbytes();
+  resident_bytes_.fetch_add(tensor.storage().nbytes(), std::memory_order_relaxed);
 }
 
 void TensorTable::Release(const at::Tensor& tensor) {
   live_tensors_.fetch_sub(1, std::memory_order_relaxed);
   auto it = storage_refs_.find(tensor.storage().unsafeGetStorageImpl());
-  if (it == storage_refs_.end() || --it->second > 0) return;
-  resident_bytes_.fetch_sub(tensor.storage().nbytes(), std::memory_order_relaxed);
+  if (it == storage_refs_.end() || --it->second.refs > 0) return;
+  const uint64_t bytes = tensor.storage().nbytes();
+  resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+  // The owner is gone when a namespace dropped before another's view of its storage.
+  if (auto owner = namespaces_.find(it->second.owner); owner != namespaces_.end())
+    owner->second.bytes_ -= std::min(owner->second.bytes_, bytes);
   storage_refs_.erase(it);
 }
 

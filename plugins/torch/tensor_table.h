@@ -35,10 +35,15 @@ class TensorTable {
       auto it = tensors_.find(id);
       return it == tensors_.end() ? nullptr : &it->second;
     }
+    // Bytes of the storages this client's tensors brought in (a storage
+    // counts for the namespace that stored it first: a view adds nothing).
+    uint64_t bytes() const { return bytes_; }
 
    private:
     friend class TensorTable;
+    ClientId client_ = 0;
     std::unordered_map<TensorId, at::Tensor> tensors_;
+    uint64_t bytes_ = 0;
   };
 
   TensorTable() = default;
@@ -52,7 +57,11 @@ class TensorTable {
     return it == namespaces_.end() ? nullptr : &it->second;
   }
   // `client`'s namespace, made empty when absent. Valid until Drop(client).
-  Namespace& Open(ClientId client) { return namespaces_[client]; }
+  Namespace& Open(ClientId client) {
+    Namespace& ns = namespaces_[client];
+    ns.client_ = client;
+    return ns;
+  }
 
   // Stores `tensor` under `id`.
   // REQUIRES: `tensors` is this table's; `id` is not in it.
@@ -74,12 +83,17 @@ class TensorTable {
 
  private:
   // Called exactly once per tensor entering or leaving a namespace.
-  void Retain(const at::Tensor& tensor);
+  void Retain(Namespace& tensors, const at::Tensor& tensor);
   void Release(const at::Tensor& tensor);
+
+  struct StorageUse {
+    int64_t refs = 0;
+    ClientId owner = 0;  // whose namespace's bytes it counts in
+  };
 
   std::unordered_map<ClientId, Namespace> namespaces_;
   // How many stored tensors use each storage; its bytes count while > 0.
-  std::unordered_map<const c10::StorageImpl*, int64_t> storage_refs_;
+  std::unordered_map<const c10::StorageImpl*, StorageUse> storage_refs_;
   // Atomic only so that Stats() may read them from another thread.
   std::atomic<uint64_t> live_tensors_{0};
   std::atomic<uint64_t> resident_bytes_{0};

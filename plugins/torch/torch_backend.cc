@@ -5,11 +5,14 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <limits>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include <prometheus/counter.h>
 
 #include "dtype_map.h"
 #include "instruction_checks.h"
@@ -50,7 +53,9 @@ Shape ToShape(at::IntArrayRef sizes) { return Shape(sizes.begin(), sizes.end());
 }  // namespace
 
 TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounters counters, UnitCounters units)
-    : collectives_(std::make_unique<Collectives>(options.collectives, counters)),
+    : max_client_bytes_(options.max_client_bytes),
+      client_bytes_refusals_(options.client_bytes_refusals),
+      collectives_(std::make_unique<Collectives>(options.collectives, counters)),
       units_(*collectives_, options.unit_trial_runs, options.plan_units, units) {
   if (options.intra_op_threads > 0) {
     at::set_num_threads(static_cast<int>(options.intra_op_threads));
@@ -71,8 +76,10 @@ BackendStats TorchBackend::Stats() const { return tensors_.Stats(); }
 Status TorchBackend::Execute(const Instruction& inst, ReplySink& replies) {
   Status valid = CheckEnums(inst);
   if (!valid.ok()) return valid;
+  if (Status s = CheckCreationQuota(inst); !s.ok()) return s;
   try {
-    return Dispatch(inst, replies);
+    Status done = Dispatch(inst, replies);
+    return done.ok() ? CheckResidentQuota(inst) : done;
   } catch (const c10::Error& e) {
     return LibraryError(inst, e.what_without_backtrace());
   } catch (const std::exception& e) {
@@ -178,6 +185,40 @@ Status TorchBackend::ComputeAndStore(const Instruction& inst, TensorSource opera
                              " is not a gt dtype");
   tensors_.Insert(tensors_.Open(inst.client), inst.results[0], std::move(tensor));
   return Status::Ok();
+}
+
+Status TorchBackend::CheckCreationQuota(const Instruction& inst) const {
+  if (max_client_bytes_ == 0 || KindOf(inst.op) != OpKind::kCreate) return Status::Ok();
+  double elements = 1;  // in double: a hostile shape must not overflow into a small number
+  if (inst.op == Op::kFromBytes) {
+    elements = inst.payload ? static_cast<double>(inst.payload->size()) / static_cast<double>(ElementSize(inst.attrs.dtype)) : 0;
+  } else if (inst.op == Op::kArange) {
+    const std::vector<double>& n = inst.attrs.numbers;
+    if (n.size() == 3 && n[2] != 0) elements = std::max(0.0, std::ceil((n[1] - n[0]) / n[2]));
+  } else {
+    for (int64_t d : inst.attrs.shape) elements *= static_cast<double>(std::max<int64_t>(d, 0));
+  }
+  const TensorTable::Namespace* held = tensors_.Find(inst.client);
+  const double after = (held ? static_cast<double>(held->bytes()) : 0) + elements * static_cast<double>(ElementSize(inst.attrs.dtype));
+  return after > static_cast<double>(max_client_bytes_) ? OverQuota(inst, after) : Status::Ok();
+}
+
+Status TorchBackend::CheckResidentQuota(const Instruction& inst) {
+  if (max_client_bytes_ == 0 || inst.results.empty()) return Status::Ok();
+  const TensorTable::Namespace* held = tensors_.Find(inst.client);
+  if (!held || held->bytes() <= max_client_bytes_) return Status::Ok();
+  const double bytes = static_cast<double>(held->bytes());
+  TensorTable::Namespace& tensors = tensors_.Open(inst.client);
+  for (TensorId id : inst.results) tensors_.Erase(tensors, id);
+  return OverQuota(inst, bytes);
+}
+
+Status TorchBackend::OverQuota(const Instruction& inst, double bytes) const {
+  if (client_bytes_refusals_) client_bytes_refusals_->Increment();
+  const auto mib = [](double b) { return std::to_string(static_cast<int64_t>(b / (1 << 20))) + " MiB"; };
+  return ResourceExhausted(inst.Describe() + ": client " + std::to_string(inst.client) + " would hold " + mib(bytes) +
+                           " of tensors on this worker, over its limit of " + mib(static_cast<double>(max_client_bytes_)) +
+                           " (torch backend option max_client_mib): free some first");
 }
 
 Status TorchBackend::Fetch(const Instruction& inst, TensorSource operands, ReplySink& replies) const {

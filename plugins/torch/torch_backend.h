@@ -60,6 +60,12 @@ struct TorchBackendOptions {
   // The interpreter runs each unit's plan (unit_plan.h) instead of its body
   // as sent. Default: plugin.cc.
   bool plan_units = true;
+  // Bytes of tensor storage one client may hold on this worker; an op that
+  // would take it past them fails with resource_exhausted and stores
+  // nothing. 0: no limit. Default: plugin.cc (half the machine's memory).
+  uint64_t max_client_bytes = 0;
+  // Counts the refusals (null: not counted).
+  prometheus::Counter* client_bytes_refusals = nullptr;
 };
 
 class TorchBackend final : public gt::Backend {
@@ -103,7 +109,15 @@ class TorchBackend final : public gt::Backend {
   // gt cannot express (nothing is stored then).
   Status ComputeAndStore(const Instruction& inst, TensorSource operands);
   Status Fetch(const Instruction& inst, TensorSource operands, ReplySink& replies) const;
+  // The client's resident-bytes quota: before a creation op (whose size its
+  // attributes give, so a huge request allocates nothing), and after any op
+  // (its results are dropped again when they took the client past it).
+  Status CheckCreationQuota(const Instruction& inst) const;
+  Status CheckResidentQuota(const Instruction& inst);
+  Status OverQuota(const Instruction& inst, double bytes) const;
 
+  const uint64_t max_client_bytes_;
+  prometheus::Counter* const client_bytes_refusals_;
   std::unique_ptr<Collectives> collectives_;
   TensorTable tensors_;
   UnitExecutor units_;  // uses *collectives_

@@ -28,6 +28,7 @@ enum class Code {
   kUnimplemented,       // op not supported by this backend, or a stage this host does not run
   kPluginError,         // a plugin threw or broke its contract
   kInternal,            // a bug in gt
+  kResourceExhausted,   // a per-client quota: live tensors, in-flight instructions, resident bytes
   kCount
 };
 
@@ -59,6 +60,7 @@ inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move
 inline Status Unimplemented(std::string m) { return {Code::kUnimplemented, std::move(m)}; }
 inline Status PluginError(std::string m) { return {Code::kPluginError, std::move(m)}; }
 inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
 
 // Either a T or a non-OK Status (std::expected-style; C++20 lacks it).
 template <typename T>

@@ -1,0 +1,174 @@
+"""Per-client quotas on a shared cluster (issue 20): live tensors and
+in-flight instructions at the dispatcher (manifest `limits:`), resident
+bytes at each worker (torch backend option max_client_mib). Past a quota a
+client's instruction fails with resource_exhausted at its next sync point,
+names the limit, stores nothing and leaves every other client undisturbed;
+the limits and refusals are metrics. A program that never syncs stays under
+max_inflight: the client waits for a sync on its own (backpressure).
+
+Real gt-dispatcher / gt-worker processes over TCP loopback; each client is a
+fresh interpreter.
+"""
+
+import textwrap
+import time
+import urllib.request
+
+import pytest
+
+from conftest import _free_port
+from test_cluster import Cluster, client, end_clients, read_line, require_services, run_client, tell
+
+
+def scrape(address, name, **labels):
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    total = None
+    for line in text.splitlines():
+        if not line.startswith(name + "{") or not all(f'{k}="{v}"' in line for k, v in labels.items()):
+            continue
+        total = (total or 0) + float(line.rsplit(" ", 1)[1])
+    return total
+
+
+class QuotaCluster(Cluster):
+    """A dispatcher with `limits` and one worker with max_client_mib."""
+
+    def __init__(self, tmp_path, limits, worker_mib):
+        dispatcher = tmp_path / "dispatcher.yaml"
+        dispatcher.write_text(textwrap.dedent(f"""\
+            host: dispatcher
+            limits: {limits}
+        """))
+        self.worker_manifest = tmp_path / "worker.yaml"
+        self.worker_manifest.write_text(textwrap.dedent(f"""\
+            host: worker
+            backend:
+              plugin: torch
+              options: {{max_client_mib: {worker_mib}}}
+        """))
+        super().__init__(["--manifest", str(dispatcher)])
+        self.worker_metrics = f"127.0.0.1:{_free_port()}"
+        self.workers["worker-0"] = self._spawn(["gt-worker", "--connect", self.endpoint, "--id", "worker-0",
+                                                "--manifest", str(self.worker_manifest), "--metrics",
+                                                self.worker_metrics])
+        self.procs.append(self.workers["worker-0"])
+        self.wait_for_workers(1)
+
+
+@pytest.fixture
+def quota_cluster(tmp_path):
+    require_services()
+    c = QuotaCluster(tmp_path, "{max_live_tensors: 8, max_inflight: 50}", worker_mib=1)
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
+# attempt(fn): fn's value, or the message and code of the error it raised.
+CATCH = """
+    def attempt(fn):
+        try:
+            return {"value": fn(), "error": None}
+        except Exception as e:
+            return {"value": None, "error": str(e), "code": getattr(e, "code", None)}
+"""
+
+
+def with_catch(body):
+    return textwrap.dedent(CATCH) + textwrap.dedent(body)
+
+
+def test_live_tensors_past_the_limit_are_refused_and_others_go_on(quota_cluster):
+    c = quota_cluster
+    holder = client(c.endpoint, with_catch("""
+        kept = [gt.from_numpy(np.full(2, i, dtype=np.float32)) for i in range(8)]
+        say(**attempt(lambda: float(kept[7].sum().item())))  # the sum's result is a ninth tensor
+        more = gt.ones(2)
+        say(**attempt(lambda: more.numpy().tolist()))
+        del kept[:4]
+        again = gt.ones(2) * 3
+        say(**attempt(lambda: again.numpy().tolist()))
+        sys.stdin.readline()
+    """))
+    try:
+        first = read_line(holder)
+        assert first["error"] and "limits.max_live_tensors = 8" in first["error"], first
+        assert first["code"] == "resource_exhausted", first
+        refused = read_line(holder)
+        assert refused["error"] and "limits.max_live_tensors = 8" in refused["error"], refused
+        # Freed tensors make room: the same client goes on.
+        assert read_line(holder) == {"value": [3.0, 3.0], "error": None}
+        # Another client has its own quota, untouched by the first's.
+        other = run_client(c.endpoint, """
+            xs = [gt.ones(3) * i for i in range(3)]
+            say(value=[x.sum().item() for x in xs])
+        """)
+        assert other["value"] == [0.0, 3.0, 6.0]
+        assert scrape(c.metrics, "gt_client_limit", resource="live_tensors") == 8
+        assert scrape(c.metrics, "gt_client_limit_refusals_total", resource="live_tensors") >= 2
+        tell(holder, "done")
+    finally:
+        end_clients(holder)
+
+
+def test_instructions_in_flight_past_the_limit_are_refused_until_a_sync(quota_cluster):
+    c = quota_cluster
+    out = run_client(c.endpoint, with_catch("""
+        a = gt.ones(1)
+        def unsynced(n):
+            global a
+            for _ in range(n):
+                a = a + 1
+            return a.item()
+        first = attempt(lambda: unsynced(100))   # 100 adds, no sync: past 50 in flight
+        a = gt.ones(1)
+        second = attempt(lambda: unsynced(20))   # the sync answered everything: room again
+        say(first=first, second=second)
+    """))
+    assert out["first"]["error"] and "limits.max_inflight = 50" in out["first"]["error"], out
+    assert out["first"]["code"] == "resource_exhausted", out
+    assert out["second"] == {"value": 21.0, "error": None}, out
+    assert scrape(c.metrics, "gt_client_limit_refusals_total", resource="inflight") >= 1
+
+
+def test_a_program_that_never_syncs_stays_under_the_default_limit(tmp_path):
+    require_services()
+    # A limit above the client's own window (32768): the client syncs by itself before reaching it.
+    c = QuotaCluster(tmp_path, "{max_inflight: 40000}", worker_mib=0)
+    try:
+        out = run_client(c.endpoint, """
+            a = gt.zeros(1)
+            for _ in range(50000):
+                a = a + 1
+            say(value=a.item())
+        """, timeout=300)
+        assert out["value"] == 50000.0
+        assert scrape(c.metrics, "gt_client_limit_refusals_total", resource="inflight") == 0
+    finally:
+        c.stop()
+
+
+def test_resident_bytes_past_the_workers_limit_are_refused_before_allocating(quota_cluster):
+    c = quota_cluster
+    out = run_client(c.endpoint, with_catch("""
+        huge = attempt(lambda: gt.zeros(1000000, 1000000).sum().item())   # 4 TB: refused, never allocated
+        small = gt.zeros(300, 300)                                        # 360 KB: fits in 1 MiB
+        fits = attempt(lambda: (small @ small).sum().item())               # 720 KB
+        big = attempt(lambda: gt.ones(500, 500).sum().item())              # +1 MB beside small: over
+        after = attempt(lambda: (small + 1).sum().item())                  # the client goes on
+        say(huge=huge, fits=fits, big=big, after=after)
+    """))
+    assert out["huge"]["error"] and "max_client_mib" in out["huge"]["error"], out
+    assert out["huge"]["code"] == "resource_exhausted", out
+    assert out["fits"] == {"value": 0.0, "error": None}, out
+    assert out["big"]["error"] and "over its limit of 1 MiB" in out["big"]["error"], out
+    assert out["after"] == {"value": 90000.0, "error": None}, out
+    assert scrape(c.worker_metrics, "gt_client_limit", resource="resident_bytes") == 1 << 20
+    assert scrape(c.worker_metrics, "gt_client_limit_refusals_total", resource="resident_bytes") >= 2
+    # Nothing of the refused ops stayed behind once the client left.
+    deadline = time.monotonic() + 10
+    while scrape(c.worker_metrics, "gt_worker_live_tensors") != 0:
+        assert time.monotonic() < deadline, scrape(c.worker_metrics, "gt_worker_live_tensors")
+        time.sleep(0.1)
