@@ -55,7 +55,9 @@ uint64_t MaxClientBytes(int64_t mib) {
 
 prometheus::Counter* MakeQuotaMetrics(const StageContext& context, uint64_t limit) {
   if (context.registry == nullptr) return nullptr;
+  // The host's own quota series carry no stage label; this one joins them.
   prometheus::Labels labels = StageLabels(context);
+  labels.erase("stage");
   labels["resource"] = "resident_bytes";
   prometheus::BuildGauge().Name("gt_client_limit").Help("Per-client quota (0: none)").Register(*context.registry)
       .Add(labels).Set(static_cast<double>(limit));
