@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <thread>
@@ -96,6 +97,17 @@ class Worker::Impl final : public Terminal, public ReplySink {
       const CurveClientKeys keys{manifest_.security.key, manifest_.security.server_key};
       if (Status s = ApplyCurveClient(dealer, keys); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
     }
+    // With keys, a refused handshake ends the worker (libzmq would retry it forever).
+    zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
+    handshake_events.set(zmq::sockopt::linger, 0);
+    if (manifest_.security.enabled()) {
+      const std::string events = UniqueInprocEndpoint("gt-worker-handshake");
+      if (zmq_socket_monitor(dealer.handle(), events.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
+        handshake_events.connect(events);
+        handshake_events_ = &handshake_events;
+      }
+    }
     try {
       dealer.connect(dispatcher);
     } catch (const zmq::error_t& e) {
@@ -110,10 +122,13 @@ class Worker::Impl final : public Terminal, public ReplySink {
     SendControl(dealer, wire::Envelope::REGISTER);
     GT_LOG(kWorker, manifest_.id << ": registering with " << dispatcher);
     IoLoop(dealer, link, stop);
-    SendControl(dealer, wire::Envelope::BYE);
-    GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
+    if (refused_.ok()) {  // a refused worker has no connection to say it on: the send would wait forever
+      SendControl(dealer, wire::Envelope::BYE);
+      GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
+    }
     pipeline_stop = true;
     pipeline_thread.join();
+    handshake_events_ = nullptr;
     if (!refused_.ok()) return Status(refused_.code(), "worker " + manifest_.id + ": " + refused_.message());
     return Status::Ok();
   }
@@ -254,12 +269,29 @@ class Worker::Impl final : public Terminal, public ReplySink {
         if (e.num() == ETERM) return;
         continue;
       }
+      if (handshake_events_) CheckHandshake();
       if (items[0].revents & ZMQ_POLLIN) RelayFromDispatcher(dealer, link);
       if (items[1].revents & ZMQ_POLLIN) Relay(link, dealer, metrics_.bytes_sent, metrics_.messages_sent);
       if (Clock::now() >= next_beat) {
         SendControl(dealer, wire::Envelope::HEARTBEAT);
         next_beat = Clock::now() + interval;
       }
+    }
+  }
+
+  // A CURVE handshake the dispatcher refused: the worker's key is not on its
+  // workers list, or the two disagree on keys.
+  void CheckHandshake() {
+    zmq::message_t event;
+    while (handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
+      uint16_t id = 0;
+      if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
+      while (event.more() && handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
+      }
+      if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        refused_ = Unavailable("the dispatcher refused this worker's key (its .pub is not on the workers list)");
+      else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        refused_ = Unavailable("the CURVE handshake failed: a wrong --server-key, or a dispatcher without keys");
     }
   }
 
@@ -356,6 +388,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   PluginInstance<Backend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
   Status refused_;                           // I/O thread: the dispatcher's ERROR, ending the worker
+  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the dealer's handshake failures (with keys)
   zmq::socket_t* pipeline_link_ = nullptr;  // owned by the pipeline thread
   // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
   // (added with the gauges), and per client namespace:

@@ -144,13 +144,15 @@ def test_a_client_key_cannot_register_as_a_worker(secure):
     assert out["value"] == SUM_VALUE
 
 
-def test_an_unlisted_worker_key_never_registers(secure):
+def test_an_unlisted_worker_key_is_refused_and_the_worker_exits(secure):
     stranger = secure.add_worker("stranger", key=secure.keys / "stranger.key")
     try:
-        time.sleep(2)
-        assert secure.workers_connected() == 2
+        out, _ = stranger.communicate(timeout=20)
     finally:
         stop_processes([stranger])
+    assert stranger.returncode != 0
+    assert "refused this worker's key" in out, out
+    assert secure.workers_connected() == 2
 
 
 def test_a_non_loopback_listen_needs_keys_or_insecure():
