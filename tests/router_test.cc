@@ -386,6 +386,7 @@ TEST(OpAttrsTest, TypedViewsRoundTrip) {
   gather.group = {3, 1};
   gather.rank = 1;
   gather.rendezvous = "127.0.0.1:29500";
+  gather.store_key = "0f1e2d3c";
   gather.generation = 7;
   gather.dim = 0;
   gather.sizes = {2, 3};
@@ -394,7 +395,11 @@ TEST(OpAttrsTest, TypedViewsRoundTrip) {
   EXPECT_EQ(read->group, gather.group);
   EXPECT_EQ(read->rank, 1);
   EXPECT_EQ(read->rendezvous, gather.rendezvous);
+  EXPECT_EQ(read->store_key, "0f1e2d3c");
   EXPECT_EQ(read->generation, 7u);
+  // The store key prefixes the group's keys: a lost mark under another key is not this group's.
+  EXPECT_NE(LostMemberKey("0f1e2d3c", 3), LostMemberKey("", 3));
+  EXPECT_NE(LostMemberKey("0f1e2d3c", 3).find("0f1e2d3c"), std::string::npos);
   EXPECT_EQ(read->sizes, gather.sizes);
   Instruction bad = MakeCollective(Op::kAllGather, gather);
   bad.attrs.axes.pop_back();

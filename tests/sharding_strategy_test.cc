@@ -22,7 +22,7 @@
 namespace gt::sharding {
 namespace {
 
-constexpr const char* kRendezvousForTest = "rendezvous.test:29500";
+constexpr const char* kRendezvousForTest = "rendezvous.test:29500/abc123";
 
 // Keeps everything the stage emits, in order.
 class RecordingEmitter final : public Emitter {

@@ -72,7 +72,15 @@ std::vector<int> MembershipWorkers(const Instruction& membership) {
   return std::vector<int>(membership.attrs.shape.begin(), membership.attrs.shape.end());
 }
 
-std::string LostMemberKey(int64_t worker) { return "gt/lost/" + std::to_string(worker); }
+std::string LostMemberKey(const std::string& store_key, int64_t worker) {
+  return "gt/" + store_key + "/lost/" + std::to_string(worker);
+}
+
+void SetRendezvous(CollectiveSpec& spec, const std::string& address) {
+  const size_t slash = address.find('/');
+  spec.rendezvous = address.substr(0, slash);
+  spec.store_key = slash == std::string::npos ? std::string() : address.substr(slash + 1);
+}
 
 Instruction MakeHotMarker(Op op, const HotMarker& marker) {
   assert(op == Op::kHotStart || op == Op::kHotEnd);
@@ -146,7 +154,8 @@ Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
   inst.op = op;
   inst.attrs.numbers.assign(spec.group.begin(), spec.group.end());
   inst.attrs.axes = {spec.rank};
-  inst.payload = TextBlob(spec.rendezvous + "#" + std::to_string(spec.generation));
+  const std::string key = spec.store_key.empty() ? std::string() : "/" + spec.store_key;
+  inst.payload = TextBlob(spec.rendezvous + key + "#" + std::to_string(spec.generation));
   switch (op) {
     case Op::kBroadcast: inst.attrs.axes.push_back(spec.root); break;
     case Op::kAllReduce: inst.attrs.scalar = static_cast<double>(spec.reduce); break;
@@ -161,11 +170,12 @@ Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
 
 Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
   CollectiveSpec spec;
-  spec.rendezvous = BlobText(inst.payload);
-  const size_t hash = spec.rendezvous.rfind('#');
-  if (hash == std::string::npos) return Invalid(inst, "rendezvous '" + spec.rendezvous + "' has no #generation");
-  const std::string generation = spec.rendezvous.substr(hash + 1);
-  spec.rendezvous.resize(hash);
+  std::string payload = BlobText(inst.payload);
+  const size_t hash = payload.rfind('#');
+  if (hash == std::string::npos) return Invalid(inst, "rendezvous '" + payload + "' has no #generation");
+  const std::string generation = payload.substr(hash + 1);
+  payload.resize(hash);
+  SetRendezvous(spec, payload);
   if (generation.empty() || generation.size() > 19 ||
       generation.find_first_not_of("0123456789") != std::string::npos)
     return Invalid(inst, "rendezvous generation '" + generation + "' is not a number");

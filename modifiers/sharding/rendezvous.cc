@@ -4,6 +4,7 @@
 
 #include <exception>
 #include <iostream>
+#include <random>
 #include <vector>
 
 #include "gt/op_attrs.h"
@@ -13,13 +14,13 @@ namespace {
 
 class TcpStoreRendezvous final : public Rendezvous {
  public:
-  TcpStoreRendezvous(std::shared_ptr<c10d::TCPStore> store, std::string address)
-      : store_(std::move(store)), address_(std::move(address)) {}
+  TcpStoreRendezvous(std::shared_ptr<c10d::TCPStore> store, std::string address, std::string store_key)
+      : store_(std::move(store)), address_(std::move(address) + "/" + store_key), store_key_(std::move(store_key)) {}
   const std::string& address() const override { return address_; }
   void MarkLost(uint64_t generation, int worker) override {
     try {
       const std::string value = std::to_string(generation);
-      store_->set(LostMemberKey(worker), std::vector<uint8_t>(value.begin(), value.end()));
+      store_->set(LostMemberKey(store_key_, worker), std::vector<uint8_t>(value.begin(), value.end()));
     } catch (const std::exception& e) {  // the members then wait out their timeout, as before
       std::cerr << "sharding: cannot mark worker " << worker << " lost in the rendezvous store: " << e.what() << "\n";
     }
@@ -28,7 +29,20 @@ class TcpStoreRendezvous final : public Rendezvous {
  private:
   std::shared_ptr<c10d::TCPStore> store_;  // serving while this lives
   std::string address_;
+  std::string store_key_;
 };
+
+// 128 random bits as hex: unguessable by a peer that reaches the store.
+std::string RandomStoreKey() {
+  std::random_device device;
+  std::string key;
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t word = device();
+    for (int nibble = 0; nibble < 4; ++nibble) key += kHex[(word >> (4 * nibble)) & 0xf];
+  }
+  return key;
+}
 
 }  // namespace
 
@@ -45,7 +59,7 @@ Result<std::unique_ptr<Rendezvous>> StartTcpStore(const std::string& host, int64
                        e.what());
   }
   std::string address = host + ":" + std::to_string(store->getPort());
-  return std::unique_ptr<Rendezvous>(new TcpStoreRendezvous(std::move(store), std::move(address)));
+  return std::unique_ptr<Rendezvous>(new TcpStoreRendezvous(std::move(store), std::move(address), RandomStoreKey()));
 }
 
 }  // namespace gt::sharding

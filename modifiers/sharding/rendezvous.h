@@ -22,7 +22,9 @@ namespace gt::sharding {
 class Rendezvous {
  public:
   virtual ~Rendezvous() = default;
-  // "host:port" that the members connect to; the same for the object's life.
+  // "host:port/STORE_KEY": where the members connect to, and the random key
+  // that prefixes their keys there (CollectiveSpec::store_key); the same for
+  // the object's life.
   virtual const std::string& address() const = 0;
   // Worker index `worker` was lost as membership generation `generation`
   // ended: members still forming a group with it in that generation or an

@@ -11,7 +11,7 @@ namespace {
 CollectiveSpec GroupSpec(const Step& s, const std::vector<int>& group) {
   CollectiveSpec spec;
   spec.group.assign(group.begin(), group.end());
-  spec.rendezvous = *s.rendezvous;
+  SetRendezvous(spec, *s.rendezvous);
   spec.generation = s.workers->generation();
   return spec;
 }

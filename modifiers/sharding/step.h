@@ -28,7 +28,7 @@ struct Step {
   const Instruction* inst;
   Emitter* out;
   Workers* workers;               // the live workers (for the client's default worker)
-  const std::string* rendezvous;  // "host:port" of the store, named in every collective
+  const std::string* rendezvous;  // "host:port/store_key" of the store, named in every collective
   std::vector<std::pair<int, TensorId>> temporaries = {};  // (worker, id)
   std::vector<std::string> collectives = {};
 };

@@ -111,7 +111,7 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   const int size = static_cast<int>(spec.group.size());
   const int rank = static_cast<int>(spec.rank);
   const std::string generation = std::to_string(spec.generation);
-  const std::string key = rendezvous + "#" + generation + "/" + members;
+  const std::string key = rendezvous + "/" + spec.store_key + "#" + generation + "/" + members;
   if (auto it = groups_.find(key); it != groups_.end()) {
     if (it->second->rank != rank) return Invalid(inst, "rank changed within group [" + members + "]");
     return it->second.get();
@@ -125,10 +125,11 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   std::string store_host = rendezvous.substr(0, colon);
   if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
   auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gt/group/" + generation + "/" + members, store);
+  auto prefixed =
+      c10::make_intrusive<c10d::PrefixStore>("gt/" + spec.store_key + "/group/" + generation + "/" + members, store);
   std::vector<GroupStore::Member> others;
   for (int64_t w : spec.group)
-    if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(w)});
+    if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(spec.store_key, w)});
   auto group_store =
       c10::make_intrusive<GroupStore>(store, prefixed, std::move(others), spec.generation, options_.timeout);
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);

@@ -133,6 +133,11 @@ struct CollectiveSpec {
   std::vector<int64_t> group;  // worker indexes in rank order
   int64_t rank = 0;            // this member's position in `group`
   std::string rendezvous;      // "host:port" of the store the members meet at
+  // Prefixes every key the group uses in the store: random per rendezvous and
+  // told only to the workers (in their collectives), so a peer that reaches
+  // the unauthenticated store cannot guess a group's keys to join or disturb
+  // it. Empty in tests that host no store.
+  std::string store_key;
   // The worker membership the group belongs to. A group of the same workers
   // in a later generation is a new group: a worker that died and was
   // replaced under its index must not meet the survivors' old connections.
@@ -152,13 +157,16 @@ struct CollectiveSpec {
 // it give up instead of waiting out their timeout (the dispatcher's sharding
 // stage sets it; the workers' backends look for it while they wait). A
 // replacement under that index belongs to later generations.
-std::string LostMemberKey(int64_t worker);
+std::string LostMemberKey(const std::string& store_key, int64_t worker);
+// Sets spec.rendezvous and spec.store_key from a rendezvous's full address,
+// "host:port" or "host:port/STORE_KEY" (the sharding stage's Rendezvous).
+void SetRendezvous(CollectiveSpec& spec, const std::string& address);
 // An instruction of `op` carrying `spec`; the caller adds operands, results,
 // shape and dtype. REQUIRES: op is a collective.
 Instruction MakeCollective(Op op, const CollectiveSpec& spec);
 // InvalidArgument naming what is missing when the instruction lacks a group,
 // a rank in it, the rendezvous address or its op's own fields. On the wire
-// the payload is "host:port#generation".
+// the payload is "host:port[/store_key]#generation".
 Result<CollectiveSpec> ReadCollective(const Instruction& collective);
 
 // ---- binary ops with a scalar ---------------------------------------------------
