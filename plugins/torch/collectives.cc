@@ -10,21 +10,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <string>
 #include <vector>
 
 namespace gt::torch_backend {
-
-struct Collectives::Group {
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
-  int rank = 0;
-  int size = 0;
-  std::string name;  // "[0, 1] at host:port", for errors
-  std::string rendezvous;
-  uint64_t generation = 0;
-};
 
 namespace {
 
@@ -65,6 +57,18 @@ class GroupStore final : public c10d::Store {
     WaitFor(keys, timeout);
   }
 
+  // A member the dispatcher marked lost in this group's generation or a
+  // later one, if any: a round trip to the store per other member.
+  std::optional<int64_t> LostMember() {
+    for (const Member& m : others_) {
+      if (!base_->check({m.lost_key})) continue;
+      const std::vector<uint8_t> value = base_->get(m.lost_key);
+      const uint64_t lost_in = std::strtoull(std::string(value.begin(), value.end()).c_str(), nullptr, 10);
+      if (lost_in >= generation_) return m.worker;
+    }
+    return std::nullopt;
+  }
+
  private:
   // The group's keys are looked for every 10 ms, the lost marks every
   // 100 ms: each look is a round trip to the dispatcher's store.
@@ -72,22 +76,15 @@ class GroupStore final : public c10d::Store {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int slice = 0;; ++slice) {
       if (group_->check(keys)) return;
-      if (slice % 10 == 0) ThrowIfAMemberWasLost();
+      if (slice % 10 == 0)
+        if (std::optional<int64_t> lost = LostMember())
+          throw std::runtime_error("worker index " + std::to_string(*lost) + " was lost while the group formed");
       if (std::chrono::steady_clock::now() > deadline)
         throw std::runtime_error("the other members did not come within " + std::to_string(timeout.count()) + " ms");
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
 
-  void ThrowIfAMemberWasLost() {
-    for (const Member& m : others_) {
-      if (!base_->check({m.lost_key})) continue;
-      const std::vector<uint8_t> value = base_->get(m.lost_key);
-      const uint64_t lost_in = std::strtoull(std::string(value.begin(), value.end()).c_str(), nullptr, 10);
-      if (lost_in >= generation_)
-        throw std::runtime_error("worker index " + std::to_string(m.worker) + " was lost while the group formed");
-    }
-  }
 
   c10::intrusive_ptr<c10d::Store> base_;
   c10::intrusive_ptr<c10d::Store> group_;
@@ -96,6 +93,17 @@ class GroupStore final : public c10d::Store {
 };
 
 }  // namespace
+
+struct Collectives::Group {
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;  // null once broken
+  c10::intrusive_ptr<GroupStore> store;
+  int rank = 0;
+  int size = 0;
+  std::string name;  // "[0, 1] at host:port", for errors
+  std::string rendezvous;
+  uint64_t generation = 0;
+  std::string broken;  // why the group runs no more collectives; empty while it does
+};
 
 Collectives::Collectives(CollectiveOptions options, CollectiveCounters counters)
     : options_(std::move(options)), counters_(counters) {}
@@ -114,6 +122,8 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   const std::string key = rendezvous + "/" + spec.store_key + "#" + generation + "/" + members;
   if (auto it = groups_.find(key); it != groups_.end()) {
     if (it->second->rank != rank) return Invalid(inst, "rank changed within group [" + members + "]");
+    if (!it->second->broken.empty())
+      return Unavailable(inst.Describe() + ": collective group " + it->second->name + " " + it->second->broken);
     return it->second.get();
   }
   ForgetOlderGenerations(rendezvous, spec.generation);
@@ -125,6 +135,7 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   std::string store_host = rendezvous.substr(0, colon);
   if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
   auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
+  auto group = std::make_unique<Group>();
   auto prefixed =
       c10::make_intrusive<c10d::PrefixStore>("gt/" + spec.store_key + "/group/" + generation + "/" + members, store);
   std::vector<GroupStore::Member> others;
@@ -132,9 +143,9 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
     if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(spec.store_key, w)});
   auto group_store =
       c10::make_intrusive<GroupStore>(store, prefixed, std::move(others), spec.generation, options_.timeout);
+  group->store = group_store;
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));
-  auto group = std::make_unique<Group>();
   try {
     group->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(group_store, rank, size, pg_options);
   } catch (const std::exception& e) {
@@ -205,6 +216,30 @@ Status Collectives::StandIn(const Instruction& inst, at::ScalarType dtype, const
   return failed;
 }
 
+// Waits for `work` in slices, between which it looks for the dispatcher's
+// word that a member was lost. A survivor whose peer gave up when a member
+// died waits for that peer's share forever (Gloo has no abort): it must hear
+// of the loss from the dispatcher instead, and not hold every client on this
+// worker for the collective timeout.
+Status Collectives::Await(Group& group, const c10::intrusive_ptr<c10d::Work>& work) {
+  constexpr std::chrono::milliseconds kLostCheckInterval{100};
+  for (;;) {
+    try {
+      work->wait(kLostCheckInterval);
+      return Status::Ok();
+    } catch (...) {
+      if (work->isCompleted()) throw;  // the collective itself failed (a closed connection, ...)
+    }
+    std::optional<int64_t> lost = group.store->LostMember();
+    if (!lost) continue;
+    group.broken = "broke: worker index " + std::to_string(*lost) + " was lost during a collective";
+    // The process group's thread stays blocked in Gloo until its own
+    // timeout, and destroying the group would join it: let it go instead.
+    (void)group.pg.release();
+    return Unavailable("collective group " + group.name + " " + group.broken);
+  }
+}
+
 Result<at::Tensor> Collectives::Broadcast(const CollectiveSpec& spec, Group& group, const at::Tensor* operand,
                                             const Instruction& inst, at::ScalarType dtype) {
   const int root = static_cast<int>(spec.root);  // within the group: ReadCollective checked it
@@ -218,7 +253,7 @@ Result<at::Tensor> Collectives::Broadcast(const CollectiveSpec& spec, Group& gro
   std::vector<at::Tensor> tensors = {t};
   c10d::BroadcastOptions options;
   options.rootRank = root;
-  group.pg->broadcast(tensors, options)->wait();
+  if (Status s = Await(group, group.pg->broadcast(tensors, options)); !s.ok()) return s;
   return t;
 }
 
@@ -229,7 +264,7 @@ Result<at::Tensor> Collectives::AllReduce(const CollectiveSpec& spec, Group& gro
   options.reduceOp = spec.reduce == ReduceOp::kMax   ? c10d::ReduceOp::MAX
                      : spec.reduce == ReduceOp::kMin ? c10d::ReduceOp::MIN
                                                      : c10d::ReduceOp::SUM;
-  group.pg->allreduce(tensors, options)->wait();
+  if (Status s = Await(group, group.pg->allreduce(tensors, options)); !s.ok()) return s;
   return t;
 }
 
@@ -250,7 +285,7 @@ Result<at::Tensor> Collectives::AllGather(const CollectiveSpec& spec, Group& gro
   for (int r = 0; r < group.size; ++r) pieces.push_back(at::empty(padded_shape, operand.options()));
   std::vector<std::vector<at::Tensor>> outputs = {pieces};
   std::vector<at::Tensor> inputs = {local};
-  group.pg->allgather(outputs, inputs)->wait();
+  if (Status s = Await(group, group.pg->allgather(outputs, inputs)); !s.ok()) return s;
   std::vector<at::Tensor> trimmed;
   for (int r = 0; r < group.size; ++r) trimmed.push_back(outputs[0][r].narrow(dim, 0, sizes[r]));
   return at::cat(trimmed, dim);

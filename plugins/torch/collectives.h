@@ -13,10 +13,11 @@
 // execute a group's collectives in one order because the dispatcher emits
 // them together. A member whose operand failed to be made still takes part
 // with a stand-in (StandIn), so only a member that died makes the others
-// fail: at once when its connections close, or, while the group is still
-// forming and waiting for its address in the store, when the dispatcher
-// marks it lost there (LostMemberKey); a member that hangs, after
-// `timeout_ms`.
+// fail: at once when its connections close, or, while the group forms or a
+// collective waits (for the dead member, or for a survivor that gave up on
+// it), within 100 ms of the dispatcher marking it lost in the store
+// (LostMemberKey), which breaks the group for good; a member that hangs,
+// after `timeout_ms`.
 //
 // Thread-safety: none; the worker's pipeline thread calls everything.
 #pragma once
@@ -36,6 +37,9 @@
 
 namespace prometheus {
 class Counter;
+}
+namespace c10d {
+class Work;
 }
 
 namespace gt::torch_backend {
@@ -86,6 +90,9 @@ class Collectives {
                                const Instruction& inst, at::ScalarType dtype);
   Result<at::Tensor> AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand);
   Result<at::Tensor> AllGather(const CollectiveSpec& spec, Group& group, const at::Tensor& operand, const Instruction& inst);
+  // Waits for a collective of `group` to finish; Unavailable, and the group
+  // broken for good, when the dispatcher marks a member lost meanwhile.
+  Status Await(Group& group, const c10::intrusive_ptr<c10d::Work>& work);
 
   CollectiveOptions options_;
   CollectiveCounters counters_;
