@@ -14,11 +14,24 @@ Usage: scripts/launch-cluster.sh [OPTIONS] HOSTFILE        start, serve until st
 The first host of HOSTFILE runs gt-dispatcher; every host, the first one
 included, runs gt-worker (one each, unless its line says otherwise), with id
 HOST-K (K = 0, 1, ... on that host) and --connect DISPATCHER:PORT. Once every
-worker has registered the script prints the line a client uses,
+worker has registered the script prints what a client uses,
+    export GT_CLIENT_KEY=KEYDIR/clients/client.key
+    export GT_SERVER_KEY=KEYDIR/dispatcher.pub
     gt.connect("DISPATCHER:PORT")
 and serves until Ctrl-C or SIGTERM (or until the dispatcher ends, e.g. by
 `stop` from another shell); then it stops the workers, then the dispatcher.
 Worker indexes follow registration order, not the hostfile's.
+
+Keys: every connection is authenticated with CURVE (docs/SECURITY.md). The
+script makes a key set here with `gt keygen` (KEYDIR: --key-dir, else a new
+private temporary directory, removed when the script ends):
+    dispatcher.key/.pub, workers/HOST.key/.pub (one pair per worker host),
+    clients/client.key/.pub
+Only a key in workers/ may register as a worker, only a .pub in clients/ open
+a client session. Over ssh each host gets the files it needs, copied with the
+ssh command into RUN_DIR/gt-launch-PORT-keys/ (mode 0700), removed when its
+processes stop; with --exec-via netns or GT_LAUNCH_EXEC the hosts share this
+file system and use KEYDIR's files where they are.
 
 HOSTFILE: one host a line; '#' starts a comment; blank lines are skipped.
     HOST [workers=N | slots=N] [addr=ADDRESS]
@@ -42,6 +55,16 @@ Options (a value may also be given as --opt=VALUE):
   --dispatcher-manifest F   --manifest for gt-dispatcher (a path on the first host)
   --worker-manifest F       --manifest for every gt-worker (a path on each host)
   --bind-all                the dispatcher binds 0.0.0.0 rather than its address
+  --key-dir DIR             the key set's directory here: made (mode 0700) if
+                            missing, the missing pairs made, an existing pair
+                            used as it is, kept afterwards. Add a client with
+                            `gt keygen DIR/clients/NAME` before starting
+  --insecure                no keys: the dispatcher accepts any peer that
+                            reaches it, as a worker or a client (gt-dispatcher
+                            --insecure); only on a network you trust
+  --gt PATH                 the gt command that makes keys here (default:
+                            BIN_DIR/gt if it is here, gt on PATH, else this
+                            checkout's build/bin/gt)
   --env NAME=VALUE          set in every gt process's environment (repeatable)
   --exec-via ssh|netns      how a command runs on a host: `ssh HOST CMD` (the
                             default) or `ip netns exec HOST CMD`, where HOST is
@@ -89,6 +112,9 @@ bin_dir=
 dispatcher_manifest=
 worker_manifest=
 bind_all=0
+insecure=0
+key_dir=
+gt_cmd=
 envs=()
 exec_via=
 ssh_cmd=${GT_SSH:-ssh -o BatchMode=yes}
@@ -111,8 +137,10 @@ while [ "$#" -gt 0 ]; do
   case "$opt" in
     -h | --help) usage; exit 0 ;;
     --bind-all) bind_all=1; shift; continue ;;
+    --insecure) insecure=1; shift; continue ;;
     -p | --port | --metrics-port | --worker-metrics-port | --discovery-port | --bin-dir | \
-      --dispatcher-manifest | --worker-manifest | --env | --exec-via | --ssh | --run-dir | --log-dir | --wait)
+      --dispatcher-manifest | --worker-manifest | --env | --exec-via | --ssh | --run-dir | --log-dir | --wait | \
+      --key-dir | --gt)
       if [ "$has_value" -eq 0 ]; then
         [ "$#" -ge 2 ] || usage_error "$opt needs a value"
         value=$2
@@ -143,6 +171,8 @@ while [ "$#" -gt 0 ]; do
     --run-dir) run_dir=$value ;;
     --log-dir) log_dir=$value ;;
     --wait) wait_s=$value ;;
+    --key-dir) key_dir=$value ;;
+    --gt) gt_cmd=$value ;;
   esac
 done
 if [ "$#" -gt 0 ]; then
@@ -158,6 +188,7 @@ done
   usage_error "--worker-metrics-port: expected a port number, 0 or 'none', got '$worker_metrics_port'"
 [ -z "$discovery_port" ] || is_port "$discovery_port" || usage_error "--discovery-port: expected a port number, got '$discovery_port'"
 [[ "$wait_s" =~ ^[1-9][0-9]*$ ]] || usage_error "--wait: expected a number of seconds, got '$wait_s'"
+[ "$insecure" -eq 0 ] || [ -z "$key_dir" ] || usage_error "--insecure and --key-dir: keys or none, not both"
 
 # How a command runs on a host: exec_prefix (argv passed as is: ip netns
 # exec, or GT_LAUNCH_EXEC) or ssh (argv quoted into one remote command line).
@@ -230,6 +261,8 @@ dispatcher_ep=$dispatcher_addr
 bin=${bin_dir:+${bin_dir%/}/}
 
 pidfile() { echo "${run_dir%/}/gt-launch-$port-$1.pid"; }
+# Over ssh, where a host keeps the key files it was sent.
+remote_key_dir="${run_dir%/}/gt-launch-$port-keys"
 
 # Sets run_argv to the command that runs "$@" on host $1.
 set_run_argv() {
@@ -290,6 +323,18 @@ stop_on_hosts() {
   return "$rc"
 }
 
+# Over ssh: removes the key files sent to the given hosts (indexes), in parallel.
+remove_remote_keys() {
+  [ "$exec_via" = ssh ] || return 0
+  local h pids=() rc=0
+  for h in "$@"; do
+    run_on "${hosts[h]}" rm -rf -- "$remote_key_dir" &
+    pids+=($!)
+  done
+  for h in "${pids[@]+"${pids[@]}"}"; do wait "$h" || rc=1; done
+  return "$rc"
+}
+
 # Every process of the hostfile, as HOSTINDEX:ID: the workers, then the dispatcher.
 worker_items=()
 worker_ids=()
@@ -305,6 +350,9 @@ if [ "$command" = stop ]; then
   rc=0
   stop_on_hosts "${worker_items[@]}" || rc=1
   stop_on_hosts "$dispatcher_item" || rc=1
+  all_hosts=()
+  for ((h = 0; h < ${#hosts[@]}; h++)); do all_hosts+=("$h"); done
+  remove_remote_keys "${all_hosts[@]}" || rc=1
   [ "$rc" -eq 0 ] || die "could not reach every host to stop its processes"
   echo "$prog: stopped the cluster of $hostfile (port $port)"
   exit 0
@@ -315,6 +363,8 @@ fi
 [ -z "$log_dir" ] || mkdir -p "$log_dir"
 local_pids=()   # the local processes (ssh clients, or the gt processes themselves under ip netns exec)
 started=()      # HOSTINDEX:ID of each started process
+keyed_hosts=()  # indexes of the hosts key files were sent to (ssh)
+made_key_dir=   # the temporary key directory this script made (removed on exit)
 
 # Starts "$@" on host $1 as process $2 (an id), its pid in its pid file there.
 start_process() {
@@ -368,15 +418,108 @@ cleanup() {
       wait "$pid" 2>/dev/null || true
     done
   fi
+  [ "${#keyed_hosts[@]}" -eq 0 ] || remove_remote_keys "${keyed_hosts[@]}" || true
+  [ -z "$made_key_dir" ] || rm -rf -- "$made_key_dir"
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
+# ---- keys ----------------------------------------------------------------------------
+
+# Prints the local gt that makes keys.
+find_gt() {
+  if [ -n "$gt_cmd" ]; then
+    local found
+    found=$(command -v -- "$gt_cmd" 2>/dev/null) && [ -f "$found" ] || die "--gt $gt_cmd: no such command here"
+    echo "$found"
+    return 0
+  fi
+  local candidate
+  for candidate in "${bin:+${bin}gt}" "$(command -v gt 2>/dev/null || true)" \
+    "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/bin/gt"; do
+    if [ -n "$candidate" ] && [ -f "$candidate" ] && [ -x "$candidate" ]; then
+      echo "$candidate"
+      return 0
+    fi
+  done
+  die "no gt here to make keys with (gt keygen): give --gt PATH, --key-dir DIR holding a key set, or --insecure"
+}
+
+# Makes the pairs "$@" (paths without .key/.pub) in key_dir that are not there yet.
+make_keys() {
+  local name missing=()
+  for name in "$@"; do
+    [ -e "$key_dir/$name.key" ] || [ -e "$key_dir/$name.pub" ] || missing+=("$key_dir/$name")
+  done
+  [ "${#missing[@]}" -gt 0 ] || return 0
+  local gt
+  gt=$(find_gt) || exit 1
+  "$gt" keygen "${missing[@]}" >/dev/null || die "$gt keygen failed"
+}
+
+# Over ssh: writes stdin to file $2 of host $1's key directory (private, this user's).
+# shellcheck disable=SC2016  # expanded on the host
+SEND_SNIPPET='umask 077 && mkdir -p -- "$1" && [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] ||
+  { echo "$1 is not a directory of this user" >&2; exit 1; }
+chmod 700 -- "$1" && cat >"$1/$2"'
+send_key_file() {
+  run_on "${hosts[$1]}" bash -c "$SEND_SNIPPET" send-key "$remote_key_dir" "$2" ||
+    die "could not copy $2 to ${hosts[$1]}:$remote_key_dir"
+}
+
+dispatcher_key_args=()
+worker_key_files=()  # per host index: its workers' --key, as the host sees it
+server_key_file=     # the workers' --server-key, as the hosts see it
+if [ "$insecure" -eq 1 ]; then
+  dispatcher_key_args=(--insecure)
+  echo "$prog: --insecure: no keys; any peer that reaches the dispatcher may register as a worker or open a session" >&2
+else
+  if [ -z "$key_dir" ]; then
+    made_key_dir=$(mktemp -d "${TMPDIR:-/tmp}/gt-launch-keys.XXXXXX") || die "cannot make a temporary key directory"
+    key_dir=$made_key_dir
+  fi
+  (umask 077 && mkdir -p -- "$key_dir/workers" "$key_dir/clients") || die "cannot make the key directory $key_dir"
+  key_dir=$(cd -- "$key_dir" && pwd)
+  [ -z "$made_key_dir" ] || made_key_dir=$key_dir
+  names=(dispatcher clients/client)
+  for ((h = 0; h < ${#hosts[@]}; h++)); do
+    [ "${counts[h]}" -eq 0 ] || names+=("workers/${hosts[h]}")
+  done
+  make_keys "${names[@]}"
+  if [ "$exec_via" = ssh ]; then
+    # Each host gets what it needs: the dispatcher's its key pair and the
+    # allow-lists (the .pub files of each directory, one file each), a
+    # worker host its workers' key pair and the dispatcher's public key.
+    keyed_hosts+=(0)
+    send_key_file 0 dispatcher.key <"$key_dir/dispatcher.key"
+    cat "$key_dir"/clients/*.pub | send_key_file 0 clients.pub
+    cat "$key_dir"/workers/*.pub | send_key_file 0 workers.pub
+    dispatcher_key_args=(--key "$remote_key_dir/dispatcher.key" --client-keys "$remote_key_dir/clients.pub"
+      --worker-keys "$remote_key_dir/workers.pub")
+    for ((h = 0; h < ${#hosts[@]}; h++)); do
+      [ "${counts[h]}" -gt 0 ] || continue
+      [ "$h" -eq 0 ] || keyed_hosts+=("$h")
+      send_key_file "$h" "worker-${hosts[h]}.key" <"$key_dir/workers/${hosts[h]}.key"
+      send_key_file "$h" dispatcher.pub <"$key_dir/dispatcher.pub"
+      worker_key_files[h]=$remote_key_dir/worker-${hosts[h]}.key
+    done
+    server_key_file=$remote_key_dir/dispatcher.pub
+  else
+    dispatcher_key_args=(--key "$key_dir/dispatcher.key" --client-keys "$key_dir/clients"
+      --worker-keys "$key_dir/workers")
+    for ((h = 0; h < ${#hosts[@]}; h++)); do worker_key_files[h]=$key_dir/workers/${hosts[h]}.key; done
+    server_key_file=$key_dir/dispatcher.pub
+  fi
+fi
+
+# ---- the processes ------------------------------------------------------------------
+
 listen_host=$dispatcher_ep
 [ "$bind_all" -eq 0 ] || listen_host=0.0.0.0
-dispatcher_args=(--listen "tcp://$listen_host:$port" --metrics "$listen_host:$metrics_port" --id dispatcher)
+dispatcher_args=(--listen "tcp://$listen_host:$port" --metrics "$listen_host:$metrics_port" --id dispatcher
+  "${dispatcher_key_args[@]}")
 [ -z "$dispatcher_manifest" ] || dispatcher_args+=(--manifest "$dispatcher_manifest")
 [ -z "$discovery_port" ] || dispatcher_args+=(--discovery "$listen_host:$discovery_port")
 start_process 0 dispatcher "${bin}gt-dispatcher" "${dispatcher_args[@]}"
@@ -390,6 +533,7 @@ for ((h = 0; h < ${#hosts[@]}; h++)); do
   for ((k = 0; k < counts[h]; k++)); do
     id=${worker_ids[i]}
     worker_args=(--connect "$dispatcher_ep:$port" --id "$id")
+    [ "$insecure" -eq 1 ] || worker_args+=(--key "${worker_key_files[h]}" --server-key "$server_key_file")
     [ -z "$worker_manifest" ] || worker_args+=(--manifest "$worker_manifest")
     if [ "$worker_metrics_port" != none ]; then
       wport=$worker_metrics_port
@@ -427,6 +571,9 @@ while :; do
   sleep 0.5
 done
 echo "$prog: $total workers registered: ${worker_ids[*]}"
+if [ "$insecure" -eq 0 ]; then
+  printf 'export GT_CLIENT_KEY=%q\nexport GT_SERVER_KEY=%q\n' "$key_dir/clients/client.key" "$key_dir/dispatcher.pub"
+fi
 echo "gt.connect(\"$dispatcher_ep:$port\")"
 
 # Serve until a signal (the traps) or the dispatcher's end (`stop`).

@@ -7,6 +7,11 @@ non-loopback address on one bridge:
     B 10.77.0.2  gt-worker --id worker-0     C 10.77.0.3  gt-worker --id worker-1
     D 10.77.0.4  the client: gt.connect("10.77.0.1:5555")
 
+A dispatcher on a non-loopback address needs CURVE keys (docs/SECURITY.md):
+`gt keygen` makes a set in a temporary directory, the dispatcher gets --key
+and the clients/ and workers/ allow-lists, each worker its own --key and
+--server-key, the client GT_CLIENT_KEY and GT_SERVER_KEY.
+
 The client runs the signal guide's data-parallel, model-parallel and pipeline
 examples and an MLP trained under a data-parallel signal on workers [0, 1],
 each against the same program without a signal scope (numerics within 1e-4),
@@ -18,16 +23,22 @@ workers; the pipeline's stages and backward stages ran where their signals
 say (the dispatcher's GT_EXPLAIN lines); the workers' Gloo connections run
 between 10.77.0.2 and 10.77.0.3 directly; the dispatcher saw each worker
 register from its namespace address; no gt process listens on or talks to a
-loopback address, and the dispatcher binds no local ipc socket.
+loopback address, and the dispatcher binds no local ipc socket; a client
+without keys, and one whose key is on no list, are refused naming why.
 
 Then scripts/launch-cluster.sh on a hostfile of those namespaces (A
 dispatcher only, a worker in B and in C): a client in D runs a sharded
-matmul on the two workers it started, and the cluster is stopped by
+matmul on the two workers it started with the keys the script made and
+printed (GT_CLIENT_KEY, GT_SERVER_KEY), a client without them is refused,
+and the cluster is stopped by
 `launch-cluster.sh stop` (--exec-via netns), by SIGINT to the script, as
 Ctrl-C (its ssh path, with a stand-in ssh that runs the remote command line
 in the namespace), and by `stop` after the script was SIGKILLed
 (GT_LAUNCH_EXEC); each time no process is left in any namespace and the pid
-files are gone. A worker that cannot start fails the script at once.
+files (and, over ssh, the key files it copied to the hosts; its temporary
+key directory here) are gone. With --insecure it runs without keys, and a
+client without keys computes. A worker that cannot start fails the script
+at once.
 
 Needs root and iproute2; skipped, with the reason, where namespaces cannot
 be made (netns.skip_reason()) or the services are not built (GT_BIN_DIR,
@@ -40,6 +51,7 @@ import pathlib
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -65,15 +77,16 @@ def _require():
     reason = netns.skip_reason()
     if reason:
         pytest.skip(f"multi-host test needs network namespaces: {reason}")
-    if not ((BIN_DIR / "gt-dispatcher").exists() and (BIN_DIR / "gt-worker").exists()):
-        pytest.skip(f"gt-dispatcher / gt-worker not built in {BIN_DIR}")
+    if not all((BIN_DIR / b).exists() for b in ("gt", "gt-dispatcher", "gt-worker")):
+        pytest.skip(f"gt / gt-dispatcher / gt-worker not built in {BIN_DIR}")
 
 
 def _env(**extra):
     env = dict(os.environ)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
     env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    for k in ("GT_LOCAL_IPC", "GT_EXPLAIN", "GT_AUTO_SHARD", "GT_VERBOSE", "GT_CONFIG"):
+    for k in ("GT_LOCAL_IPC", "GT_EXPLAIN", "GT_AUTO_SHARD", "GT_VERBOSE", "GT_CONFIG", "GT_CLIENT_KEY",
+              "GT_SERVER_KEY", "GT_CONNECT_TIMEOUT"):
         env.pop(k, None)
     env.update(extra)
     return env
@@ -324,6 +337,26 @@ CLIENT = textwrap.dedent('''
 ''')
 
 
+# Fails at its first sync point; prints the error.
+REFUSED_CLIENT = textwrap.dedent('''
+    import json, sys
+    import gt
+    gt.connect(sys.argv[1])
+    try:
+        print(json.dumps({"value": gt.ones(2).sum().item()}))
+    except Exception as e:
+        print(json.dumps({"error": str(e)}))
+''')
+
+
+def _refused(host, address, **env):
+    """What a client in `host` with `env` (GT_CLIENT_KEY, ...) was told at its first sync point."""
+    r = subprocess.run(host.cmd(sys.executable, "-c", REFUSED_CLIENT, address), capture_output=True, text=True,
+                       env=_env(GT_CONNECT_TIMEOUT="20", **env), timeout=60)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout.splitlines()[-1])
+
+
 def _close(got, want, what):
     np.testing.assert_allclose(np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64),
                                rtol=TOL, atol=TOL, err_msg=what)
@@ -341,12 +374,26 @@ def hosts():
     assert not left, f"processes left in the namespaces after the tests: {left}"
 
 
+@pytest.fixture(scope="module")
+def keys(tmp_path_factory):
+    """A key set by `gt keygen`: dispatcher, workers/w0, workers/w1,
+    clients/alice, and a stranger's pair on no list."""
+    _require()
+    d = tmp_path_factory.mktemp("keys")
+    (d / "workers").mkdir()
+    (d / "clients").mkdir()
+    r = subprocess.run([str(BIN_DIR / "gt"), "keygen", "dispatcher", "workers/w0", "workers/w1", "clients/alice",
+                        "stranger"], cwd=d, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    return d
+
+
 @pytest.fixture(scope="class")
-def cluster(hosts, tmp_path_factory):
+def cluster(hosts, keys, tmp_path_factory):
     """Dispatcher in A, worker-0 in B, worker-1 in C (started one after the
     other, so that their indexes are 0 and 1), the client run once in D;
-    yields what the client printed, the hosts' logs and the sockets seen
-    while everything was still up."""
+    yields what the client printed, the hosts' logs, the sockets seen while
+    everything was still up, and what clients without a listed key were told."""
     a, b, c, d = hosts
     logs = tmp_path_factory.mktemp("multihost")
     address = f"{a.address}:{PORT}"
@@ -362,24 +409,32 @@ def cluster(hosts, tmp_path_factory):
     try:
         dlog = start(a, "dispatcher",
                      [BIN_DIR / "gt-dispatcher", "--listen", f"tcp://{address}", "--metrics",
-                      f"{a.address}:{METRICS_PORT}"], GT_DEBUG_DISPATCHER="1", GT_EXPLAIN="1")
+                      f"{a.address}:{METRICS_PORT}", "--key", keys / "dispatcher.key", "--client-keys",
+                      keys / "clients", "--worker-keys", keys / "workers"], GT_DEBUG_DISPATCHER="1", GT_EXPLAIN="1")
         _wait_for(lambda: "listening on" in _read(dlog), "the dispatcher listening", procs=procs)
         wlogs = {}
         for i, host in enumerate([b, c]):
             wlogs[f"worker-{i}"] = start(host, f"worker-{i}",
                                          [BIN_DIR / "gt-worker", "--connect", address, "--id", f"worker-{i}",
-                                          "--metrics", f"{host.address}:{WORKER_METRICS_PORT}"])
+                                          "--metrics", f"{host.address}:{WORKER_METRICS_PORT}",
+                                          "--key", keys / "workers" / f"w{i}.key",
+                                          "--server-key", keys / "dispatcher.pub"])
             _wait_for(lambda: f"worker worker-{i} registered as #" in _read(dlog), f"worker-{i} registering",
                       procs=procs)
         worker_metrics = [f"{h.address}:{WORKER_METRICS_PORT}" for h in (b, c)]
+        client_keys = {"GT_CLIENT_KEY": str(keys / "clients" / "alice.key"),
+                       "GT_SERVER_KEY": str(keys / "dispatcher.pub")}
         r = subprocess.run(d.cmd(sys.executable, "-c", CLIENT, address, *worker_metrics), capture_output=True,
-                           text=True, env=_env(), timeout=120)
+                           text=True, env=_env(**client_keys), timeout=120)
         assert r.returncode == 0, f"client failed:\n{r.stderr[-4000:]}\ndispatcher log:\n{_read(dlog)[-3000:]}"
         sockets = {h.name: {"tcp": _tcp_sockets(h), "unix": _unix_listeners(h)} for h in hosts}
+        refused = {"no keys": _refused(d, address),
+                   "a stranger's key": _refused(d, address, GT_CLIENT_KEY=str(keys / "stranger.key"),
+                                                GT_SERVER_KEY=str(keys / "dispatcher.pub"))}
         for p in procs:
             assert p.poll() is None, f"{p.args} exited with status {p.returncode} during the run"
         yield {"out": json.loads(r.stdout), "dispatcher_log": dlog, "worker_logs": wlogs, "sockets": sockets,
-               "client_stderr": r.stderr}
+               "client_stderr": r.stderr, "refused": refused}
     finally:
         stop_processes(procs[1:])  # workers first, so that each says goodbye
         stop_processes(procs[:1])
@@ -482,6 +537,11 @@ class TestNamespacesAsHosts:
             assert str(PORT) in to_dispatcher and store and store <= dispatcher_ports, \
                 (host.name, to_dispatcher, dispatcher_ports)
 
+    def test_clients_without_a_listed_key_are_refused(self, cluster):
+        refused = cluster["refused"]
+        assert "requires CURVE keys" in refused["no keys"].get("error", ""), refused
+        assert "refused this client's key" in refused["a stranger's key"].get("error", ""), refused
+
     def test_nothing_listens_on_or_talks_to_loopback(self, cluster, hosts):
         for host in hosts:
             for local, peer, proc in cluster["sockets"][host.name]["tcp"]:
@@ -534,11 +594,13 @@ exec ip netns exec "$host" bash -c "$*"
 """
 
 
-def _launch(hosts, tmp_path, name, via=("--exec-via", "netns"), env=None):
+def _launch(hosts, tmp_path, name, via=("--exec-via", "netns"), env=None, extra=()):
     """Starts launch-cluster.sh on a hostfile of the namespaces (A: dispatcher
     only, B and C: a worker each), commands run `via` those options (and
-    `env`); returns (process, command prefix for `stop`, run dir, the
-    gt.connect address, output file) once it printed its gt.connect line."""
+    `env`), `extra` options added; returns (process, command prefix for
+    `stop`, run dir, the gt.connect address, the printed client variables
+    {GT_CLIENT_KEY, GT_SERVER_KEY}, output file) once it printed its
+    gt.connect line."""
     a, b, c, _ = hosts
     hostfile = tmp_path / f"{name}.hosts"
     hostfile.write_text(textwrap.dedent(f"""\
@@ -553,9 +615,9 @@ def _launch(hosts, tmp_path, name, via=("--exec-via", "netns"), env=None):
     out = tmp_path / f"{name}.out"
     common = [*via, "--run-dir", str(run_dir)]
     with open(out, "w") as f:
-        proc = subprocess.Popen(["bash", str(LAUNCH), *common, "--bin-dir", str(BIN_DIR), "--log-dir",
+        proc = subprocess.Popen(["bash", str(LAUNCH), *common, *extra, "--bin-dir", str(BIN_DIR), "--log-dir",
                                  str(tmp_path / f"{name}-logs"), "--wait", "60", str(hostfile)],
-                                stdout=f, stderr=subprocess.STDOUT, env=_env(**(env or {})))
+                                stdout=f, stderr=subprocess.STDOUT, env=_env(TMPDIR=str(tmp_path), **(env or {})))
     try:
         line = _wait_for(lambda: re.search(r'^gt\.connect\("([^"]+)"\)$', _read(out), re.M), "launch-cluster.sh "
                          "printing its gt.connect line", timeout=60, procs=[proc])
@@ -563,14 +625,17 @@ def _launch(hosts, tmp_path, name, via=("--exec-via", "netns"), env=None):
         stop_processes([proc])
         raise AssertionError(f"{e}\n{_read(out)}") from None
     stop = ["bash", str(LAUNCH), "stop", *common, str(hostfile)]
-    return proc, stop, run_dir, line.group(1), out
+    client_vars = dict(re.findall(r"^export (GT_CLIENT_KEY|GT_SERVER_KEY)=(\S+)$", _read(out), re.M))
+    return proc, stop, run_dir, line.group(1), client_vars, out
 
 
-def _check_launched_cluster(hosts, address):
+def _check_launched_cluster(hosts, address, client_vars):
+    """A client in D with `client_vars` runs a sharded matmul on both
+    workers; with keys, one without them is refused."""
     a, b, c, d = hosts
     assert address == f"{a.address}:5555"
     r = subprocess.run(d.cmd(sys.executable, "-c", LAUNCH_CLIENT, address), capture_output=True, text=True,
-                       env=_env(), timeout=60)
+                       env=_env(**client_vars), timeout=60)
     assert r.returncode == 0, r.stderr[-4000:]
     out = json.loads(r.stdout)
     assert out["err"] < TOL
@@ -579,6 +644,40 @@ def _check_launched_cluster(hosts, address):
     assert sorted(out["work"]) == [f"{b.name}-0", f"{c.name}-0"], out["work"]
     for worker, w in out["work"].items():
         assert w["matmul"] > 0 and w["all_reduce"] > 0, (worker, w)
+    if client_vars:
+        error = _refused(d, address).get("error", "")
+        assert "requires CURVE keys" in error, error
+
+
+def _key_set(client_vars):
+    """The launcher's key directory (from the printed variables), checked: a
+    private directory with the script's layout, every .key of mode 0600."""
+    assert sorted(client_vars) == ["GT_CLIENT_KEY", "GT_SERVER_KEY"], client_vars
+    key_dir = pathlib.Path(client_vars["GT_SERVER_KEY"]).parent
+    assert client_vars == {"GT_CLIENT_KEY": str(key_dir / "clients" / "client.key"),
+                           "GT_SERVER_KEY": str(key_dir / "dispatcher.pub")}
+    for d in (key_dir, key_dir / "clients", key_dir / "workers"):
+        assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    keys = sorted(str(f.relative_to(key_dir)) for f in key_dir.rglob("*.key"))
+    for f in keys:
+        assert stat.S_IMODE((key_dir / f).stat().st_mode) == 0o600, f
+    return key_dir, keys
+
+
+def _process_args(hosts):
+    """{"gt-dispatcher" | "gt-worker": [argv, ...]} of the gt processes in the namespaces."""
+    out = {}
+    for pids in _namespace_pids(hosts).values():
+        for line in pids:
+            argv = _cmdline(line.split(" ", 1)[0]).split()
+            if argv and argv[0].rsplit("/", 1)[-1].startswith("gt-"):
+                out.setdefault(argv[0].rsplit("/", 1)[-1], []).append(argv)
+    return out
+
+
+def _flag(argv, name):
+    assert argv.count(name) == 1, (name, argv)
+    return argv[argv.index(name) + 1]
 
 
 def _assert_all_gone(hosts, run_dir):
@@ -593,11 +692,24 @@ def _gt_processes(hosts):
 
 
 def test_launch_cluster_in_namespaces_then_stop(hosts, tmp_path):
-    proc, stop, run_dir, address, out = _launch(hosts, tmp_path, "stop")
+    proc, stop, run_dir, address, client_vars, out = _launch(hosts, tmp_path, "stop")
     try:
         assert len(list(run_dir.glob("gt-launch-5555-*.pid"))) == 3
         assert _gt_processes(hosts) == ["gt-dispatcher", "gt-worker", "gt-worker"]
-        _check_launched_cluster(hosts, address)
+        # A temporary key directory here (TMPDIR), used where it is (the
+        # namespaces share this file system): one pair per worker host.
+        key_dir, keys = _key_set(client_vars)
+        assert key_dir.parent == tmp_path and key_dir.name.startswith("gt-launch-keys."), key_dir
+        b, c = hosts[1:3]
+        assert keys == ["clients/client.key", "dispatcher.key", f"workers/{b.name}.key", f"workers/{c.name}.key"]
+        args = _process_args(hosts)
+        [dispatcher] = args["gt-dispatcher"]
+        assert [_flag(dispatcher, f) for f in ("--key", "--client-keys", "--worker-keys")] == [
+            str(key_dir / "dispatcher.key"), str(key_dir / "clients"), str(key_dir / "workers")]
+        assert "--insecure" not in dispatcher
+        assert sorted((_flag(w, "--key"), _flag(w, "--server-key")) for w in args["gt-worker"]) == [
+            (str(key_dir / "workers" / f"{h.name}.key"), str(key_dir / "dispatcher.pub")) for h in (b, c)]
+        _check_launched_cluster(hosts, address, client_vars)
         r = subprocess.run(stop, capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         stopped = sorted(re.findall(r"^launch-cluster: stopping (\S+) \(pid \d+\)$", r.stderr, re.M))
@@ -607,28 +719,67 @@ def test_launch_cluster_in_namespaces_then_stop(hosts, tmp_path):
         stop_processes([proc])
     _assert_all_gone(hosts, run_dir)
     assert "the dispatcher ended (status 0)" in _read(out), _read(out)
+    assert not key_dir.exists()  # the temporary keys went with the cluster
 
 
 def test_launch_cluster_over_ssh_stops_everything_on_ctrl_c(hosts, tmp_path):
     ssh = tmp_path / "ssh"
     ssh.write_text(SSH_STUB)
     ssh.chmod(0o755)
-    proc, stop, run_dir, address, out = _launch(hosts, tmp_path, "sigint", via=("--ssh", str(ssh)))
+    proc, stop, run_dir, address, client_vars, out = _launch(hosts, tmp_path, "sigint", via=("--ssh", str(ssh)))
     try:
-        _check_launched_cluster(hosts, address)
+        # Over ssh every host got its files, copied through the ssh command
+        # into RUN_DIR/gt-launch-PORT-keys (here one directory: the
+        # namespaces share the file system): the dispatcher its key and the
+        # allow-lists, each worker host its key and the dispatcher's .pub.
+        key_dir, _ = _key_set(client_vars)
+        b, c = hosts[1:3]
+        remote = run_dir / "gt-launch-5555-keys"
+        assert stat.S_IMODE(remote.stat().st_mode) == 0o700
+        assert sorted(f.name for f in remote.iterdir()) == sorted(
+            ["dispatcher.key", "clients.pub", "workers.pub", "dispatcher.pub", f"worker-{b.name}.key",
+             f"worker-{c.name}.key"])
+        for f in remote.iterdir():
+            assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+        assert (remote / "dispatcher.key").read_text() == (key_dir / "dispatcher.key").read_text()
+        assert (remote / f"worker-{b.name}.key").read_text() == (key_dir / "workers" / f"{b.name}.key").read_text()
+        assert (remote / "workers.pub").read_text().count("public-key:") == 2
+        assert (remote / "clients.pub").read_text() == (key_dir / "clients" / "client.pub").read_text()
+        args = _process_args(hosts)
+        [dispatcher] = args["gt-dispatcher"]
+        assert [_flag(dispatcher, f) for f in ("--key", "--client-keys", "--worker-keys")] == [
+            str(remote / "dispatcher.key"), str(remote / "clients.pub"), str(remote / "workers.pub")]
+        assert sorted(_flag(w, "--key") for w in args["gt-worker"]) == [
+            str(remote / f"worker-{h.name}.key") for h in (b, c)]
+        assert {_flag(w, "--server-key") for w in args["gt-worker"]} == {str(remote / "dispatcher.pub")}
+        _check_launched_cluster(hosts, address, client_vars)
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=30) == 130, _read(out)
     finally:
         stop_processes([proc])
-    _assert_all_gone(hosts, run_dir)
+    _assert_all_gone(hosts, run_dir)  # the copied keys too
     assert "stopping 3 processes" in _read(out), _read(out)
+    assert not key_dir.exists()
 
 
 def test_stop_ends_a_cluster_whose_launcher_was_killed(hosts, tmp_path):
     # GT_LAUNCH_EXEC instead of --exec-via; SIGKILL leaves the launcher no
     # chance to stop anything: `stop` finds the processes by their pid files.
+    # The keys in a --key-dir of the user's, which already holds a client
+    # key pair of theirs: it is used, the missing pairs are made, and all is
+    # kept after the cluster is gone.
     via_env = {"GT_LAUNCH_EXEC": "ip netns exec"}
-    proc, stop, run_dir, address, out = _launch(hosts, tmp_path, "killed", via=(), env=via_env)
+    my_keys = tmp_path / "my-keys"
+    my_keys.mkdir(mode=0o700)
+    (my_keys / "clients").mkdir(mode=0o700)
+    r = subprocess.run([str(BIN_DIR / "gt"), "keygen", str(my_keys / "clients" / "client")], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    client_pub = (my_keys / "clients" / "client.pub").read_text()
+    proc, stop, run_dir, address, client_vars, out = _launch(hosts, tmp_path, "killed", via=(), env=via_env,
+                                                             extra=("--key-dir", str(my_keys)))
+    assert _key_set(client_vars)[0] == my_keys
+    _check_launched_cluster(hosts, address, client_vars)
     proc.kill()
     proc.wait()
     try:
@@ -637,6 +788,29 @@ def test_stop_ends_a_cluster_whose_launcher_was_killed(hosts, tmp_path):
         r = subprocess.run(stop, capture_output=True, text=True, timeout=60, env=_env(**via_env))
     assert r.returncode == 0, r.stderr
     _assert_all_gone(hosts, run_dir)
+    b, c = hosts[1:3]
+    assert _key_set(client_vars)[1] == ["clients/client.key", "dispatcher.key", f"workers/{b.name}.key",
+                                        f"workers/{c.name}.key"]
+    assert (my_keys / "clients" / "client.pub").read_text() == client_pub
+
+
+def test_launch_cluster_insecure_runs_without_keys(hosts, tmp_path):
+    proc, stop, run_dir, address, client_vars, out = _launch(hosts, tmp_path, "insecure", extra=("--insecure",))
+    try:
+        assert client_vars == {}, _read(out)
+        assert "--insecure: no keys" in _read(out)
+        args = _process_args(hosts)
+        [dispatcher] = args["gt-dispatcher"]
+        assert "--insecure" in dispatcher and "--key" not in dispatcher, dispatcher
+        assert all("--key" not in w and "--server-key" not in w for w in args["gt-worker"]), args
+        _check_launched_cluster(hosts, address, {})  # a client without keys computes
+        r = subprocess.run(stop, capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert proc.wait(timeout=30) == 0, _read(out)
+    finally:
+        stop_processes([proc])
+    _assert_all_gone(hosts, run_dir)
+    assert not list(tmp_path.glob("gt-launch-keys.*"))
 
 
 def test_launch_cluster_fails_fast_when_a_worker_cannot_start(hosts, tmp_path):
@@ -646,13 +820,28 @@ def test_launch_cluster_fails_fast_when_a_worker_cannot_start(hosts, tmp_path):
     started = time.monotonic()
     r = subprocess.run(["bash", str(LAUNCH), "--exec-via", "netns", "--bin-dir", str(BIN_DIR), "--run-dir",
                         str(tmp_path), "--worker-manifest", str(tmp_path / "missing.yaml"), str(hostfile)],
-                       capture_output=True, text=True, env=_env(), timeout=60)
+                       capture_output=True, text=True, env=_env(TMPDIR=str(tmp_path)), timeout=60)
     assert r.returncode == 1, r.stdout + r.stderr
     assert time.monotonic() - started < 20  # not the registration timeout (120 s)
     assert f"{b.name}-0 on {b.name} exited before every worker registered (0 of 1)" in r.stderr, r.stderr
     assert "gt.connect" not in r.stdout
     assert not _namespace_pids(hosts)
     assert not list(tmp_path.glob("*.pid"))
+    assert not list(tmp_path.glob("gt-launch-keys.*"))  # its temporary keys removed on failure too
+
+
+def test_launch_cluster_key_options_are_checked_before_anything_starts(tmp_path):
+    # Neither needs namespaces: nothing runs on a host before the keys exist.
+    hostfile = tmp_path / "ns.hosts"
+    hostfile.write_text("ns-a addr=10.77.0.1 workers=0\nns-b addr=10.77.0.2\n")
+    r = subprocess.run(["bash", str(LAUNCH), "--exec-via", "netns", "--insecure", "--key-dir", str(tmp_path / "k"),
+                        str(hostfile)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "--insecure and --key-dir" in r.stderr, r.stderr
+    r = subprocess.run(["bash", str(LAUNCH), "--exec-via", "netns", "--gt", str(tmp_path / "no-gt"), str(hostfile)],
+                       capture_output=True, text=True, timeout=30, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert r.returncode == 1 and f"--gt {tmp_path / 'no-gt'}: no such command here" in r.stderr, r.stderr
+    assert "dispatcher on" not in r.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ns.hosts"]  # its temporary key directory removed
 
 
 def test_launch_cluster_refuses_a_namespace_without_its_address(tmp_path):
