@@ -17,12 +17,6 @@
 namespace gt::client_internal {
 namespace {
 
-// The variable's value, "" when unset.
-std::string EnvOr(const char* name) {
-  const char* value = std::getenv(name);
-  return value ? value : "";
-}
-
 // Instructions per message: large enough to amortize a message, small enough
 // that workers start on a long stream before it is all queued.
 constexpr int kBatchInstructions = 256;
@@ -148,7 +142,9 @@ void Session::EnsureStartedLocked() {
   Result<std::optional<std::chrono::milliseconds>> connect_timeout = ConnectTimeoutFromEnv();
   if (!connect_timeout.ok()) throw Error(connect_timeout.status().code(), "gt: " + connect_timeout.status().message());
   // CURVE keys for a dispatcher that authenticates its clients (docs/SECURITY.md).
-  curve_ = CurveClientKeys{EnvOr("GT_CLIENT_KEY"), EnvOr("GT_SERVER_KEY")};
+  const char* client_key = std::getenv("GT_CLIENT_KEY");
+  const char* server_key = std::getenv("GT_SERVER_KEY");
+  curve_ = CurveClientKeys{client_key ? client_key : "", server_key ? server_key : ""};
   // The embedded dispatcher's sharding stage then places tensors with no config.
   if (const char* auto_shard = std::getenv("GT_AUTO_SHARD"); auto_shard && *auto_shard && EnvFlag(auto_shard))
     placing_ = true;
