@@ -1,4 +1,5 @@
-// The dispatcher's parts in-process, without a socket: the router (id checks,
+// The dispatcher's parts in-process, without a socket: admission (roles and
+// quotas, in the client's own terms), the router (id checks,
 // target worker, units, refusals), the worker registry's batches, sync
 // tracking and the failed-tensor ledger. What the router sends is read back
 // from the per-worker batches it fills; what goes to clients is recorded by
@@ -10,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "admission.h"
 #include "client_table.h"
 #include "codec.h"
 #include "gt/op_attrs.h"
@@ -420,6 +422,44 @@ TEST(OpAttrsTest, TypedViewsRoundTrip) {
   Instruction run = MakeRunUnit(1, 2, 3, {10, 11}, {12}, {1});
   EXPECT_EQ(ConsumedOperands(run), std::vector<TensorId>{11});
   EXPECT_EQ(MembershipWorkers(MakeMembership({0, 2})), (std::vector<int>{0, 2}));
+}
+
+// Quotas count the client's own instructions and ids: a sharded op is one,
+// however many pieces a stage makes of it; a sync answers what was admitted
+// before it; frees, syncs and markers always pass.
+TEST_F(RouterTest, AdmissionCountsTheClientsOwnInstructionsAndTensors) {
+  Admission admission(ClientLimits{3, 4, 0}, QuotaMetrics{}, QuotaMetrics{});
+  ClientState& c = NewClient("q");
+  ASSERT_TRUE(admission.Admit(c, Op1(Op::kZeros, c.id, 1, {}, 1)).ok());
+  ASSERT_TRUE(admission.Admit(c, Op1(Op::kRelu, c.id, 2, {1}, 2)).ok());
+  ASSERT_TRUE(admission.Admit(c, Op1(Op::kNeg, c.id, 3, {2}, 3)).ok());
+  Status fourth = admission.Admit(c, Op1(Op::kExp, c.id, 4, {3}, 4));  // a fourth live tensor
+  EXPECT_EQ(fourth.code(), Code::kResourceExhausted);
+  EXPECT_NE(fourth.message().find("limits.max_live_tensors = 3"), std::string::npos) << fourth.message();
+  EXPECT_TRUE(c.failed.FailedOp(4).has_value());  // a later use of %4 names op #4
+  EXPECT_TRUE(admission.Admit(c, MakeFree(c.id, 5, {1})).ok());
+  EXPECT_EQ(c.live.size(), 2u);
+  // Four admitted and unanswered: the next op waits for a sync, which itself passes.
+  Status busy = admission.Admit(c, Op1(Op::kExp, c.id, 6, {3}, 5));
+  EXPECT_EQ(busy.code(), Code::kResourceExhausted);
+  EXPECT_NE(busy.message().find("limits.max_inflight = 4"), std::string::npos) << busy.message();
+  ASSERT_TRUE(admission.Admit(c, MakeSync(c.id, 7, 1)).ok());
+  ASSERT_TRUE(router_.Accept(MakeSync(c.id, 7, 1)).ok());  // no worker touched: answered at once
+  EXPECT_EQ(c.answered, 5u);
+  EXPECT_TRUE(admission.Admit(c, Op1(Op::kExp, c.id, 8, {3}, 5)).ok());
+}
+
+TEST_F(RouterTest, AdmissionRefusesWhatOnlyTheDispatcherSends) {
+  Admission admission;
+  ClientState& c = NewClient("r");
+  Status membership = admission.Admit(c, MakeMembership({0, 1}));
+  EXPECT_EQ(membership.code(), Code::kInvalidArgument);
+  EXPECT_NE(membership.message().find("reserved for the dispatcher"), std::string::npos) << membership.message();
+  Instruction placed = Op1(Op::kZeros, c.id, 1, {}, 1);
+  placed.worker = 1;
+  EXPECT_EQ(admission.Admit(c, placed).code(), Code::kInvalidArgument);
+  EXPECT_TRUE(c.live.empty());
+  EXPECT_EQ(c.admitted, 0u);
 }
 
 }  // namespace

@@ -42,6 +42,7 @@ ClientState& ClientTable::ForRoute(const std::string& route, uint64_t token, boo
   c.token = token;
   c.last_seen = Clock::now();
   by_route_[route] = id;
+  closed_.erase(route);  // a new session on it
   if (token != 0) by_token_[token] = id;
   *created = true;
   return c;
@@ -68,6 +69,29 @@ void ClientTable::Erase(ClientId id) {
   by_route_.erase(it->second.route);
   if (it->second.token) by_token_.erase(it->second.token);
   clients_.erase(it);
+}
+
+void ClientTable::Close(ClientId id, const std::string& why) {
+  ClientState* c = Find(id);
+  if (!c) return;
+  if (closed_.emplace(c->route, why).second) closed_order_.push_back(c->route);
+  if (closed_order_.size() > kRememberedClosures) {
+    closed_.erase(closed_order_.front());
+    closed_order_.pop_front();
+  }
+  Erase(id);
+}
+
+std::optional<std::string> ClientTable::ClosedWhy(const std::string& route) const {
+  auto it = closed_.find(route);
+  if (it == closed_.end()) return std::nullopt;
+  return it->second;
+}
+
+size_t ClientTable::SessionsOf(const std::string& key) const {
+  size_t n = 0;
+  for (const auto& [id, c] : clients_) n += !key.empty() && c.key == key;
+  return n;
 }
 
 std::vector<ClientId> ClientTable::Silent(Clock::time_point now, Clock::duration timeout) const {

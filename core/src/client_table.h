@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -24,7 +25,7 @@ namespace gt {
 // A sync point the client asked for that some worker has not acknowledged.
 struct PendingSync {
   uint64_t sync_id = 0;
-  uint64_t accepted_before = 0;  // the client's instructions accepted before this sync
+  uint64_t admitted_before = 0;  // the client's instructions admitted before this sync
   std::set<size_t> waiting;  // worker indexes that have not acknowledged yet
   std::vector<wire::OpError> errors;
 };
@@ -41,10 +42,17 @@ struct ClientState {
   std::set<size_t> ever;                         // workers that may hold its tensors
   std::vector<wire::OpError> errors;             // found here, reported at the next sync
   std::deque<PendingSync> syncs;
-  // Instructions sent on to workers, and how many of those an answered sync
-  // covers: the difference is in flight (ClientLimits::max_inflight).
-  uint64_t accepted = 0;
+  // The CURVE public key (Z85) the connection proved; "" without keys.
+  std::string key;
+  // The quotas' books, kept by Admission in the client's own terms (one
+  // instruction, one tensor id, however a stage splits them): the ids it
+  // holds, the instructions it sent and how many of those an answered sync
+  // covers (the difference is in flight), and the count admitted before
+  // each sync still on its way to the router, by the sync's seq.
+  std::unordered_set<TensorId> live;
+  uint64_t admitted = 0;
   uint64_t answered = 0;
+  std::deque<std::pair<uint64_t, uint64_t>> admitted_before_sync;
   // A stage's notes (MakeLostTensorsNote) until the loss is reported: worker
   // -> the tensors it named, which the router knows by other ids.
   std::unordered_map<size_t, std::vector<TensorId>> lost_notes;
@@ -65,6 +73,16 @@ class ClientTable {
   ClientState* FindByRoute(const std::string& route);
   ClientState* FindByToken(uint64_t token);
   void Erase(ClientId id);
+  // Erase(), remembering for the client's connection why the dispatcher
+  // closed its session (`why`), so that a client that comes back from a
+  // pause is told that, not that it never said HELLO. Bounded: the oldest
+  // of kRememberedClosures are forgotten.
+  void Close(ClientId id, const std::string& why);
+  // Why the session on `route` was closed, if it was and is remembered.
+  std::optional<std::string> ClosedWhy(const std::string& route) const;
+  // The live sessions opened with CURVE public key `key`.
+  size_t SessionsOf(const std::string& key) const;
+  static constexpr size_t kRememberedClosures = 1024;
   // Clients with a heartbeat token not heard from for longer than `timeout`.
   std::vector<ClientId> Silent(Clock::time_point now, Clock::duration timeout) const;
 
@@ -84,6 +102,8 @@ class ClientTable {
   std::unordered_map<ClientId, ClientState> clients_;
   std::unordered_map<std::string, ClientId> by_route_;
   std::unordered_map<uint64_t, ClientId> by_token_;
+  std::unordered_map<std::string, std::string> closed_;  // route -> why its session was closed
+  std::deque<std::string> closed_order_;                 // closed_'s routes, oldest first
 };
 
 }  // namespace gt

@@ -6,6 +6,7 @@
 #include <deque>
 #include <iostream>
 
+#include "admission.h"
 #include "client_table.h"
 #include "codec.h"
 #include "curve_keys.h"
@@ -90,9 +91,11 @@ class Dispatcher::Impl final : public PeerSender {
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
     router_.set_events(&pipeline_->events());
     router_.set_host_description(DescribeHost(manifest_));
-    router_.set_limits(manifest_.limits,
-                       metrics_.ForQuota("live_tensors", static_cast<double>(manifest_.limits.max_live_tensors)),
-                       metrics_.ForQuota("inflight", static_cast<double>(manifest_.limits.max_inflight)));
+    admission_ = Admission(manifest_.limits,
+                           metrics_.ForQuota("live_tensors", static_cast<double>(manifest_.limits.max_live_tensors)),
+                           metrics_.ForQuota("inflight", static_cast<double>(manifest_.limits.max_inflight)));
+    sessions_quota_ =
+        metrics_.ForQuota("sessions_per_key", static_cast<double>(manifest_.limits.max_sessions_per_key));
     return Status::Ok();
   }
 
@@ -230,12 +233,13 @@ class Dispatcher::Impl final : public PeerSender {
     std::string peer_ip = !worker && !frames.empty() ? PeerIp(frames.back()) : std::string();
     const int peer_fd = !worker && !frames.empty() ? PeerFd(frames.back()) : -1;
     const PeerRole role = frames.empty() ? PeerRole::kAny : PeerRoleOf(frames.back());
+    const std::string peer_key = worker || frames.empty() ? std::string() : PeerKeyOf(frames.back());
     Result<WireMessage> msg = DecodeFrames(std::move(frames), true);
     if (!msg.ok()) return RejectMessage(route, msg.status());
     metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
     if (worker) return HandleWorkerMessage(*worker, *msg);
     if (Status s = CheckRole(role, msg->envelope.kind()); !s.ok()) return RejectMessage(route, s);
-    HandleClientMessage(*msg, peer_ip, peer_fd);
+    HandleClientMessage(*msg, peer_ip, peer_fd, peer_key);
   }
 
   // With authentication on, a connection's role is the one its key was
@@ -263,18 +267,21 @@ class Dispatcher::Impl final : public PeerSender {
     Send(route, reply, {});
   }
 
-  void HandleClientMessage(WireMessage& msg, const std::string& peer_ip, int peer_fd) {
+  // `peer_key`: the CURVE public key the connection proved ("" without keys).
+  void HandleClientMessage(WireMessage& msg, const std::string& peer_ip, int peer_fd, const std::string& peer_key) {
     const wire::Envelope& env = msg.envelope;
     switch (env.kind()) {
       case wire::Envelope::HELLO:
         // The token names the client's heartbeats: without them a client
         // that vanished would never be cleaned up.
         if (env.token() == 0) return RejectMessage(msg.routing_id, InvalidArgument("HELLO carries no heartbeat token"));
-        ClientFor(msg.routing_id, env.token());
-        return;
+        return Hello(msg.routing_id, env.token(), peer_key);
       case wire::Envelope::BATCH:
         // Nothing is kept for a peer that never said HELLO.
         if (ClientState* c = clients_.FindByRoute(msg.routing_id)) return HandleBatch(*c, msg);
+        if (std::optional<std::string> why = clients_.ClosedWhy(msg.routing_id))
+          return RejectMessage(msg.routing_id, Unavailable("this client's session was closed (" + *why +
+                                                           "); its tensors are gone: connect again"));
         return RejectMessage(msg.routing_id, FailedPrecondition("no session: a client says HELLO before its first batch"));
       case wire::Envelope::HEARTBEAT:
         if (ClientState* c = clients_.FindByToken(env.token())) c->last_seen = Clock::now();
@@ -290,6 +297,20 @@ class Dispatcher::Impl final : public PeerSender {
         return RejectMessage(msg.routing_id, InvalidArgument("unexpected message kind " +
                                                              wire::Envelope::Kind_Name(env.kind()) + " from a client"));
     }
+  }
+
+  // One key's sessions are capped: the per-session quotas then bound what
+  // the key holds. A repeated HELLO on an open session changes nothing.
+  void Hello(const std::string& route, uint64_t token, const std::string& key) {
+    const int64_t cap = manifest_.limits.max_sessions_per_key;
+    const bool new_session = clients_.FindByRoute(route) == nullptr;
+    if (new_session && cap > 0 && static_cast<int64_t>(clients_.SessionsOf(key)) >= cap) {
+      if (sessions_quota_.refusals) sessions_quota_.refusals->Increment();
+      return RejectMessage(route, ResourceExhausted("this client key already holds " + std::to_string(cap) +
+                                                    " sessions, its limit (limits.max_sessions_per_key): "
+                                                    "close one first"));
+    }
+    ClientFor(route, token).key = key;
   }
 
   ClientState& ClientFor(const std::string& route, uint64_t token) {
@@ -315,7 +336,7 @@ class Dispatcher::Impl final : public PeerSender {
         continue;
       }
       inst->client = c.id;  // the namespace is the connection's, whatever the message says
-      if (Status s = AdmitFromClient(*inst); !s.ok()) {
+      if (Status s = admission_.Admit(c, *inst); !s.ok()) {
         RecordError(ref, s);
         continue;
       }
@@ -326,34 +347,6 @@ class Dispatcher::Impl final : public PeerSender {
       else pipeline_->Push(std::move(*inst));
     }
     pipeline_->EndBatch();
-  }
-
-  // What a client may not send: the dispatcher's own kDropClient and
-  // kMembership (which would tell the stages which workers live, or name
-  // lost tensors), collectives (the sharding stage's, naming a rendezvous
-  // the workers connect to), a worker of its choosing, and hot sequence ids
-  // on markers (those are the hotpath stage's; a client marks compile
-  // scopes with id 0, and the compile stage replays a region marked with an
-  // id by ops and wiring alone).
-  static Status AdmitFromClient(const Instruction& inst) {
-    if (!ClientMaySend(inst.op)) return InvalidArgument(std::string(OpName(inst.op)) + " is reserved for the dispatcher");
-    if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
-    if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && MarksHotSequence(inst))
-      return InvalidArgument(inst.Describe() + ": a client's markers carry no sequence id");
-    if (inst.op == Op::kDefineUnit && inst.payload) return AdmitUnitBody(inst);
-    return Status::Ok();
-  }
-
-  // A unit's body runs on a worker as it stands: the same rules, per body
-  // instruction (a malformed template is left to the router's error).
-  static Status AdmitUnitBody(const Instruction& define) {
-    Result<UnitTemplate> unit = DecodeUnit(*define.payload);
-    if (!unit.ok()) return Status::Ok();
-    for (const Instruction& body : unit->body)
-      if (!ClientMaySend(body.op) || body.worker >= 0)
-        return InvalidArgument(define.Describe() + ": its body holds " + body.Describe() +
-                               ", which a client may not send");
-    return Status::Ok();
   }
 
   void HandleWorkerMessage(size_t w, WireMessage& msg) {
@@ -441,7 +434,7 @@ class Dispatcher::Impl final : public PeerSender {
     // Clients that send heartbeats (token != 0) get the same treatment.
     for (ClientId id : clients_.Silent(now, 2 * timeout)) {
       metrics_.heartbeats_missed.Increment();
-      DropClient(id, "missed heartbeats");
+      DropClient(id, "no heartbeat for " + std::to_string(2 * manifest_.heartbeat_timeout_ms) + " ms");
     }
   }
 
@@ -548,7 +541,8 @@ class Dispatcher::Impl final : public PeerSender {
     if (LogsEvents()) Record(HostEventKind::kDisconnect, "client " + std::to_string(id), "client", why);
     pipeline_->Push(MakeDropClient(id));
     pipeline_->EndBatch();
-    clients_.Erase(id);
+    if (why == kGoodbye) clients_.Erase(id);
+    else clients_.Close(id, "dispatcher " + manifest_.id + ": " + std::string(why));
     GT_LOG(kDispatcher, manifest_.id << ": client " << id << " disconnected");
     metrics_.clients_connected.Decrement();
   }
@@ -565,6 +559,8 @@ class Dispatcher::Impl final : public PeerSender {
   SyncTracker syncs_;
   StatsFanout stats_;
   Router router_;
+  Admission admission_;
+  QuotaMetrics sessions_quota_;
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<ZapHandler> zap_;  // null: no authentication (loopback or insecure)
 

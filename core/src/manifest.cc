@@ -93,12 +93,13 @@ void CheckSecurity(Checker& c, const YAML::Node& root, std::optional<HostKind> h
 }
 
 void CheckLimits(Checker& c, const YAML::Node& root, std::optional<HostKind> host, ClientLimits* out) {
-  std::optional<YAML::Node> section = Section(c, root, "limits", {"max_live_tensors", "max_inflight"});
+  std::optional<YAML::Node> section = Section(c, root, "limits", {"max_live_tensors", "max_inflight", "max_sessions_per_key"});
   if (!section) return;
   const YAML::Node& node = *section;
   if (host != HostKind::kDispatcher) return c.Add("limits", root["limits"], "only a dispatcher enforces client limits");
   ParseInt(c, node, "max_live_tensors", &out->max_live_tensors, "limits.max_live_tensors", 0, 9e15, "");
   ParseInt(c, node, "max_inflight", &out->max_inflight, "limits.max_inflight", 0, 9e15, "");
+  ParseInt(c, node, "max_sessions_per_key", &out->max_sessions_per_key, "limits.max_sessions_per_key", 0, 1e6, "");
 }
 
 OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Node& options, const std::string& path) {

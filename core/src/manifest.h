@@ -22,6 +22,7 @@
 //   limits:                      # dispatcher: per-client quotas (resource_exhausted past them)
 //     max_live_tensors: 1000000  #   tensors a client holds on the workers at once
 //     max_inflight: 1000000      #   instructions a client sent that no sync has answered yet
+//     max_sessions_per_key: 16   #   sessions one client key holds at once (with CURVE keys)
 //   stages:                      # modifiers, in stream order
 //     - name: log                # unique within the manifest
 //       plugin: instruction_log
@@ -66,6 +67,9 @@ struct SecurityConfig {
 struct ClientLimits {
   int64_t max_live_tensors = 1'000'000;
   int64_t max_inflight = 1'000'000;
+  // The limits above are per session; one key's sessions are capped so
+  // that its share is bounded too.
+  int64_t max_sessions_per_key = 16;
 };
 
 struct HostManifest {

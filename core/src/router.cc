@@ -55,7 +55,6 @@ Status Router::Accept(Instruction inst) {
     if (inst.operands.empty()) return Status::Ok();
   }
   if (Status s = CheckIds(c, inst); !s.ok()) return Refuse(c, inst, s);
-  if (Status s = CheckQuota(c, inst); !s.ok()) return Refuse(c, inst, s);
   Result<size_t> target = TargetWorker(c, inst);
   if (!target.ok()) return Refuse(c, inst, target.status());
   if (inst.op == Op::kFree)
@@ -68,28 +67,6 @@ Status Router::Accept(Instruction inst) {
   GT_LOG(kDispatcher, "place " << OpName(inst.op) << " #" << inst.seq << " of client " << c.id << " on "
                                 << workers_.at(*target).name);
   Enqueue(*target, c, inst);
-  ++c.accepted;
-  return Status::Ok();
-}
-
-// One client may not hold the workers' memory or queues for everyone: past
-// a quota its instructions are refused until it frees tensors or syncs.
-Status Router::CheckQuota(const ClientState& c, const Instruction& inst) const {
-  if (inst.op == Op::kFree) return Status::Ok();
-  const int64_t inflight = static_cast<int64_t>(c.accepted - c.answered);
-  if (limits_.max_inflight > 0 && inflight >= limits_.max_inflight) {
-    if (inflight_quota_.refusals) inflight_quota_.refusals->Increment();
-    return ResourceExhausted(inst.Describe() + ": client " + std::to_string(c.id) + " has " + std::to_string(inflight) +
-                             " instructions in flight, its limit (limits.max_inflight = " +
-                             std::to_string(limits_.max_inflight) + "): wait for a result (a sync point) first");
-  }
-  const int64_t live = static_cast<int64_t>(c.tensors.size() + inst.results.size());
-  if (limits_.max_live_tensors > 0 && live > limits_.max_live_tensors) {
-    if (live_quota_.refusals) live_quota_.refusals->Increment();
-    return ResourceExhausted(inst.Describe() + ": client " + std::to_string(c.id) + " would hold " +
-                             std::to_string(live) + " tensors on the workers, over its limit (limits.max_live_tensors = " +
-                             std::to_string(limits_.max_live_tensors) + "): free some first");
-  }
   return Status::Ok();
 }
 

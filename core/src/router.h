@@ -51,14 +51,6 @@ class Router final : public Terminal {
   // How errors name this host when an instruction needs a stage it does not
   // run, e.g. "dispatcher 'd0' (stages: instruction_log)".
   void set_host_description(std::string description) { host_description_ = std::move(description); }
-  // Per-client quotas: an instruction past one is refused with
-  // resource_exhausted (reported at the client's next sync), counted on
-  // the quota's refusal counter. Frees and syncs are never refused.
-  void set_limits(const ClientLimits& limits, QuotaMetrics live_tensors, QuotaMetrics inflight) {
-    limits_ = limits;
-    live_quota_ = live_tensors;
-    inflight_quota_ = inflight;
-  }
   // Where WORKER_SEND events go (the dispatcher pipeline's); null: none.
   // REQUIRES: `events` outlives this router.
   void set_events(const HostEvents* events) { events_ = events; }
@@ -74,7 +66,6 @@ class Router final : public Terminal {
   Status DefineUnit(ClientState& c, Instruction inst);
   Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);
   Status CheckIds(const ClientState& c, const Instruction& inst) const;
-  Status CheckQuota(const ClientState& c, const Instruction& inst) const;
   Result<size_t> TargetWorker(ClientState& c, const Instruction& inst);
   Status Refuse(ClientState& c, const Instruction& inst, Status status);
   void Enqueue(size_t w, ClientState& c, const Instruction& inst);
@@ -86,9 +77,6 @@ class Router final : public Terminal {
   SyncTracker& syncs_;
   std::function<void()> end_batch_;
   const HostEvents* events_ = nullptr;
-  ClientLimits limits_{0, 0};
-  QuotaMetrics live_quota_;
-  QuotaMetrics inflight_quota_;
   std::string host_description_ = "this dispatcher";
 };
 

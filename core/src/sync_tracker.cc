@@ -7,11 +7,26 @@
 #include "gt/op_attrs.h"
 
 namespace gt {
+namespace {
+
+// How many of the client's instructions Admission let in before its sync
+// `seq`; a sync it did not see (none of the client's) answers no more than
+// is answered already.
+uint64_t AdmittedBefore(ClientState& c, uint64_t seq) {
+  auto& marks = c.admitted_before_sync;
+  const auto mark = std::find_if(marks.begin(), marks.end(), [&](const auto& m) { return m.first == seq; });
+  if (mark == marks.end()) return c.answered;
+  const uint64_t admitted = mark->second;
+  marks.erase(marks.begin(), mark + 1);
+  return admitted;
+}
+
+}  // namespace
 
 void SyncTracker::Begin(ClientState& c, const Instruction& sync) {
   PendingSync pending;
   pending.sync_id = SyncId(sync);
-  pending.accepted_before = c.accepted;
+  pending.admitted_before = AdmittedBefore(c, sync.seq);
   for (size_t w : c.touched) {
     if (!workers_.IsAlive(w)) continue;
     pending.waiting.insert(w);
@@ -65,7 +80,7 @@ void SyncTracker::CompleteReady(ClientState& c) {
     for (auto& e : errors) *done.add_errors() = std::move(e);
     c.errors.clear();
     (void)sender_.Send(c.route, done, {});
-    c.answered = std::max(c.answered, s.accepted_before);
+    c.answered = std::max(c.answered, s.admitted_before);
     c.syncs.pop_front();
   }
 }

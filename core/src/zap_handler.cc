@@ -18,15 +18,34 @@ std::string BinaryKey(const std::string& z85) {
   return key;
 }
 
+// The 32 bytes of a key as Z85 text.
+std::string TextKey(const std::string& binary) {
+  char text[41] = {};
+  if (binary.size() != 32 || !zmq_z85_encode(text, reinterpret_cast<const uint8_t*>(binary.data()), 32)) return "";
+  return text;
+}
+
+// ZAP's User-Id for a connection: "ROLE/KEY", the role's name and the Z85
+// public key the peer proved.
+std::string UserIdOf(const zmq::message_t& message) {
+  const char* user = zmq_msg_gets(const_cast<zmq_msg_t*>(message.handle()), "User-Id");
+  return user ? user : "";
+}
+
 }  // namespace
 
 PeerRole PeerRoleOf(const zmq::message_t& message) {
-  const char* user = zmq_msg_gets(const_cast<zmq_msg_t*>(message.handle()), "User-Id");
-  if (!user) return PeerRole::kAny;
-  const std::string id(user);
-  if (id == kWorkerUser) return PeerRole::kWorker;
-  if (id == kClientUser) return PeerRole::kClient;
+  const std::string id = UserIdOf(message);
+  const std::string role = id.substr(0, id.find('/'));
+  if (role == kWorkerUser) return PeerRole::kWorker;
+  if (role == kClientUser) return PeerRole::kClient;
   return PeerRole::kAny;
+}
+
+std::string PeerKeyOf(const zmq::message_t& message) {
+  const std::string id = UserIdOf(message);
+  const size_t slash = id.find('/');
+  return slash == std::string::npos ? "" : id.substr(slash + 1);
 }
 
 const char* PeerRoleName(PeerRole role) {
@@ -83,7 +102,9 @@ std::vector<std::string> ZapHandler::Answer(const std::vector<zmq::message_t>& r
   if (request[5].to_string() != "CURVE") return refuse("CURVE required");
   auto role = roles_.find(request[6].to_string());
   if (role == roles_.end()) return refuse("key not allowed");
-  return {"1.0", id, "200", "OK", role->second == PeerRole::kWorker ? kWorkerUser : kClientUser, ""};
+  const std::string user = std::string(role->second == PeerRole::kWorker ? kWorkerUser : kClientUser) + "/" +
+                           TextKey(request[6].to_string());
+  return {"1.0", id, "200", "OK", user, ""};
 }
 
 }  // namespace gt

@@ -6,7 +6,7 @@
 // The handler answers on inproc://zeromq.zap.01 of the dispatcher's context;
 // the dispatcher's loop polls socket() and calls AnswerPending(). Every
 // message received over an admitted connection then carries the role as its
-// "User-Id" property (PeerRoleOf).
+// "User-Id" property, "ROLE/KEY" (PeerRoleOf, PeerKeyOf).
 //
 // Thread-safety: one thread (the dispatcher's loop).
 #pragma once
@@ -27,6 +27,8 @@ enum class PeerRole { kAny, kClient, kWorker };  // kAny: no authentication (loo
 // The role ZAP gave the connection `message` came in on: kAny when it
 // carries none (a connection without CURVE).
 PeerRole PeerRoleOf(const zmq::message_t& message);
+// The public key (Z85) that connection proved; "" without CURVE.
+std::string PeerKeyOf(const zmq::message_t& message);
 const char* PeerRoleName(PeerRole role);
 
 class ZapHandler {

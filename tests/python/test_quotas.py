@@ -32,13 +32,17 @@ def scrape(address, name, **labels):
 
 
 class QuotaCluster(Cluster):
-    """A dispatcher with `limits` and one worker with max_client_mib."""
+    """A dispatcher with `limits` (and the sharding stage) and `workers`
+    workers with max_client_mib; the first worker's metrics at
+    worker_metrics."""
 
-    def __init__(self, tmp_path, limits, worker_mib):
+    def __init__(self, tmp_path, limits, worker_mib, workers=1, env=None):
         dispatcher = tmp_path / "dispatcher.yaml"
         dispatcher.write_text(textwrap.dedent(f"""\
             host: dispatcher
             limits: {limits}
+            stages:
+              - {{name: sharding, plugin: sharding}}
         """))
         self.worker_manifest = tmp_path / "worker.yaml"
         self.worker_manifest.write_text(textwrap.dedent(f"""\
@@ -47,13 +51,14 @@ class QuotaCluster(Cluster):
               plugin: torch
               options: {{max_client_mib: {worker_mib}}}
         """))
-        super().__init__(["--manifest", str(dispatcher)])
+        super().__init__(["--manifest", str(dispatcher)], env=env)
         self.worker_metrics = f"127.0.0.1:{_free_port()}"
-        self.workers["worker-0"] = self._spawn(["gt-worker", "--connect", self.endpoint, "--id", "worker-0",
-                                                "--manifest", str(self.worker_manifest), "--metrics",
-                                                self.worker_metrics])
-        self.procs.append(self.workers["worker-0"])
-        self.wait_for_workers(1)
+        for i in range(workers):
+            metrics = ["--metrics", self.worker_metrics] if i == 0 else []
+            self.workers[f"worker-{i}"] = self._spawn(["gt-worker", "--connect", self.endpoint, "--id", f"worker-{i}",
+                                                       "--manifest", str(self.worker_manifest), *metrics])
+            self.procs.append(self.workers[f"worker-{i}"])
+            self.wait_for_workers(i + 1)
 
 
 @pytest.fixture
@@ -172,3 +177,97 @@ def test_resident_bytes_past_the_workers_limit_are_refused_before_allocating(quo
     while scrape(c.worker_metrics, "gt_worker_live_tensors") != 0:
         assert time.monotonic() < deadline, scrape(c.worker_metrics, "gt_worker_live_tensors")
         time.sleep(0.1)
+
+
+def test_a_sharded_program_is_counted_by_its_own_instructions_and_refused_whole(tmp_path):
+    """The quotas count what the client sent, not the pieces and collectives
+    the sharding stage makes of it: a sharded loop under max_inflight runs,
+    and past it the client's op is refused before the stage splits it, so
+    no collective has a member missing (its peers would wait in Gloo for
+    the collective timeout, holding every client on those workers)."""
+    require_services()
+    c = QuotaCluster(tmp_path, "{max_inflight: 40}", worker_mib=0, workers=2)
+    try:
+        out = run_client(c.endpoint, with_catch("""
+            wait_for_workers(["worker-0", "worker-1"])
+            gt.register_config("dp", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
+            rng = np.random.default_rng(3)
+            x_np = rng.standard_normal((8, 4), dtype=np.float32)
+            w_np = rng.standard_normal((4, 4), dtype=np.float32)
+            with gt.signal.context("dp"):
+                x = gt.tensor(x_np)
+            w = gt.tensor(w_np)
+            x.sum().item()
+            def under(n):   # n sharded adds and frees: 4n pieces on the workers, 2n of the client's
+                y = x
+                with gt.signal.context("dp"):
+                    for _ in range(n):
+                        y = y + 1
+                return float(np.abs(y.numpy() - (x_np + n)).max())
+            def over(n):    # sharded matmul + sum: each a collective across both workers
+                s = None
+                with gt.signal.context("dp"):
+                    for _ in range(n):
+                        s = (x @ w).sum()
+                return s.item()
+            start = time.monotonic()
+            first = attempt(lambda: under(15))
+            second = attempt(lambda: over(200))
+            third = attempt(lambda: over(3))
+            say(first=first, second=second, third=third, seconds=time.monotonic() - start,
+                expected=float((x_np @ w_np).sum()))
+        """))
+        assert out["first"]["error"] is None and out["first"]["value"] < 1e-5, out
+        assert out["second"]["error"] and "limits.max_inflight = 40" in out["second"]["error"], out
+        assert out["second"]["code"] == "resource_exhausted", out
+        assert out["third"]["error"] is None and abs(out["third"]["value"] - out["expected"]) < 1e-3, out
+        # Nobody waited out a collective timeout (60 s) for a refused member.
+        assert out["seconds"] < 30, out
+        assert scrape(c.metrics, "gt_client_limit_refusals_total", resource="inflight") >= 1
+        # The work was sharded: worker 0 took part in collectives.
+        assert scrape(c.worker_metrics, "gt_collectives_total") > 0
+    finally:
+        c.stop()
+
+
+def test_a_compiled_units_allocations_count_against_the_memory_quota(quota_cluster):
+    """A unit's body (GT_COMPILE: the client compiles a scope into one
+    run_unit) allocates on the worker like the ops it stands for: the run
+    is refused before it runs when its body would take the client past
+    max_client_mib."""
+    c = quota_cluster
+    out = run_client(c.endpoint, with_catch("""
+        tries = []
+        for step in range(3):
+            with gt.signal.context("step", compile=True):
+                z = (gt.zeros(2048, 2048) + 1).sum()   # 16 MiB inside the unit, over 1 MiB
+            tries.append(attempt(lambda: z.item()))
+        small = []
+        for step in range(3):
+            with gt.signal.context("small", compile=True):
+                s = (gt.ones(16, 16) * 2).sum()
+            small.append(attempt(lambda: s.item()))
+        say(tries=tries, small=small)
+    """), env={"GT_COMPILE": "1"})
+    first = out["tries"][0]
+    assert first["code"] == "resource_exhausted" and "max_client_mib" in first["error"], out
+    assert "run_unit" in first["error"], out  # the compiled path was taken, and refused
+    assert all(t["value"] is None for t in out["tries"]), out  # (the later ones name the first)
+    assert all(t == {"value": 512.0, "error": None} for t in out["small"]), out
+
+
+def test_a_broadcast_is_refused_before_it_allocates(quota_cluster):
+    """ones(N, 1) * ones(1, N) is small in, large out: the worker works the
+    result's size out from the shapes and refuses it unallocated."""
+    c = quota_cluster
+    out = run_client(c.endpoint, with_catch("""
+        a, b = gt.ones(16384, 1), gt.ones(1, 16384)
+        wide = attempt(lambda: (a * b).sum().item())       # 1 GiB result under a 1 MiB limit
+        mm = attempt(lambda: (a @ b).sum().item())         # the same through matmul
+        fine = attempt(lambda: (a[:8] * b[:, :8]).sum().item())
+        say(wide=wide, mm=mm, fine=fine)
+    """))
+    for key in ("wide", "mm"):
+        assert out[key]["error"] and "max_client_mib" in out[key]["error"], out
+        assert "would hold 1024 MiB" in out[key]["error"], out  # refused by the inferred size, not after allocating
+    assert out["fine"] == {"value": 64.0, "error": None}, out
