@@ -14,6 +14,7 @@
 
 #include <prometheus/counter.h>
 
+#include "allocation_bound.h"
 #include "dtype_map.h"
 #include "instruction_checks.h"
 
@@ -76,7 +77,7 @@ BackendStats TorchBackend::Stats() const { return tensors_.Stats(); }
 Status TorchBackend::Execute(const Instruction& inst, ReplySink& replies) {
   Status valid = CheckEnums(inst);
   if (!valid.ok()) return valid;
-  if (Status s = CheckCreationQuota(inst); !s.ok()) return s;
+  if (Status s = CheckAllocationQuota(inst); !s.ok()) return s;
   try {
     Status done = Dispatch(inst, replies);
     return done.ok() ? CheckResidentQuota(inst) : done;
@@ -187,8 +188,9 @@ Status TorchBackend::ComputeAndStore(const Instruction& inst, TensorSource opera
   return Status::Ok();
 }
 
-Status TorchBackend::CheckCreationQuota(const Instruction& inst) const {
-  if (max_client_bytes_ == 0 || KindOf(inst.op) != OpKind::kCreate) return Status::Ok();
+std::optional<double> TorchBackend::AllocationBytes(const Instruction& inst) const {
+  if (inst.op == Op::kRunUnit) return units_.PeakBytes(inst, tensors_);
+  if (KindOf(inst.op) != OpKind::kCreate) return GrowingResultBytes(inst, TensorSource(tensors_.Find(inst.client)));
   double elements = 1;  // in double: a hostile shape must not overflow into a small number
   if (inst.op == Op::kFromBytes) {
     elements = inst.payload ? static_cast<double>(inst.payload->size()) / static_cast<double>(ElementSize(inst.attrs.dtype)) : 0;
@@ -198,8 +200,15 @@ Status TorchBackend::CheckCreationQuota(const Instruction& inst) const {
   } else {
     for (int64_t d : inst.attrs.shape) elements *= static_cast<double>(std::max<int64_t>(d, 0));
   }
+  return elements * static_cast<double>(ElementSize(inst.attrs.dtype));
+}
+
+Status TorchBackend::CheckAllocationQuota(const Instruction& inst) const {
+  if (max_client_bytes_ == 0) return Status::Ok();
+  std::optional<double> bytes = AllocationBytes(inst);
+  if (!bytes) return Status::Ok();
   const TensorTable::Namespace* held = tensors_.Find(inst.client);
-  const double after = (held ? static_cast<double>(held->bytes()) : 0) + elements * static_cast<double>(ElementSize(inst.attrs.dtype));
+  const double after = (held ? static_cast<double>(held->bytes()) : 0) + *bytes;
   return after > static_cast<double>(max_client_bytes_) ? OverQuota(inst, after) : Status::Ok();
 }
 

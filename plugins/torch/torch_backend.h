@@ -109,10 +109,14 @@ class TorchBackend final : public gt::Backend {
   // gt cannot express (nothing is stored then).
   Status ComputeAndStore(const Instruction& inst, TensorSource operands);
   Status Fetch(const Instruction& inst, TensorSource operands, ReplySink& replies) const;
-  // The client's resident-bytes quota: before a creation op (whose size its
-  // attributes give, so a huge request allocates nothing), and after any op
-  // (its results are dropped again when they took the client past it).
-  Status CheckCreationQuota(const Instruction& inst) const;
+  // The client's resident-bytes quota: before an op whose size is known
+  // from its attributes (creation) or its operands' shapes (broadcasting,
+  // contraction, concatenation, a unit's body at its peak), so that a huge
+  // request allocates nothing, and after any op (its results are dropped
+  // again when they took the client past it).
+  Status CheckAllocationQuota(const Instruction& inst) const;
+  // What `inst` will allocate, where that is known beforehand.
+  std::optional<double> AllocationBytes(const Instruction& inst) const;
   Status CheckResidentQuota(const Instruction& inst);
   Status OverQuota(const Instruction& inst, double bytes) const;
 

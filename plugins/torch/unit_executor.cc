@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "allocation_bound.h"
 #include "dtype_map.h"
 #include "fused_kernels.h"
 #include "instruction_checks.h"
@@ -67,6 +68,11 @@ struct UnitExecutor::CompiledUnit {
     double seconds = 0;
   };
   std::future<Warmup> fused_warmup;
+
+  // PeakBytes() of the last inputs' shapes and dtypes (a unit mostly runs
+  // on one set): the key, and the bound.
+  mutable std::optional<std::vector<int64_t>> peak_key;
+  mutable std::optional<double> peak;
 
   UnitGraph* GraphFor(UnitStrategy s) const {
     return s == UnitStrategy::kGraph ? graph.get() : s == UnitStrategy::kFused ? fused.get() : nullptr;
@@ -293,6 +299,25 @@ Result<std::vector<at::Tensor>> UnitExecutor::RunStrategy(const Instruction& run
   }
   count(strategy);
   return outputs;
+}
+
+std::optional<double> UnitExecutor::PeakBytes(const Instruction& inst, const TensorTable& table) const {
+  auto it = units_.find(inst.attrs.seed);
+  if (it == units_.end()) return std::nullopt;
+  const CompiledUnit& unit = *it->second;
+  Result<std::vector<at::Tensor>> inputs = Operands(inst, inst.operands.size(), TensorSource(table.Find(inst.client)));
+  if (!inputs.ok()) return std::nullopt;
+  std::vector<int64_t> key;
+  for (const at::Tensor& t : *inputs) {
+    key.push_back(static_cast<int64_t>(t.scalar_type()));
+    key.push_back(t.dim());
+    key.insert(key.end(), t.sizes().begin(), t.sizes().end());
+  }
+  if (!unit.peak_key || key != *unit.peak_key) {
+    unit.peak = UnitPeakBytes(unit.unit, *inputs);
+    unit.peak_key = std::move(key);
+  }
+  return unit.peak;
 }
 
 Status UnitExecutor::Run(const Instruction& inst, TensorTable& table) {

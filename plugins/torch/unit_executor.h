@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -89,6 +90,11 @@ class UnitExecutor {
   // failed (named by index), an output dtype gt cannot express. May throw
   // c10::Error from an interpreted kernel.
   Status Run(const Instruction& inst, TensorTable& tensors);
+
+  // The most bytes a run of `inst` (kRunUnit) holds at once beyond its
+  // inputs (allocation_bound.h); nullopt when that cannot be worked out
+  // (no such unit, a missing input: Run() names the fault).
+  std::optional<double> PeakBytes(const Instruction& inst, const TensorTable& tensors) const;
 
   // What happened to units so far.
   const UnitStats& Stats() const { return stats_; }
