@@ -18,6 +18,7 @@ packages=(
   python3-matplotlib  # gt.scripts.visualize: instruction logs as a timeline picture
   python3-torch  # the in-process PyTorch reference for the Python tests and benchmark (same LibTorch 1.13)
   curl prometheus
+  clang libfuzzer-14-dev  # libFuzzer targets under tests/fuzz (a short run is part of the tests)
 )
 
 missing=()

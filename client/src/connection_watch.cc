@@ -65,6 +65,14 @@ void ConnectionWatch::Drain() {
       connected_ = false;
       closed_ = true;
     }
+    // The dispatcher may close a connection whose mechanism it does not
+    // take before this side reads its greeting (no handshake event then);
+    // libzmq reconnects and, most times, is closed on again.
+    if (event == ZMQ_EVENT_DISCONNECTED && !connected_ && !closed_ && ++handshake_drops_ >= kDropsBeforeRefused &&
+        refused_.empty())
+      refused_ = "the dispatcher closed " + std::to_string(handshake_drops_) +
+                 " connections during the handshake: it requires CURVE keys (GT_CLIENT_KEY, GT_SERVER_KEY), or "
+                 "does not take the ones given";
   }
 }
 

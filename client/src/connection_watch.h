@@ -49,6 +49,10 @@ class ConnectionWatch {
   bool connected_ = false;
   bool closed_ = false;  // connected once, then the connection closed
   std::string refused_;  // why a handshake failed for good (keys); empty: none did
+  // Connections closed before any handshake completed; this many means the
+  // dispatcher will not take this client's handshake.
+  int handshake_drops_ = 0;
+  static constexpr int kDropsBeforeRefused = 3;
 };
 
 // GT_CONNECT_TIMEOUT in seconds (default 5); 0: wait forever (std::nullopt).

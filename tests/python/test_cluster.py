@@ -560,6 +560,42 @@ def test_a_dispatcher_that_goes_away_mid_run_fails_the_next_sync():
     assert got["waited"] < 5
 
 
+def test_a_client_dropped_for_silence_is_told_its_session_closed(tmp_path):
+    """A client paused past the heartbeat timeout (SIGSTOP: a debugger, a
+    swapped-out laptop) has been dropped and its tensors freed; when it
+    resumes, every sync names that, not a protocol error about HELLO."""
+    manifest = tmp_path / "dispatcher.yaml"
+    manifest.write_text("host: dispatcher\nheartbeat_timeout_ms: 1000\nstages: [{name: sharding, plugin: sharding}]\n")
+    with cluster(workers=1, dispatcher_args=["--manifest", str(manifest)]) as c:
+        p = client(c.endpoint, """
+            wait_for_workers(["worker-0"])
+            a = gt.tensor(np.ones(3, np.float32))
+            say(value=(a + 1).sum().item())
+            sys.stdin.readline()  # resumed after the pause
+            errors = []
+            for _ in range(2):
+                try:
+                    (a + 2).sum().item()
+                    errors.append(None)
+                except gt.Error as e:
+                    errors.append(str(e))
+            say(errors=errors)
+        """)
+        try:
+            assert read_line(p) == {"value": 6.0}
+            p.send_signal(signal.SIGSTOP)
+            time.sleep(4)  # twice the timeout, and more
+            p.send_signal(signal.SIGCONT)
+            tell(p, "resumed")
+            got = read_line(p)
+        finally:
+            end_clients(p)
+    assert len(got["errors"]) == 2 and all(got["errors"]), got
+    for error in got["errors"]:
+        assert "session was closed" in error and "no heartbeat for 2000 ms" in error, got
+        assert "connect again" in error and "HELLO" not in error, got
+
+
 def test_a_bad_connect_timeout_is_named():
     got = run_client(f"localhost:{_free_port()}", """
         try:

@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import _free_port, stop_processes
-from test_cluster import BIN_DIR, Cluster, clean_env, require_services, run_client, client, end_clients
+from test_cluster import BIN_DIR, Cluster, clean_env, client, end_clients, read_line, require_services, run_client, tell
 
 GT = BIN_DIR / "gt"
 
@@ -51,16 +51,17 @@ def keys(tmp_path_factory):
     d = tmp_path_factory.mktemp("keys")
     (d / "clients").mkdir()
     (d / "workers").mkdir()
-    done = keygen("dispatcher", "workers/w0", "workers/w1", "clients/alice", "stranger", cwd=d)
+    done = keygen("dispatcher", "workers/w0", "workers/w1", "clients/alice", "clients/bob", "stranger", cwd=d)
     assert done.returncode == 0, done.stderr
     return d
 
 
 class SecureCluster(Cluster):
-    def __init__(self, keys, workers=2):
+    def __init__(self, keys, workers=2, manifest=None):
         self.keys = keys
+        extra = ["--manifest", str(manifest)] if manifest else []
         super().__init__(["--key", str(keys / "dispatcher.key"), "--client-keys", str(keys / "clients"),
-                          "--worker-keys", str(keys / "workers")])
+                          "--worker-keys", str(keys / "workers"), *extra])
         for i in range(workers):
             self.add_worker(f"worker-{i}", key=keys / "workers" / f"w{i}.key")
             self.wait_for_workers(i + 1)
@@ -192,3 +193,31 @@ def test_incomplete_or_wrong_keys_are_named(keys, tmp_path):
     worker = subprocess.run([str(BIN_DIR / "gt-worker"), "--key", str(keys / "workers" / "w0.key")],
                             env=clean_env(), capture_output=True, text=True, timeout=30)
     assert worker.returncode == 2 and "missing server_key" in worker.stderr
+
+
+def test_one_key_holds_at_most_max_sessions_per_key_sessions(keys, tmp_path):
+    """The quotas are per session; a key's sessions are capped, so that one
+    key cannot multiply its share by opening more."""
+    manifest = tmp_path / "dispatcher.yaml"
+    manifest.write_text("host: dispatcher\nlimits: {max_sessions_per_key: 2}\n")
+    c = SecureCluster(keys, workers=1, manifest=manifest)
+    alice, bob = keys / "clients" / "alice.key", keys / "clients" / "bob.key"
+    holding = """
+        say(value=gt.ones(2).sum().item())
+        sys.stdin.readline()
+    """
+    held = []
+    try:
+        held = [client(c.endpoint, holding, env=c.client_env(alice)) for _ in range(2)]
+        assert [read_line(p) for p in held] == [{"value": 2.0}] * 2
+        third = run_client(c.endpoint, REFUSED_BODY, env=c.client_env(alice))
+        assert third["error"] and "limits.max_sessions_per_key" in third["error"], third
+        assert run_client(c.endpoint, SUM_BODY, env=c.client_env(bob))["value"] == SUM_VALUE  # another key
+        done = held.pop()
+        tell(done, "done")  # it exits, saying goodbye: its session ends
+        assert done.wait(timeout=30) == 0
+        again = run_client(c.endpoint, SUM_BODY, env=c.client_env(alice))
+        assert again["value"] == SUM_VALUE, again
+    finally:
+        end_clients(*held)
+        c.stop()
