@@ -3,6 +3,7 @@
 #include "gt/op_attrs.h"
 
 #include <cassert>
+#include <cstdint>
 
 namespace gt {
 namespace {
@@ -185,7 +186,12 @@ Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
     return Invalid(inst, "rendezvous '" + spec.rendezvous + "' is not host:port");
   const std::vector<int64_t>& axes = inst.attrs.axes;
   if (inst.attrs.numbers.empty() || axes.empty()) return Invalid(inst, "no group (numbers) or rank (axes[0])");
-  for (double w : inst.attrs.numbers) spec.group.push_back(static_cast<int64_t>(w));
+  for (double w : inst.attrs.numbers) {
+    // Checked before the cast: a double outside int64 (or NaN) has no value there.
+    if (!(w >= 0 && w <= INT32_MAX) || w != static_cast<double>(static_cast<int64_t>(w)))
+      return Invalid(inst, "group member " + std::to_string(w) + " is not a worker index");
+    spec.group.push_back(static_cast<int64_t>(w));
+  }
   const int64_t size = static_cast<int64_t>(spec.group.size());
   spec.rank = axes[0];
   if (spec.rank < 0 || spec.rank >= size)
@@ -198,7 +204,7 @@ Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
         return Invalid(inst, "root rank " + std::to_string(spec.root) + " outside the group");
       return spec;
     case Op::kAllReduce: {
-      const int op = static_cast<int>(inst.attrs.scalar);
+      const double op = inst.attrs.scalar;  // compared, not cast: NaN or 1e300 reads as a sum
       spec.reduce = op == 1 ? ReduceOp::kMax : op == 2 ? ReduceOp::kMin : ReduceOp::kSum;
       return spec;
     }
