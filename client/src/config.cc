@@ -6,15 +6,16 @@
 // in the same words.
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gt/gt.h"
@@ -50,22 +51,80 @@ std::string Join(const std::vector<std::string>& lines) {
   return out;
 }
 
+// ---- scalar types, matched by hand ------------------------------------------
+// std::regex matches recursively, one stack frame per character: a scalar of
+// ~100,000 digits overflowed the stack (a thread's smaller stack, such as
+// Python's, at less). These run in constant stack on any input.
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsOctal(char c) { return c >= '0' && c <= '7'; }
+bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+
+// Non-empty and every character passes `ok`.
+template <typename Pred>
+bool AllOf(std::string_view s, Pred ok) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), ok);
+}
+
+std::string_view WithoutSign(std::string_view s) {
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) s.remove_prefix(1);
+  return s;
+}
+
+// Where the run of digits from `at` ends.
+size_t DigitsEnd(std::string_view s, size_t at) {
+  while (at < s.size() && IsDigit(s[at])) ++at;
+  return at;
+}
+
+bool IsNullText(std::string_view s) { return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL"; }
+
+bool IsBoolText(std::string_view s) {
+  return s == "true" || s == "True" || s == "TRUE" || s == "false" || s == "False" || s == "FALSE";
+}
+
+// [-+]?[0-9]+ | 0o[0-7]+ | 0x[0-9a-fA-F]+
+bool IsIntText(std::string_view s) {
+  if (s.substr(0, 2) == "0o") return AllOf(s.substr(2), IsOctal);
+  if (s.substr(0, 2) == "0x") return AllOf(s.substr(2), IsHex);
+  return AllOf(WithoutSign(s), IsDigit);
+}
+
+// [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)? | [-+]?\.(inf|Inf|INF) | \.(nan|NaN|NAN)
+bool IsFloatText(std::string_view s) {
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return true;
+  s = WithoutSign(s);
+  if (s == ".inf" || s == ".Inf" || s == ".INF") return true;
+  size_t at = DigitsEnd(s, 0);
+  const bool whole = at > 0;
+  if (at < s.size() && s[at] == '.') {
+    const size_t fraction_end = DigitsEnd(s, at + 1);
+    if (!whole && fraction_end == at + 1) return false;  // a '.' with no digit on either side
+    at = fraction_end;
+  } else if (!whole) {
+    return false;
+  }
+  if (at < s.size() && (s[at] == 'e' || s[at] == 'E')) {
+    size_t exponent = at + 1;
+    if (exponent < s.size() && (s[exponent] == '-' || s[exponent] == '+')) ++exponent;
+    at = DigitsEnd(s, exponent);
+    if (at == exponent) return false;
+  }
+  return at == s.size();
+}
+
 // The YAML 1.2 core-schema type of a node: null, bool, int, float or str for
 // a scalar (a quoted scalar is always a str), else sequence or mapping.
 std::string KindOf(const YAML::Node& node) {
-  static const std::regex kNull("~|null|Null|NULL|");
-  static const std::regex kBool("true|True|TRUE|false|False|FALSE");
-  static const std::regex kInt("[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+");
-  static const std::regex kFloat(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?|[-+]?\.(inf|Inf|INF)|\.(nan|NaN|NAN))");
   if (!node || node.IsNull()) return "null";
   if (node.IsSequence()) return "sequence";
   if (node.IsMap()) return "mapping";
   if (node.Tag() == "!") return "str";  // quoted
   const std::string& s = node.Scalar();
-  if (std::regex_match(s, kNull)) return "null";
-  if (std::regex_match(s, kBool)) return "bool";
-  if (std::regex_match(s, kInt)) return "int";
-  if (std::regex_match(s, kFloat)) return "float";
+  if (IsNullText(s)) return "null";
+  if (IsBoolText(s)) return "bool";
+  if (IsIntText(s)) return "int";
+  if (IsFloatText(s)) return "float";
   return "str";
 }
 
