@@ -267,6 +267,19 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
   return out;
 }
 
+// A problem is one line (Summary and the Python package list them one a
+// line): a line break that came from the YAML (a block scalar, a quoted key)
+// is shown escaped, so that no input can add a line that reads as a problem.
+std::string OneLine(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else out += c;
+  }
+  return out;
+}
+
 // "SOURCE: N problems:" and the problems, one a line.
 std::string Summary(const std::string& source, const std::vector<std::string>& problems) {
   return source + ": " + std::to_string(problems.size()) + " problem" + (problems.size() == 1 ? "" : "s") + ":" +
@@ -275,15 +288,19 @@ std::string Summary(const std::string& source, const std::vector<std::string>& p
 
 // Reads `yaml` into `root`; a problem for text that is not YAML.
 ParsedConfigs Parse(const std::string& yaml, const std::string& source, YAML::Node& root) {
+  ParsedConfigs out;
+  bool loaded = false;
   try {
     root = YAML::Load(yaml);
+    loaded = true;
   } catch (const YAML::Exception& e) {
-    ParsedConfigs out;
+    // yaml-cpp's message may quote the offending character: a line break too.
     out.problems.push_back(source + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1) +
                            ": invalid YAML: " + e.msg);
-    return out;
   }
-  return ParseDocument(root, source);
+  if (loaded) out = ParseDocument(root, source);
+  for (std::string& problem : out.problems) problem = OneLine(problem);
+  return out;
 }
 
 // When a `backward` naming a signal without a config is refused.
@@ -304,8 +321,8 @@ std::vector<std::string> Load(const std::string& yaml, const std::string& source
     bool known = client_internal::Session::Get()->GetConfig(config.backward).has_value();
     for (const auto& other : parsed.signals) known = known || other.first == config.backward;
     if (!known)
-      parsed.problems.push_back(At(source, root[name]["backward"], name + ".backward") + ": unknown signal '" +
-                                config.backward + "' (not in this file and not registered)");
+      parsed.problems.push_back(OneLine(At(source, root[name]["backward"], name + ".backward") + ": unknown signal '" +
+                                        config.backward + "' (not in this file and not registered)"));
   }
   if (!parsed.problems.empty()) throw Error(Code::kInvalidArgument, Summary(source, parsed.problems));
   std::vector<std::string> names;
