@@ -10,6 +10,20 @@ namespace {
 
 std::string Where(const Instruction& inst) { return std::string(OpName(inst.op)); }
 
+// Product of `dims`, or nullopt when it overflows int64: a client may name
+// such a shape (2^40 x 2^40), no tensor has one, and the plain product
+// would be undefined.
+std::optional<int64_t> CheckedProduct(const Shape& dims) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : dims) {
+    if (d == 0) return 0;
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  }
+  if (overflow) return std::nullopt;
+  return n;
+}
+
 Status ArityError(const Instruction& inst, size_t want, size_t got) {
   return InvalidArgument(Where(inst) + ": expects " + std::to_string(want) + " tensor operand(s), got " +
                          std::to_string(got));
@@ -23,8 +37,10 @@ Result<TensorMeta> InferArange(const Instruction& inst) {
     return InvalidArgument("arange: step must be non-zero and bounds finite");
   if ((end - start) / step < 0)
     return InvalidArgument("arange: upper bound and step have inconsistent signs");
-  auto length = static_cast<int64_t>(std::ceil((end - start) / step));
-  return TensorMeta{{length}, inst.attrs.dtype};
+  // Compared before the cast: {0, 1e300, 1e-300} counts past int64 (to inf).
+  const double length = std::ceil((end - start) / step);
+  if (!(length < 0x1p63)) return InvalidArgument("arange: more elements than int64 can count");
+  return TensorMeta{{static_cast<int64_t>(length)}, inst.attrs.dtype};
 }
 
 Result<TensorMeta> InferCreate(const Instruction& inst) {
@@ -159,7 +175,7 @@ Result<TensorMeta> InferReduce(const Instruction& inst, const std::vector<const 
 
 Result<TensorMeta> InferReshape(const Instruction& inst, const TensorMeta& in) {
   Shape target = inst.attrs.shape;
-  int64_t known = 1;
+  Shape given;  // the dims other than the -1
   int inferred = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
@@ -168,12 +184,15 @@ Result<TensorMeta> InferReshape(const Instruction& inst, const TensorMeta& in) {
     } else if (target[i] < 0) {
       return InvalidArgument("reshape: invalid dimension in " + ShapeToString(target));
     } else {
-      known *= target[i];
+      given.push_back(target[i]);
     }
   }
   int64_t total = NumElements(in.shape);
   std::string what = "reshape: cannot view " + ShapeToString(in.shape) + " (" + std::to_string(total) +
                      " elements) as " + ShapeToString(target);
+  const std::optional<int64_t> product = CheckedProduct(given);
+  if (!product) return InvalidArgument(what);  // more than any tensor holds
+  const int64_t known = *product;
   if (inferred >= 0) {
     if (known == 0 || total % known != 0) return InvalidArgument(what);
     target[inferred] = total / known;
@@ -266,7 +285,7 @@ Result<TensorMeta> InferSlice(const Instruction& inst, const TensorMeta& in) {
     return InvalidArgument("slice: bounds [" + std::to_string(start) + ", " + std::to_string(stop) +
                            ") outside dim of size " + std::to_string(size));
   Shape out = in.shape;
-  out[*d] = stop > start ? (stop - start + step - 1) / step : 0;
+  out[*d] = stop > start ? (stop - start - 1) / step + 1 : 0;  // a step near 2^63 must not overflow
   return TensorMeta{out, in.dtype};
 }
 
@@ -302,7 +321,8 @@ Result<TensorMeta> InferCat(const Instruction& inst, const std::vector<const Ten
     if (!same)
       return InvalidArgument("cat: shapes " + ShapeToString(first) + " and " + ShapeToString(s) +
                              " differ outside dim " + std::to_string(*d));
-    out[*d] += s[*d];
+    if (__builtin_add_overflow(out[*d], s[*d], &out[*d]))
+      return InvalidArgument("cat: dim " + std::to_string(*d) + " grows past int64");
     dtype = PromoteTypes(dtype, in[i]->dtype);
   }
   return TensorMeta{out, dtype};
@@ -355,9 +375,11 @@ Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, siz
   return out;
 }
 
+namespace {
+
 // Every op is listed (no default): a new op does not compile until it has a
 // rule here.
-Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   switch (inst.op) {
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
       return InferCreate(inst);
@@ -385,6 +407,18 @@ Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const 
       break;
   }
   return Internal(Where(inst) + " produces no tensor");
+}
+
+}  // namespace
+
+Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  Result<TensorMeta> meta = InferByOp(inst, in);
+  // Broadcasting, matmul and creation can name more elements than int64
+  // counts; every later NumElements of that shape would be meaningless.
+  if (meta.ok() && !CheckedProduct(meta->shape))
+    return InvalidArgument(Where(inst) + ": result shape " + ShapeToString(meta->shape) +
+                           " has more elements than an int64 counts");
+  return meta;
 }
 
 }  // namespace gt

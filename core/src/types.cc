@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <sstream>
 
 #include "gt/dtype.h"
@@ -191,8 +192,14 @@ std::string ShapeToString(const Shape& shape) {
 
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+    overflow = overflow || __builtin_mul_overflow(n, d, &n);
+  }
+  // A shape from the wire may name more elements than int64 counts (no tensor
+  // has that many): saturated, where the plain product was undefined.
+  return overflow ? std::numeric_limits<int64_t>::max() : n;
 }
 
 std::string Instruction::Describe() const {
