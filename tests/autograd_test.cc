@@ -246,6 +246,16 @@ std::vector<GradCase> BinaryCases() {
   cases.push_back({"pow_tensor_base_broadcast", {Positive({3}, 21), Normal({2, 3}, 22)}, pow});
   cases.push_back({"pow_scalar_base", {Scalar(2.5), Normal({2, 3}, 23)}, pow, {false, true}});
   cases.push_back({"pow_0d_base_with_grad", {Scalar(1.7), Normal({2, 3}, 24)}, pow});
+  // where / masked_fill: the mask (0/1, as comparisons give) has no gradient.
+  auto mask = [](at::IntArrayRef shape, uint64_t seed) { return (Normal(shape, seed) > 0).to(at::kDouble); };
+  cases.push_back({"where_tensors_broadcast", {mask({3, 4}, 25), Normal({3, 4}, 26), Normal({4}, 27)},
+                   [](const V& v) { return gt::where(v[0], v[1], v[2]); }, {false, true, true}});
+  cases.push_back({"where_scalar_left", {mask({3, 4}, 28), Normal({3, 4}, 29)},
+                   [](const V& v) { return gt::where(v[0], 0.5, v[1]); }, {false, true}});
+  cases.push_back({"where_scalar_right", {mask({3, 4}, 125), Normal({3, 4}, 126)},
+                   [](const V& v) { return gt::where(v[0], v[1], -1.5); }, {false, true}});
+  cases.push_back({"masked_fill_broadcast_mask", {Normal({2, 3, 4}, 127), mask({3, 4}, 128)},
+                   [](const V& v) { return v[0].masked_fill(v[1], -2.0).softmax(-1); }, {true, false}});
   return cases;
 }
 
@@ -286,6 +296,10 @@ std::vector<GradCase> UnaryCases() {
       {"log_softmax_dim_neg1", {Normal({3, 4}, 66)}, [](const V& v) { return v[0].log_softmax(-1); }},
       {"log_softmax_dim0", {Normal({3, 4}, 67)}, [](const V& v) { return v[0].log_softmax(0); }},
       {"log_softmax_3d_first", {Normal({2, 3, 4}, 68)}, [](const V& v) { return v[0].log_softmax(0); }},
+      {"erf", {Normal({3, 5}, 69)}, [](const V& v) { return v[0].erf(); }},
+      {"tril", {Normal({2, 4, 4}, 70)}, [](const V& v) { return v[0].tril() * v[0]; }},
+      {"triu_diag1", {Normal({3, 4}, 71)}, [](const V& v) { return v[0].triu(1).exp(); }},
+      {"gelu", {Normal({3, 5}, 72) * 2}, [](const V& v) { return gt::nn::gelu(v[0]); }},
   };
 }
 
@@ -449,7 +463,7 @@ TEST_F(AutogradTest, EveryDifferentiableOpHasAGradientCase) {
     bool differentiable = kind == gt::OpKind::kContract || kind == gt::OpKind::kUnary ||
                           kind == gt::OpKind::kReduce || kind == gt::OpKind::kMovement ||
                           op == gt::Op::kAdd || op == gt::Op::kSub || op == gt::Op::kMul || op == gt::Op::kDiv ||
-                          op == gt::Op::kPow;
+                          op == gt::Op::kPow || op == gt::Op::kWhere;
     if (op == gt::Op::kArgMax || op == gt::Op::kArgMin) differentiable = false;  // positions: int64, no gradient
     if (differentiable) {
       EXPECT_TRUE(recorded.count(std::string(gt::OpName(op)))) << "op " << gt::OpName(op) << " has no gradient case";

@@ -419,6 +419,30 @@ std::vector<Case> Cases() {
   add("log_softmax_dim1", {Op::kLogSoftmax}, cube, [](const V& v) { return v[0].log_softmax(1); },
       [](const A& a) { return at::log_softmax(a[0], 1); });
 
+  // -- a transformer's building blocks: erf (GELU), where / masked_fill, tril / triu
+  add("erf_float32", {Op::kErf}, x, [](const V& v) { return v[0].erf(); }, [](const A& a) { return at::erf(a[0]); });
+  add("erf_int64", {Op::kErf}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].erf(); },
+      [](const A& a) { return at::erf(a[0]); });
+  const at::Tensor mask = Ints({4, 4}, at::kFloat).remainder(2);  // a 0/1 float mask, as comparisons give
+  add("where_broadcast", {Op::kWhere}, {mask, Normal({4, 4}, 103), Normal({4}, 104)},
+      [](const V& v) { return gt::where(v[0], v[1], v[2]); },
+      [](const A& a) { return at::where(a[0].ne(0), a[1], a[2]); });
+  add("where_promotes_int_and_double", {Op::kWhere}, {mask, Ints({4, 4}, at::kLong), Normal({4, 4}, 105, at::kDouble)},
+      [](const V& v) { return gt::where(v[0], v[1], v[2]); },
+      [](const A& a) { return at::where(a[0].ne(0), a[1].to(at::kDouble), a[2]); });
+  add("masked_fill_neg_inf", {Op::kWhere}, {Normal({2, 4, 4}, 106), mask},
+      [](const V& v) { return v[0].masked_fill(v[1], -INFINITY); },
+      [](const A& a) { return a[0].masked_fill(a[1].ne(0), -INFINITY); });
+  add("where_scalar_right_int", {Op::kWhere}, {mask, Ints({4, 4}, at::kInt)},
+      [](const V& v) { return gt::where(v[0], v[1], 7.0); },
+      [](const A& a) { return at::where(a[0].ne(0), a[1], at::scalar_tensor(7, at::kInt)); });
+  add("tril_causal", {Op::kTril}, {Normal({2, 5, 5}, 107)}, [](const V& v) { return v[0].tril(); },
+      [](const A& a) { return at::tril(a[0]); });
+  add("tril_diag1_int64", {Op::kTril}, {Ints({3, 4}, at::kLong)}, [](const V& v) { return v[0].tril(1); },
+      [](const A& a) { return at::tril(a[0], 1); });
+  add("triu_diag_neg1", {Op::kTriu}, {Normal({4, 3}, 108)}, [](const V& v) { return v[0].triu(-1); },
+      [](const A& a) { return at::triu(a[0], -1); });
+
   // -- more movement: unsqueeze, squeeze, permute, slice, select, cat, split, chunk
   add("unsqueeze_front", {Op::kUnsqueeze}, block, [](const V& v) { return v[0].unsqueeze(0); },
       [](const A& a) { return at::unsqueeze(a[0], 0); });

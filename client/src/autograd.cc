@@ -33,6 +33,7 @@ bool Differentiable(Op op) {
     case Op::kMatmul:
     case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
+    case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu:
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin:
     case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
     case Op::kSlice: case Op::kSelect: case Op::kCat:
@@ -147,7 +148,25 @@ Tensor IfNeeded(const Node& n, size_t i, Make make) {
   throw Error(Code::kInternal, "autograd: no gradient formula for " + std::string(OpName(n.op)));
 }
 
+// where(cond, a, b): each operand's gradient goes where it was picked; the
+// condition has none.
+std::vector<Tensor> WhereGrads(const Node& n, const Tensor& g) {
+  const Tensor& cond = n.inputs[0];
+  auto picked = [&](size_t i, bool when_true) {
+    return IfNeeded(n, i, [&] {
+      return SumTo(when_true ? where(cond, g, 0.0) : where(cond, 0.0, g), n.inputs[i].shape());
+    });
+  };
+  switch (n.attrs.scalar_side) {
+    case ScalarSide::kNone: return {Tensor(), picked(1, true), picked(2, false)};
+    case ScalarSide::kLeft: return {Tensor(), picked(1, false)};  // where(cond, s, b)
+    case ScalarSide::kRight: return {Tensor(), picked(1, true)};  // where(cond, a, s)
+  }
+  return NoFormula(n);
+}
+
 std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
+  if (n.op == Op::kWhere) return WhereGrads(n, g);
   const Tensor& a = n.inputs[0];
   const double s = n.attrs.scalar;
   switch (n.attrs.scalar_side) {
@@ -210,6 +229,9 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
   return {ga, gb};
 }
 
+// d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
+constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+
 std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
   const Tensor& x = n.inputs[0];
   const Tensor& y = n.output;
@@ -223,6 +245,9 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
     case Op::kNeg: return {-g};
     case Op::kAbs: return {g * Sign(x)};
     case Op::kClone: return {g};
+    case Op::kErf: return {g * (x * x * -1.0).exp() * kTwoOverSqrtPi};
+    case Op::kTril: return {g.tril(n.attrs.axes.at(0))};
+    case Op::kTriu: return {g.triu(n.attrs.axes.at(0))};
     case Op::kSoftmax: return {y * (g - (g * y).sum(n.attrs.axes, true))};
     case Op::kLogSoftmax: return {g - y.exp() * g.sum(n.attrs.axes, true)};
     default: return NoFormula(n);
@@ -353,7 +378,8 @@ ValuesRead ValuesReadBy(const Node& n) {
         r.inputs.push_back(0);  // a ^ s
       }
       break;
-    case Op::kRelu: case Op::kLog: case Op::kAbs: r.inputs.push_back(0); break;
+    case Op::kRelu: case Op::kLog: case Op::kAbs: case Op::kErf: r.inputs.push_back(0); break;
+    case Op::kWhere: r.inputs.push_back(0); break;  // the condition picks where each gradient goes
     case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kSqrt: case Op::kSoftmax: case Op::kLogSoftmax:
       r.output = true;
       break;

@@ -52,6 +52,11 @@ Tensor binary_cross_entropy(const Tensor& p, const Tensor& target) {
   return -(target * log_p + (1.0 - target) * log_q).mean();
 }
 
+Tensor gelu(const Tensor& x) {
+  constexpr double kInvSqrt2 = 0.70710678118654752440;
+  return x * ((x * kInvSqrt2).erf() + 1.0) * 0.5;
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   if (logits.dim() != 2 || targets.dim() != 1 || targets.shape()[0] != logits.shape()[0])
     throw Error(Code::kInvalidArgument, "cross_entropy: expects logits (batch, classes) and targets (batch), got " +

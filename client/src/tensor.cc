@@ -200,6 +200,10 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
 Tensor Tensor::pow(double exponent) const { return WithScalar(*this, exponent, Op::kPow, ScalarSide::kRight); }
 Tensor Tensor::pow(const Tensor& exponent) const { return Binary(*this, exponent, Op::kPow); }
 Tensor Tensor::abs() const { return Unary(*this, Op::kAbs); }
+Tensor Tensor::erf() const { return Unary(*this, Op::kErf); }
+Tensor Tensor::tril(int64_t diagonal) const { return WithAxes(*this, Op::kTril, {diagonal}); }
+Tensor Tensor::triu(int64_t diagonal) const { return WithAxes(*this, Op::kTriu, {diagonal}); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return where(mask, value, *this); }
 Tensor Tensor::clone() const { return Unary(*this, Op::kClone); }
 Tensor Tensor::min(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMin, std::move(axes), keepdims); }
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdims) const {
@@ -326,6 +330,18 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   inst.op = Op::kCat;
   inst.attrs.axes = {dim};
   return Issue(std::move(inst), tensors);
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  Instruction inst;
+  inst.op = Op::kWhere;
+  return Issue(std::move(inst), {cond, a, b});
+}
+Tensor where(const Tensor& cond, double a, const Tensor& b) {
+  return Issue(MakeScalarBinary(Op::kWhere, a, ScalarSide::kLeft), {cond, b});
+}
+Tensor where(const Tensor& cond, const Tensor& a, double b) {
+  return Issue(MakeScalarBinary(Op::kWhere, b, ScalarSide::kRight), {cond, a});
 }
 
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {

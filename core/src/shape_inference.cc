@@ -97,6 +97,21 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
   return out;
 }
 
+// where(cond, a, b): the three broadcast together; the type is a's and b's
+// (a scalar takes the tensor's).
+Result<TensorMeta> InferWhere(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  const size_t want = inst.attrs.scalar_side == ScalarSide::kNone ? 3 : 2;
+  if (in.size() != want) return ArityError(inst, want, in.size());
+  Shape shape = in[0]->shape;
+  for (size_t i = 1; i < in.size(); ++i) {
+    Result<Shape> both = BroadcastShapes(shape, in[i]->shape);
+    if (!both.ok()) return InvalidArgument(Where(inst) + ": " + both.status().message());
+    shape = std::move(*both);
+  }
+  const DType dtype = in.size() == 3 ? BinaryResultType(*in[1], *in[2]) : in[1]->dtype;
+  return TensorMeta{std::move(shape), dtype};
+}
+
 Result<TensorMeta> InferMatmul(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   if (in.size() != 2) return ArityError(inst, 2, in.size());
   Shape a = in[0]->shape, b = in[1]->shape;
@@ -128,6 +143,12 @@ Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const T
     if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one dim");
     Result<std::vector<int64_t>> dim = NormalizeAxes(inst.attrs.axes, in[0]->shape.size());
     if (!dim.ok()) return InvalidArgument(Where(inst) + ": " + dim.status().message());
+  }
+  if (inst.op == Op::kTril || inst.op == Op::kTriu) {
+    if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one diagonal");
+    if (in[0]->shape.size() < 2)
+      return InvalidArgument(Where(inst) + ": needs at least 2 dimensions, got " + ShapeToString(in[0]->shape));
+    return *in[0];
   }
   bool keeps_type = inst.op == Op::kRelu || inst.op == Op::kNeg || inst.op == Op::kAbs || inst.op == Op::kClone;
   if (!keeps_type && !IsFloatingPoint(dtype)) dtype = DType::kFloat32;
@@ -390,7 +411,10 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferMatmul(inst, in);
     case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
+    case Op::kErf: case Op::kTril: case Op::kTriu:
       return InferUnary(inst, in);
+    case Op::kWhere:
+      return InferWhere(inst, in);
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kArgMax: case Op::kArgMin:
       return InferReduce(inst, in);
     case Op::kCat:

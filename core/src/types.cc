@@ -144,6 +144,10 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kAllGather, "all_gather", OpKind::kCollective, Sender::kHostOnly},
     {Op::kArgMax, "argmax", OpKind::kReduce},
     {Op::kArgMin, "argmin", OpKind::kReduce},
+    {Op::kErf, "erf", OpKind::kUnary},
+    {Op::kWhere, "where", OpKind::kBinary},
+    {Op::kTril, "tril", OpKind::kUnary},
+    {Op::kTriu, "triu", OpKind::kUnary},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

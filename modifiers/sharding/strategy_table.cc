@@ -41,6 +41,7 @@ Strategy StrategyFor(Op op) {
     case Op::kSqrt:
     case Op::kNeg:
     case Op::kAbs:
+    case Op::kErf:
     case Op::kClone:
     case Op::kCopyInto:  // a mutation changes its destination where it lives
     case Op::kFill:
@@ -77,6 +78,10 @@ Strategy StrategyFor(Op op) {
     // anything else: operands assembled whole on one worker. The stage
     // handles all of these before a strategy could see them, except the
     // markers, which take no operand.
+    // where: three operands; tril / triu: along the last two dims
+    case Op::kWhere:
+    case Op::kTril:
+    case Op::kTriu:
     case Op::kFromBytes:
     case Op::kRandn:
     case Op::kZeros:

@@ -129,6 +129,23 @@ Result<at::Tensor> Binary(const Instruction& inst, TensorSource source) {
   return Internal("not a binary op: " + inst.Describe());
 }
 
+// cond ? a : b, a mask's nonzero elements true; a scalar takes the other
+// operand's type (as masked_fill), two tensors promote (as the client inferred).
+Result<at::Tensor> Where(const Instruction& inst, TensorSource source) {
+  const ScalarSide side = inst.attrs.scalar_side;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, side == ScalarSide::kNone ? 3 : 2, source);
+  if (!operands.ok()) return operands.status();
+  const std::vector<at::Tensor>& args = *operands;
+  const at::Tensor cond = args[0].scalar_type() == at::kBool ? args[0] : args[0].ne(0);
+  if (side == ScalarSide::kNone) {
+    const at::ScalarType type = at::result_type(args[1], args[2]);
+    return at::where(cond, args[1].to(type), args[2].to(type));
+  }
+  const at::Tensor& t = args[1];
+  const at::Tensor value = at::scalar_tensor(inst.attrs.scalar, t.options());
+  return side == ScalarSide::kLeft ? at::where(cond, value, t) : at::where(cond, t, value);
+}
+
 Result<at::Tensor> Matmul(const Instruction& inst, TensorSource source) {
   Result<std::vector<at::Tensor>> operands = Operands(inst, 2, source);
   if (!operands.ok()) return operands.status();
@@ -157,6 +174,12 @@ Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
     case Op::kNeg: return at::neg(a);
     case Op::kAbs: return at::abs(a);
     case Op::kClone: return at::clone(a);
+    case Op::kErf: return at::erf(a);
+    case Op::kTril:
+    case Op::kTriu:
+      if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects one diagonal");
+      if (a.dim() < 2) return Invalid(inst, "needs at least 2 dimensions");
+      return inst.op == Op::kTril ? at::tril(a, inst.attrs.axes[0]) : at::triu(a, inst.attrs.axes[0]);
     case Op::kSoftmax:
     case Op::kLogSoftmax: return Softmax(inst, a);
     default: break;  // Compute() routes only unary ops here
@@ -292,7 +315,11 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kAbs:
     case Op::kClone:
     case Op::kSoftmax:
-    case Op::kLogSoftmax: return Unary(inst, source);
+    case Op::kLogSoftmax:
+    case Op::kErf:
+    case Op::kTril:
+    case Op::kTriu: return Unary(inst, source);
+    case Op::kWhere: return Where(inst, source);
     case Op::kSum:
     case Op::kMean:
     case Op::kMax:

@@ -133,6 +133,10 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kMin:
     case Op::kArgMax:
     case Op::kArgMin:
+    case Op::kErf:
+    case Op::kWhere:
+    case Op::kTril:
+    case Op::kTriu:
     case Op::kReshape:
     case Op::kTranspose:
     case Op::kUnsqueeze:

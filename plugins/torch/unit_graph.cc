@@ -60,6 +60,7 @@ std::optional<jit::Symbol> UnarySymbol(Op op) {
     case Op::kSqrt: return jit::aten::sqrt;
     case Op::kNeg: return jit::aten::neg;
     case Op::kAbs: return jit::aten::abs;
+    case Op::kErf: return jit::aten::erf;
     case Op::kClone: return jit::aten::clone;
     default: return std::nullopt;
   }

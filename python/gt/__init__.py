@@ -24,7 +24,7 @@ from ._C import Error
 from ._dtype import dtype, float32, float64, int32, int64
 from ._grad import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import (MinMax, Tensor, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
-                      randn, randn_like, stack, tensor, zeros, zeros_like)
+                      randn, randn_like, stack, tensor, tril, triu, where, zeros, zeros_like)
 from . import config, debug, nn, optim, signal
 from .config import (ConfigError, ShardConfig, SignalConfig, clear_configs, configs, get_config, load_config,
                      load_config_string, register_config)
@@ -34,13 +34,13 @@ bool = _dtype.bool_  # gt.bool, as torch.bool (shadows the builtin only as gt.bo
 __all__ = [
     "Error", "Tensor", "MinMax", "dtype", "float32", "float64", "int32", "int64", "bool",
     "tensor", "from_numpy", "randn", "rand", "zeros", "ones", "full", "arange", "zeros_like", "ones_like",
-    "randn_like", "rand_like", "cat", "stack", "manual_seed",
+    "randn_like", "rand_like", "cat", "stack", "where", "tril", "triu", "manual_seed",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "connect", "gpu_workers", "workers", "sync", "shutdown",
     "ConfigError", "ShardConfig", "SignalConfig", "register_config", "load_config", "load_config_string",
     "get_config", "configs", "clear_configs",
     "config", "debug", "nn", "optim", "signal",
-    "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "sum", "mean", "max", "min", "softmax",
+    "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "softmax",
     "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach", "split", "chunk",
     "flatten",
 ]
@@ -85,7 +85,7 @@ def _method(name):
     return fn
 
 
-for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "sum", "mean", "max", "min", "softmax",
+for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "softmax",
               "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach", "split",
               "chunk", "flatten"):
     globals()[_name] = _method(_name)

@@ -23,6 +23,7 @@ void BindNN(py::module_& m) {
       .def("forward", &nn::Linear::forward)
       .def("parameters", &nn::Linear::parameters);
 
+  m.def("gelu", &nn::gelu, py::arg("x"));
   m.def("mse_loss", &nn::mse_loss, py::arg("pred"), py::arg("target"));
   m.def("binary_cross_entropy", &nn::binary_cross_entropy, py::arg("probabilities"), py::arg("target"));
   m.def("cross_entropy", &nn::cross_entropy, py::arg("logits"), py::arg("targets"));

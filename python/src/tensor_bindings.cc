@@ -134,6 +134,10 @@ void BindTensor(py::module_& m) {
       .def("sqrt", &Tensor::sqrt)
       .def("neg", &Tensor::neg)
       .def("abs", &Tensor::abs)
+      .def("erf", &Tensor::erf)
+      .def("tril", &Tensor::tril)
+      .def("triu", &Tensor::triu)
+      .def("masked_fill", &Tensor::masked_fill)
       .def("clone", &Tensor::clone)
       .def("gt", py::overload_cast<const Tensor&>(&Tensor::gt, py::const_))
       .def("gt", py::overload_cast<double>(&Tensor::gt, py::const_))
@@ -201,6 +205,9 @@ void BindTensor(py::module_& m) {
   m.def("ones", &ones, py::arg("shape"), py::arg("dtype"));
   m.def("arange", &arange, py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"));
   m.def("cat", &cat, py::arg("tensors"), py::arg("dim"));
+  m.def("where", py::overload_cast<const Tensor&, const Tensor&, const Tensor&>(&where));
+  m.def("where", py::overload_cast<const Tensor&, double, const Tensor&>(&where));
+  m.def("where", py::overload_cast<const Tensor&, const Tensor&, double>(&where));
   m.def("from_numpy", &FromNumpy, py::arg("array"), py::arg("shape"), py::arg("dtype"));
 
   // Grad mode, signal scopes, the tape.

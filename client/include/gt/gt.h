@@ -112,6 +112,7 @@ class Tensor {
   Tensor pow(double exponent) const;
   Tensor pow(const Tensor& exponent) const;
   Tensor abs() const;
+  Tensor erf() const;
   Tensor clone() const;
   Tensor min(std::vector<int64_t> axes = {}, bool keepdims = false) const;
   Tensor softmax(int64_t dim) const;
@@ -133,6 +134,14 @@ class Tensor {
   // REQUIRES (copy_): source broadcasts to this tensor's shape.
   Tensor& copy_(const Tensor& source);
   Tensor& fill_(double value);
+
+  // `value` where `mask` is true (nonzero), this tensor's elements elsewhere;
+  // the mask broadcasts. value may be -inf (attention masks).
+  Tensor masked_fill(const Tensor& mask, double value) const;
+  // The lower (tril) / upper (triu) triangle of the last two dimensions,
+  // from `diagonal` (0: the main one; > 0 above it), the rest zero.
+  Tensor tril(int64_t diagonal = 0) const;
+  Tensor triu(int64_t diagonal = 0) const;
   Tensor& zero_() { return fill_(0); }
   Tensor& operator+=(const Tensor& other) { return copy_(*this + other); }
   Tensor& operator-=(const Tensor& other) { return copy_(*this - other); }
@@ -179,6 +188,11 @@ Tensor ones(Shape shape, DType dtype = DType::kFloat32);
 Tensor rand(Shape shape, DType dtype = DType::kFloat32, uint64_t seed = 0);  // uniform [0, 1)
 Tensor arange(double start, double end, double step = 1, DType dtype = DType::kFloat32);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+// cond ? a : b elementwise, broadcasting; cond is a bool tensor or a mask
+// (nonzero: true). A scalar side takes the other side's dtype.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, double a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, double b);
 // Copies `bytes` (row-major, `dtype`) into a new remote tensor.
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype);
 template <typename T>

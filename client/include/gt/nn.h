@@ -23,6 +23,9 @@ class Linear {
   Tensor bias;  // undefined without bias
 };
 
+// x * Phi(x), Phi the standard normal CDF: the exact (erf) GELU, PyTorch's default.
+Tensor gelu(const Tensor& x);
+
 // Mean of (pred - target)^2.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // Mean of -(t log p + (1 - t) log(1 - p)); log clamped at -100 as in PyTorch.

@@ -94,6 +94,15 @@ enum class Op : uint16_t {
   // 0-d result); the result is int64 positions of the first maximum/minimum.
   kArgMax,
   kArgMin,
+  // A transformer's building blocks (after the rest, likewise):
+  kErf,    // elementwise error function (a floating result), for the exact GELU
+  kWhere,  // elementwise choice, broadcasting: operands {cond, a, b} give cond ? a : b
+           // (cond: bool or a mask, nonzero is true; the result type a's and b's
+           // promoted); scalar_side kLeft: operands {cond, b}, a = attrs.scalar;
+           // kRight: operands {cond, a}, b = attrs.scalar (the tensor's type)
+  kTril,   // axes = {diagonal}: the elements above that diagonal of the last two
+           // dims set to zero (rank >= 2)
+  kTriu,   // axes = {diagonal}: the elements below it set to zero
   kCount
 };
 

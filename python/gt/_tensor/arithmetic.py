@@ -178,6 +178,26 @@ class ArithmeticOps:
     def clone(self):
         return self._wrap(self._c.clone())
 
+    def erf(self):
+        return self._wrap(self._c.erf())
+
+    def tril(self, diagonal=0):
+        """The lower triangle of the last two dims from `diagonal` on, zeros elsewhere (torch.tril)."""
+        return self._wrap(self._c.tril(int(diagonal)))
+
+    def triu(self, diagonal=0):
+        """The upper triangle of the last two dims from `diagonal` on, zeros elsewhere (torch.triu)."""
+        return self._wrap(self._c.triu(int(diagonal)))
+
+    def masked_fill(self, mask, value):
+        """`value` where `mask` is true (a bool tensor or a nonzero mask; broadcast), self elsewhere."""
+        c = operand(mask, self)
+        if c is None:
+            raise TypeError(f"masked_fill: expected a tensor mask, got {type(mask).__name__}")
+        if not is_scalar(value):
+            raise TypeError(f"masked_fill: expected a number as the value, got {type(value).__name__}")
+        return self._wrap(self._c.masked_fill(c, float(value)))
+
     # ---- in place ---------------------------------------------------------
 
     def _inplace(self, o, method):

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _C
 from .. import _dtype
-from .args import as_index, dim_arg, shape_args
+from .args import as_index, dim_arg, is_scalar, shape_args
 from .base import array_to_c, data_to_c
 from .core import Tensor, _wrap
 
@@ -162,6 +162,34 @@ def _tensors(tensors, what):
 def cat(tensors, dim=None, *, axis=None):
     """Joins tensors along an existing dimension, `dim` (or NumPy's `axis`; 0 when neither is given)."""
     return _wrap(_C.cat(_tensors(tensors, "cat"), dim_arg(dim, axis, "cat", 0)))
+
+
+def where(condition, input, other):
+    """`input` where `condition` is true (a bool tensor or a nonzero mask), `other` elsewhere, broadcast
+    together (torch.where). Either value may be a Python number."""
+    if not isinstance(condition, Tensor):
+        raise TypeError(f"where: expected a gt Tensor condition, got {type(condition).__name__}")
+    if is_scalar(input) and is_scalar(other):
+        raise TypeError("where: at least one of input and other must be a tensor")
+    if is_scalar(input):
+        return _wrap(_C.where(condition._c, float(input), _operand(other, "where")))
+    if is_scalar(other):
+        return _wrap(_C.where(condition._c, _operand(input, "where"), float(other)))
+    return _wrap(_C.where(condition._c, _operand(input, "where"), _operand(other, "where")))
+
+
+def _operand(x, what):
+    if isinstance(x, Tensor):
+        return x._c
+    raise TypeError(f"{what}: expected a gt Tensor or a number, got {type(x).__name__}")
+
+
+def tril(x, diagonal=0):
+    return x.tril(diagonal)
+
+
+def triu(x, diagonal=0):
+    return x.triu(diagonal)
 
 
 def stack(tensors, dim=None, *, axis=None):

@@ -5,7 +5,7 @@ under PyTorch's torch.nn.functional names. gt.nn re-exports them all
 from .. import _C
 from .._tensor import Tensor, _wrap, tensor
 
-__all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "linear", "relu", "sigmoid", "tanh", "softmax",
+__all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "linear", "relu", "gelu", "sigmoid", "tanh", "softmax",
            "log_softmax"]
 
 
@@ -43,6 +43,13 @@ def linear(input, weight, bias=None):
 
 def relu(x):
     return x.relu()
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x), Phi the standard normal CDF, in the exact erf form (PyTorch's default)."""
+    if approximate != "none":
+        raise ValueError(f"gelu: only approximate='none' (the exact erf form) is supported, got {approximate!r}")
+    return _wrap(_C.gelu(_t(input, "gelu")))
 
 
 def sigmoid(x):

@@ -20,7 +20,7 @@ from .._grad import no_grad
 from .._tensor import Tensor, _next_seed, _wrap, tensor
 from . import functional as F
 
-__all__ = ["Module", "Linear", "Sequential", "ReLU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity",
+__all__ = ["Module", "Linear", "Sequential", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity",
            "MSELoss", "BCELoss", "CrossEntropyLoss", "Parameter"]
 
 
@@ -202,6 +202,19 @@ class Sequential(Module):
 class ReLU(Module):
     def forward(self, x):
         return x.relu()
+
+
+class GELU(Module):
+    """The exact (erf) GELU, as torch.nn.GELU()."""
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        if approximate != "none":
+            raise ValueError(f"GELU: only approximate='none' (the exact erf form) is supported, got {approximate!r}")
+        self.approximate = approximate
+
+    def forward(self, x):
+        return F.gelu(x)
 
 
 class Sigmoid(Module):
