@@ -300,6 +300,19 @@ std::vector<GradCase> UnaryCases() {
       {"tril", {Normal({2, 4, 4}, 70)}, [](const V& v) { return v[0].tril() * v[0]; }},
       {"triu_diag1", {Normal({3, 4}, 71)}, [](const V& v) { return v[0].triu(1).exp(); }},
       {"gelu", {Normal({3, 5}, 72) * 2}, [](const V& v) { return gt::nn::gelu(v[0]); }},
+      // Indexing: the index (int64, sent as is) has no gradient.
+      {"index_select_repeated_rows", {Normal({5, 3}, 73), at::tensor({2, 0, 2, 4}, at::kLong)},
+       [](const V& v) { return v[0].index_select(0, v[1]).tanh(); }, {true, false}},
+      {"index_add", {Normal({5, 3}, 74), at::tensor({1, 1, 3}, at::kLong), Normal({3, 3}, 75)},
+       [](const V& v) { return v[0].index_add(0, v[1], v[2]).exp(); }, {true, false, true}},
+      {"gather_dim1", {Normal({3, 4}, 76), at::tensor({1, 0, 3, 3, 0, 2}, at::kLong).reshape({3, 2})},
+       [](const V& v) { return v[0].gather(1, v[1]).exp(); }, {true, false}},
+      {"scatter_add_dim0", {Normal({3, 4}, 77), at::tensor({2, 0, 1, 1}, at::kLong).reshape({1, 4}), Normal({1, 4}, 78)},
+       [](const V& v) { return v[0].scatter_add(0, v[1], v[2]).tanh(); }, {true, false, true}},
+      {"embedding", {Normal({6, 3}, 79), at::tensor({1, 5, 1, 0}, at::kLong).reshape({2, 2})},
+       [](const V& v) { return gt::nn::embedding(v[1], v[0]) * 2.0; }, {true, false}},
+      {"layer_norm", {Normal({2, 3, 4}, 80), Normal({4}, 81), Normal({4}, 82)},
+       [](const V& v) { return gt::nn::layer_norm(v[0], 1, v[1], v[2]); }},
   };
 }
 

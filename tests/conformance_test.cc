@@ -443,6 +443,22 @@ std::vector<Case> Cases() {
   add("triu_diag_neg1", {Op::kTriu}, {Normal({4, 3}, 108)}, [](const V& v) { return v[0].triu(-1); },
       [](const A& a) { return at::triu(a[0], -1); });
 
+  // -- indexing: embedding lookups (repeated rows), gathers of class scores, their backward forms
+  const at::Tensor rows = at::tensor({2, 0, 2, 4}, at::kLong);
+  add("index_select_rows_repeated", {Op::kIndexSelect}, {Normal({5, 3}, 109), rows},
+      [](const V& v) { return v[0].index_select(0, v[1]); }, [](const A& a) { return at::index_select(a[0], 0, a[1]); });
+  add("index_select_dim_neg1_int32", {Op::kIndexSelect}, {Normal({2, 5}, 110), rows.to(at::kInt)},
+      [](const V& v) { return v[0].index_select(-1, v[1]); }, [](const A& a) { return at::index_select(a[0], -1, a[1]); });
+  add("index_add_accumulates", {Op::kIndexAdd}, {Normal({5, 3}, 111), rows, Normal({4, 3}, 112)},
+      [](const V& v) { return v[0].index_add(0, v[1], v[2]); },
+      [](const A& a) { return at::index_add(a[0], 0, a[1], a[2]); });
+  const at::Tensor cols = at::tensor({1, 0, 3, 3, 0, 2}, at::kLong).reshape({3, 2});
+  add("gather_dim1", {Op::kGather}, {Normal({3, 4}, 113), cols},
+      [](const V& v) { return v[0].gather(1, v[1]); }, [](const A& a) { return at::gather(a[0], 1, a[1]); });
+  add("scatter_add_dim1", {Op::kScatterAdd}, {Normal({3, 4}, 114), cols, Normal({3, 2}, 115)},
+      [](const V& v) { return v[0].scatter_add(1, v[1], v[2]); },
+      [](const A& a) { return at::scatter_add(a[0], 1, a[1], a[2]); });
+
   // -- more movement: unsqueeze, squeeze, permute, slice, select, cat, split, chunk
   add("unsqueeze_front", {Op::kUnsqueeze}, block, [](const V& v) { return v[0].unsqueeze(0); },
       [](const A& a) { return at::unsqueeze(a[0], 0); });

@@ -34,6 +34,7 @@ bool Differentiable(Op op) {
     case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
     case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu:
+    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin:
     case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
     case Op::kSlice: case Op::kSelect: case Op::kCat:
@@ -271,10 +272,27 @@ std::vector<Tensor> ReduceGrads(const Node& n, const Tensor& g) {
   }
 }
 
+// The index (input 1) has no gradient; a selection's gradient is added
+// back where it was picked (repeats accumulate), an addition's passes
+// through to the base and is picked for the source.
+std::vector<Tensor> IndexingGrads(const Node& n, const Tensor& g) {
+  const Tensor& x = n.inputs[0];
+  const Tensor& index = n.inputs[1];
+  const int64_t dim = n.attrs.axes.at(0);
+  switch (n.op) {
+    case Op::kIndexSelect: return {IfNeeded(n, 0, [&] { return zeros(x.shape(), x.dtype()).index_add(dim, index, g); }), Tensor()};
+    case Op::kGather: return {IfNeeded(n, 0, [&] { return zeros(x.shape(), x.dtype()).scatter_add(dim, index, g); }), Tensor()};
+    case Op::kIndexAdd: return {IfNeeded(n, 0, [&] { return g; }), Tensor(), IfNeeded(n, 2, [&] { return g.index_select(dim, index); })};
+    case Op::kScatterAdd: return {IfNeeded(n, 0, [&] { return g; }), Tensor(), IfNeeded(n, 2, [&] { return g.gather(dim, index); })};
+    default: return NoFormula(n);
+  }
+}
+
 std::vector<Tensor> MovementGrads(const Node& n, const Tensor& g) {
   const Tensor& x = n.inputs[0];
   const auto& axes = n.attrs.axes;
   switch (n.op) {
+    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd: return IndexingGrads(n, g);
     case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze: return {g.reshape(x.shape())};
     case Op::kTranspose: return {axes.empty() ? g.t() : g.transpose(axes[0], axes[1])};
     case Op::kPermute: {
@@ -380,6 +398,9 @@ ValuesRead ValuesReadBy(const Node& n) {
       break;
     case Op::kRelu: case Op::kLog: case Op::kAbs: case Op::kErf: r.inputs.push_back(0); break;
     case Op::kWhere: r.inputs.push_back(0); break;  // the condition picks where each gradient goes
+    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
+      r.inputs.push_back(1);  // the index says where the gradient goes
+      break;
     case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kSqrt: case Op::kSoftmax: case Op::kLogSoftmax:
       r.output = true;
       break;

@@ -57,6 +57,37 @@ Tensor gelu(const Tensor& x) {
   return x * ((x * kInvSqrt2).erf() + 1.0) * 0.5;
 }
 
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  if (weight.dim() != 2)
+    throw Error(Code::kInvalidArgument, "embedding: expects a 2-D weight (num_embeddings, embedding_dim), got " +
+                                            ShapeToString(weight.shape()));
+  Shape shape = indices.shape();
+  shape.push_back(weight.shape()[1]);
+  return weight.index_select(0, indices.reshape({-1})).reshape(shape);
+}
+
+Tensor layer_norm(const Tensor& x, size_t dims, const Tensor& weight, const Tensor& bias, double eps) {
+  const size_t rank = x.shape().size();
+  if (dims == 0 || dims > rank)
+    throw Error(Code::kInvalidArgument, "layer_norm: cannot normalize over the last " + std::to_string(dims) +
+                                            " dimension(s) of a tensor of shape " + ShapeToString(x.shape()));
+  std::vector<int64_t> axes;
+  for (size_t d = rank - dims; d < rank; ++d) axes.push_back(static_cast<int64_t>(d));
+  const Tensor centered = x - x.mean(axes, true);
+  Tensor y = centered / ((centered * centered).mean(axes, true) + eps).sqrt();
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed) {
+  if (!(p >= 0 && p <= 1)) throw Error(Code::kInvalidArgument, "dropout: p must be in [0, 1], got " + std::to_string(p));
+  if (!training || p == 0) return x;
+  if (p == 1) return x * 0.0;
+  const Tensor keep = rand(x.shape(), IsFloatingPoint(x.dtype()) ? x.dtype() : DType::kFloat32, seed).ge(p);
+  return x * keep * (1.0 / (1.0 - p));
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
   if (logits.dim() != 2 || targets.dim() != 1 || targets.shape()[0] != logits.shape()[0])
     throw Error(Code::kInvalidArgument, "cross_entropy: expects logits (batch, classes) and targets (batch), got " +
@@ -104,8 +135,12 @@ void SGD::zero_grad() {
 }
 
 Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, false) {}
+
+Adam::Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay,
+           bool decoupled)
     : params_(std::move(params)), m_(params_.size()), v_(params_.size()), lr_(lr), beta1_(beta1), beta2_(beta2),
-      eps_(eps), weight_decay_(weight_decay) {
+      eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
   if (lr < 0) throw Error(Code::kInvalidArgument, "Adam: lr must be >= 0, got " + std::to_string(lr));
   if (beta1 < 0 || beta1 >= 1 || beta2 < 0 || beta2 >= 1)
     throw Error(Code::kInvalidArgument, "Adam: betas must be in [0, 1)");
@@ -120,7 +155,8 @@ void Adam::step() {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (weight_decay_ != 0) g = g + p * weight_decay_;
+    if (weight_decay_ != 0 && decoupled_) p *= 1 - lr_ * weight_decay_;
+    if (weight_decay_ != 0 && !decoupled_) g = g + p * weight_decay_;
     if (!m_[i].defined()) {
       m_[i] = zeros(p.shape(), p.dtype());
       v_[i] = zeros(p.shape(), p.dtype());
@@ -134,6 +170,21 @@ void Adam::step() {
 
 void Adam::zero_grad() {
   for (Tensor& p : params_) p.set_grad(Tensor());
+}
+
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  NoGradGuard no_grad;
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return zeros({});
+  Tensor squares = (grads[0] * grads[0]).sum();
+  for (size_t i = 1; i < grads.size(); ++i) squares = squares + (grads[i] * grads[i]).sum();
+  const Tensor norm = squares.sqrt();
+  const Tensor coef = (norm + 1e-6).pow(-1.0) * max_norm;
+  const Tensor clamped = where(coef.lt(1.0), coef, 1.0);  // no sync: the scale stays on the worker
+  for (Tensor& g : grads) g *= clamped;
+  return norm;
 }
 
 }  // namespace gt::nn

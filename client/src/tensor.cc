@@ -204,6 +204,24 @@ Tensor Tensor::erf() const { return Unary(*this, Op::kErf); }
 Tensor Tensor::tril(int64_t diagonal) const { return WithAxes(*this, Op::kTril, {diagonal}); }
 Tensor Tensor::triu(int64_t diagonal) const { return WithAxes(*this, Op::kTriu, {diagonal}); }
 Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return where(mask, value, *this); }
+
+namespace {
+Tensor Indexed(Op op, int64_t dim, const std::vector<Tensor>& operands) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.axes = {dim};
+  return Issue(std::move(inst), operands);
+}
+}  // namespace
+
+Tensor Tensor::index_select(int64_t dim, const Tensor& index) const { return Indexed(Op::kIndexSelect, dim, {*this, index}); }
+Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source) const {
+  return Indexed(Op::kIndexAdd, dim, {*this, index, source});
+}
+Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return Indexed(Op::kGather, dim, {*this, index}); }
+Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& source) const {
+  return Indexed(Op::kScatterAdd, dim, {*this, index, source});
+}
 Tensor Tensor::clone() const { return Unary(*this, Op::kClone); }
 Tensor Tensor::min(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMin, std::move(axes), keepdims); }
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdims) const {

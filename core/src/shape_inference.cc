@@ -349,6 +349,61 @@ Result<TensorMeta> InferCat(const Instruction& inst, const std::vector<const Ten
   return TensorMeta{out, dtype};
 }
 
+// index_select, index_add, gather, scatter_add: the dim, the index's type
+// and the shapes PyTorch requires of them.
+Result<int64_t> IndexDim(const Instruction& inst, const TensorMeta& x, const TensorMeta& index) {
+  if (index.dtype != DType::kInt64 && index.dtype != DType::kInt32)
+    return InvalidArgument(Where(inst) + ": the index must be int32 or int64, got " + std::string(DTypeName(index.dtype)));
+  if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one dim");
+  if (x.shape.empty()) return InvalidArgument(Where(inst) + ": needs at least 1 dimension");
+  Result<std::vector<int64_t>> dim = NormalizeAxes(inst.attrs.axes, x.shape.size());
+  if (!dim.ok()) return InvalidArgument(Where(inst) + ": " + dim.status().message());
+  return (*dim)[0];
+}
+
+Status SameDType(const Instruction& inst, const TensorMeta& base, const TensorMeta& source) {
+  if (base.dtype == source.dtype) return Status::Ok();
+  return InvalidArgument(Where(inst) + ": the source must have the tensor's dtype " + std::string(DTypeName(base.dtype)) +
+                         ", got " + std::string(DTypeName(source.dtype)));
+}
+
+Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  const bool adds = inst.op == Op::kIndexAdd || inst.op == Op::kScatterAdd;
+  if (in.size() != (adds ? 3u : 2u)) return ArityError(inst, adds ? 3 : 2, in.size());
+  const TensorMeta& x = *in[0];
+  const TensorMeta& index = *in[1];
+  Result<int64_t> dim = IndexDim(inst, x, index);
+  if (!dim.ok()) return dim.status();
+  const size_t d = static_cast<size_t>(*dim);
+  const std::string shapes = ShapeToString(x.shape) + " and index " + ShapeToString(index.shape);
+  if (inst.op == Op::kIndexSelect || inst.op == Op::kIndexAdd) {
+    if (index.shape.size() != 1) return InvalidArgument(Where(inst) + ": the index must be 1-D, got " + ShapeToString(index.shape));
+    Shape picked = x.shape;
+    picked[d] = index.shape[0];
+    if (inst.op == Op::kIndexSelect) return TensorMeta{picked, x.dtype};
+    if (in[2]->shape != picked)
+      return InvalidArgument(Where(inst) + ": the source must have shape " + ShapeToString(picked) + ", got " +
+                             ShapeToString(in[2]->shape));
+    if (Status s = SameDType(inst, x, *in[2]); !s.ok()) return s;
+    return x;
+  }
+  if (index.shape.size() != x.shape.size())
+    return InvalidArgument(Where(inst) + ": the index must have the tensor's rank: " + shapes);
+  for (size_t k = 0; k < x.shape.size(); ++k)
+    if (k != d && index.shape[k] > x.shape[k])
+      return InvalidArgument(Where(inst) + ": the index is larger than the tensor outside dim " + std::to_string(d) + ": " + shapes);
+  if (inst.op == Op::kGather) return TensorMeta{index.shape, x.dtype};
+  const Shape& source = in[2]->shape;
+  if (source.size() != x.shape.size())
+    return InvalidArgument(Where(inst) + ": the source must have the tensor's rank: " + ShapeToString(source));
+  for (size_t k = 0; k < source.size(); ++k)
+    if (index.shape[k] > source[k])
+      return InvalidArgument(Where(inst) + ": the index " + ShapeToString(index.shape) + " is larger than the source " +
+                             ShapeToString(source));
+  if (Status s = SameDType(inst, x, *in[2]); !s.ok()) return s;
+  return x;
+}
+
 Result<TensorMeta> InferMovement(const Instruction& inst, const TensorMeta& in) {
   switch (inst.op) {
     case Op::kReshape: return InferReshape(inst, in);
@@ -415,6 +470,8 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferUnary(inst, in);
     case Op::kWhere:
       return InferWhere(inst, in);
+    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
+      return InferIndexing(inst, in);
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kArgMax: case Op::kArgMin:
       return InferReduce(inst, in);
     case Op::kCat:

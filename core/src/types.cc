@@ -148,6 +148,10 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kWhere, "where", OpKind::kBinary},
     {Op::kTril, "tril", OpKind::kUnary},
     {Op::kTriu, "triu", OpKind::kUnary},
+    {Op::kIndexSelect, "index_select", OpKind::kMovement},
+    {Op::kIndexAdd, "index_add", OpKind::kMovement},
+    {Op::kGather, "gather", OpKind::kMovement},
+    {Op::kScatterAdd, "scatter_add", OpKind::kMovement},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -82,6 +82,10 @@ Strategy StrategyFor(Op op) {
     case Op::kWhere:
     case Op::kTril:
     case Op::kTriu:
+    case Op::kIndexSelect:  // indexing: by positions along a dim
+    case Op::kIndexAdd:
+    case Op::kGather:
+    case Op::kScatterAdd:
     case Op::kFromBytes:
     case Op::kRandn:
     case Op::kZeros:

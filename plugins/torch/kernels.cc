@@ -229,8 +229,30 @@ Result<at::Tensor> Cat(const Instruction& inst, TensorSource source) {
   return at::cat(*operands, inst.attrs.axes[0]);
 }
 
+// index_select / index_add / gather / scatter_add, out of place; ATen
+// checks the index values (an error names the op).
+Result<at::Tensor> Indexing(const Instruction& inst, TensorSource source) {
+  const bool adds = inst.op == Op::kIndexAdd || inst.op == Op::kScatterAdd;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, adds ? 3 : 2, source);
+  if (!operands.ok()) return operands.status();
+  if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects one dim");
+  const std::vector<at::Tensor>& a = *operands;
+  const int64_t dim = inst.attrs.axes[0];
+  const at::Tensor index = a[1].to(at::kLong);
+  switch (inst.op) {
+    case Op::kIndexSelect: return at::index_select(a[0], dim, index);
+    case Op::kIndexAdd: return at::index_add(a[0], dim, index, a[2]);
+    case Op::kGather: return at::gather(a[0], dim, index);
+    case Op::kScatterAdd: return at::scatter_add(a[0], dim, index, a[2]);
+    default: break;
+  }
+  return Internal("not an indexing op: " + inst.Describe());
+}
+
 Result<at::Tensor> Movement(const Instruction& inst, TensorSource source) {
   if (inst.op == Op::kCat) return Cat(inst, source);
+  if (inst.op == Op::kIndexSelect || inst.op == Op::kIndexAdd || inst.op == Op::kGather || inst.op == Op::kScatterAdd)
+    return Indexing(inst, source);
   Result<std::vector<at::Tensor>> operands = Operands(inst, 1, source);
   if (!operands.ok()) return operands.status();
   const at::Tensor& a = (*operands)[0];
@@ -333,7 +355,11 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kPermute:
     case Op::kSlice:
     case Op::kSelect:
-    case Op::kCat: return Movement(inst, source);
+    case Op::kCat:
+    case Op::kIndexSelect:
+    case Op::kIndexAdd:
+    case Op::kGather:
+    case Op::kScatterAdd: return Movement(inst, source);
     case Op::kBroadcast:
     case Op::kAllReduce:
     case Op::kAllGather: return Collective(inst, source, collectives);

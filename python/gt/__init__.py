@@ -42,7 +42,7 @@ __all__ = [
     "config", "debug", "nn", "optim", "signal",
     "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "softmax",
     "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach", "split", "chunk",
-    "flatten",
+    "flatten", "index_select", "gather",
 ]
 
 
@@ -87,7 +87,7 @@ def _method(name):
 
 for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "softmax",
               "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach", "split",
-              "chunk", "flatten"):
+              "chunk", "flatten", "index_select", "gather"):
     globals()[_name] = _method(_name)
 del _name
 

@@ -4,7 +4,7 @@ parameter in place, on its worker; parameters without a grad are skipped."""
 from . import _C
 from ._tensor import Tensor
 
-__all__ = ["SGD", "Adam"]
+__all__ = ["SGD", "Adam", "AdamW"]
 
 
 def _params(params, what):
@@ -85,3 +85,19 @@ class Adam:
 
     def __repr__(self):
         return f"Adam(lr={self.lr}, betas={self.betas}, eps={self.eps}, weight_decay={self.weight_decay})"
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p *= 1 - lr * weight_decay each step), as PyTorch's AdamW.
+
+    The hyperparameters are fixed at construction.
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, lr, betas, eps, 0.0)
+        self._hyper["weight_decay"] = _number(weight_decay, "weight_decay", "AdamW")
+        self._c = _C.AdamW([p._c for p in self.params], self.lr, self.betas[0], self.betas[1], self.eps,
+                           self.weight_decay)
+
+    def __repr__(self):
+        return f"AdamW(lr={self.lr}, betas={self.betas}, eps={self.eps}, weight_decay={self.weight_decay})"

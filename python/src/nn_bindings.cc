@@ -3,6 +3,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <vector>
 
 #include "bindings.h"
@@ -24,6 +25,14 @@ void BindNN(py::module_& m) {
       .def("parameters", &nn::Linear::parameters);
 
   m.def("gelu", &nn::gelu, py::arg("x"));
+  m.def("embedding", &nn::embedding, py::arg("indices"), py::arg("weight"));
+  m.def(
+      "layer_norm",
+      [](const Tensor& x, size_t dims, std::optional<Tensor> weight, std::optional<Tensor> bias, double eps) {
+        return nn::layer_norm(x, dims, weight.value_or(Tensor()), bias.value_or(Tensor()), eps);
+      },
+      py::arg("x"), py::arg("dims"), py::arg("weight"), py::arg("bias"), py::arg("eps"));
+  m.def("dropout", &nn::dropout, py::arg("x"), py::arg("p"), py::arg("training"), py::arg("seed"));
   m.def("mse_loss", &nn::mse_loss, py::arg("pred"), py::arg("target"));
   m.def("binary_cross_entropy", &nn::binary_cross_entropy, py::arg("probabilities"), py::arg("target"));
   m.def("cross_entropy", &nn::cross_entropy, py::arg("logits"), py::arg("targets"));
@@ -41,6 +50,12 @@ void BindNN(py::module_& m) {
            py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"))
       .def("step", &nn::Adam::step, py::call_guard<py::gil_scoped_release>())
       .def("zero_grad", &nn::Adam::zero_grad);
+
+  py::class_<nn::AdamW, nn::Adam>(m, "AdamW")
+      .def(py::init<std::vector<Tensor>, double, double, double, double, double>(), py::arg("params"), py::arg("lr"),
+           py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"));
+  m.def("clip_grad_norm_", &nn::clip_grad_norm_, py::arg("params"), py::arg("max_norm"),
+        py::call_guard<py::gil_scoped_release>());
 }
 
 }  // namespace gt::python

@@ -56,6 +56,17 @@ def test_every_python_example_has_a_test():
               "config_from_python.py", "auto_shard_demo.py", "show_stats.py",
               "mlp_train.py"}  # mlp_train.py: test_seed_readme.py::test_mlp_train_example_runs
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
+    # examples/gpt: train.py below; model.py also in test_gpt.py against PyTorch.
+    assert {p.name for p in (EXAMPLES / "gpt").glob("*.py")} == {"train.py", "model.py"}
+
+
+def test_gpt_train_loss_falls_and_it_samples():
+    out = run_example("gpt/train.py", "--steps", "50", timeout=300).stdout
+    assert line_starting(out, "gpt: 35149 characters")
+    losses = [float(m) for m in re.findall(r"^step +\d+  loss ([0-9.]+)$", out, re.M)]
+    assert len(losses) == 3 and losses[-1] < losses[0] - 0.5, out  # from ~ln(vocab) down
+    sample = line_starting(out, "sample: ")
+    assert sample.startswith("sample: 'This License") and len(eval(sample[len("sample: "):])) == 92
 
 
 def test_demo():

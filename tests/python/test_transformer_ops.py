@@ -107,3 +107,83 @@ def test_a_causal_attention_head_matches_pytorch(rng):
     (tout * torch.from_numpy(w)).sum().backward()
     for (x, t) in qs:
         close(x.grad, t.grad)
+
+
+def test_indexing_matches_pytorch_with_gradients(rng):
+    a = rng.standard_normal((5, 3))
+    x, t = both(a, requires_grad=True)
+    rows = np.array([2, 0, 2, 4])
+    picked, tpicked = x.index_select(0, gt.tensor(rows)), t.index_select(0, torch.from_numpy(rows))
+    close(picked, tpicked)
+    cols = np.array([[1, 0, 2], [2, 2, 0], [0, 1, 1], [1, 1, 1], [2, 0, 0]])
+    got, tgot = gt.gather(x, 1, gt.tensor(cols)), torch.gather(t, 1, torch.from_numpy(cols))
+    close(got, tgot)
+    ((picked * picked).sum() + got.exp().sum()).backward()
+    ((tpicked * tpicked).sum() + tgot.exp().sum()).backward()
+    close(x.grad, t.grad)  # repeated rows and columns accumulate
+    with pytest.raises(gt.Error, match="int32 or int64"):
+        x.index_select(0, gt.tensor([0.0, 1.0]))
+    with pytest.raises(gt.Error):
+        x.index_select(0, gt.tensor([7])).numpy()  # out of range: the worker's error
+
+
+def test_embedding_layer_norm_and_dropout_modules(rng):
+    gt.manual_seed(3)
+    emb = gt.nn.Embedding(10, 4)
+    temb = torch.nn.Embedding(10, 4).double()
+    ln, tln = gt.nn.LayerNorm(4), torch.nn.LayerNorm(4).double()
+    with torch.no_grad():
+        temb.weight.copy_(torch.from_numpy(emb.weight.numpy().astype(np.float64)))
+    emb.weight = gt.nn.Parameter(gt.from_numpy(temb.weight.detach().numpy()))
+    ln.weight = gt.nn.Parameter(gt.from_numpy(rng.standard_normal(4)))
+    ln.bias = gt.nn.Parameter(gt.from_numpy(rng.standard_normal(4)))
+    with torch.no_grad():
+        tln.weight.copy_(torch.from_numpy(ln.weight.numpy()))
+        tln.bias.copy_(torch.from_numpy(ln.bias.numpy()))
+    ids = np.array([[1, 7, 7], [0, 9, 1]])
+    y = ln(emb(gt.tensor(ids)))
+    ty = tln(temb(torch.from_numpy(ids)))
+    assert y.shape == (2, 3, 4)
+    close(y, ty)
+    (y * y * y).sum().backward()
+    (ty * ty * ty).sum().backward()
+    close(emb.weight.grad, temb.weight.grad)
+    close(ln.weight.grad, tln.weight.grad)
+    close(ln.bias.grad, tln.bias.grad)
+    drop = gt.nn.Dropout(0.5)
+    ones = gt.ones(1000)
+    kept = drop(ones).numpy()
+    assert set(np.unique(kept)) <= {0.0, 2.0} and 300 < (kept == 2.0).sum() < 700
+    drop.eval()
+    np.testing.assert_array_equal(drop(ones).numpy(), np.ones(1000))
+
+
+def test_module_names_equal_pytorchs():
+    class Block(gt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = gt.nn.LayerNorm(8)
+            self.fc = gt.nn.Linear(8, 8)
+
+    class TBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = torch.nn.LayerNorm(8)
+            self.fc = torch.nn.Linear(8, 8)
+
+    class Model(gt.nn.Module):
+        def __init__(self, block):
+            super().__init__()
+            self.wte = gt.nn.Embedding(16, 8)
+            self.blocks = gt.nn.ModuleList([block() for _ in range(2)])
+
+    class TModel(torch.nn.Module):
+        def __init__(self, block):
+            super().__init__()
+            self.wte = torch.nn.Embedding(16, 8)
+            self.blocks = torch.nn.ModuleList([block() for _ in range(2)])
+
+    ours = [(n, tuple(p.shape)) for n, p in Model(Block).named_parameters()]
+    theirs = [(n, tuple(p.shape)) for n, p in TModel(TBlock).named_parameters()]
+    assert ours == theirs
+    assert len(Model(Block).blocks) == 2

@@ -142,6 +142,13 @@ class Tensor {
   // from `diagonal` (0: the main one; > 0 above it), the rest zero.
   Tensor tril(int64_t diagonal = 0) const;
   Tensor triu(int64_t diagonal = 0) const;
+
+  // Indexing along `dim` by an int32/int64 index tensor, as PyTorch's
+  // (the add forms out of place; repeated positions accumulate).
+  Tensor index_select(int64_t dim, const Tensor& index) const;  // index 1-D
+  Tensor index_add(int64_t dim, const Tensor& index, const Tensor& source) const;
+  Tensor gather(int64_t dim, const Tensor& index) const;  // index of this tensor's rank
+  Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& source) const;
   Tensor& zero_() { return fill_(0); }
   Tensor& operator+=(const Tensor& other) { return copy_(*this + other); }
   Tensor& operator-=(const Tensor& other) { return copy_(*this - other); }

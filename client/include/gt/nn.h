@@ -25,6 +25,16 @@ class Linear {
 
 // x * Phi(x), Phi the standard normal CDF: the exact (erf) GELU, PyTorch's default.
 Tensor gelu(const Tensor& x);
+// weight's rows at `indices` (int32/int64, any shape): shape indices.shape + [dim].
+// The gradient adds into the rows used.
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+// Normalized over the last `dims` dimensions (mean 0, biased variance 1,
+// eps added to it), then scaled by `weight` and shifted by `bias` when given.
+Tensor layer_norm(const Tensor& x, size_t dims, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  double eps = 1e-5);
+// Training: each element zeroed with probability p, the rest scaled by
+// 1/(1-p), the mask drawn from `seed` (0: the workers' generators). Else x.
+Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed = 0);
 
 // Mean of (pred - target)^2.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);
@@ -55,11 +65,31 @@ class Adam {
   void step();
   void zero_grad();
 
+ protected:
+  // decoupled: weight decay shrinks the parameters (p *= 1 - lr * wd)
+  // instead of joining the gradient (AdamW).
+  Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay,
+       bool decoupled);
+
  private:
   std::vector<Tensor> params_;
   std::vector<Tensor> m_, v_;
   double lr_, beta1_, beta2_, eps_, weight_decay_;
+  bool decoupled_ = false;
   int64_t steps_ = 0;
 };
+
+// Adam with decoupled weight decay, as PyTorch's AdamW (default 0.01).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999, double eps = 1e-8,
+        double weight_decay = 1e-2)
+      : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
+};
+
+// Scales the parameters' gradients in place so that their joint L2 norm is
+// at most max_norm (by max_norm / (norm + 1e-6), as PyTorch); returns the
+// norm before clipping (a 0-d tensor: no sync point). Undefined grads skipped.
+Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace gt::nn

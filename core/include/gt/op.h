@@ -103,6 +103,13 @@ enum class Op : uint16_t {
   kTril,   // axes = {diagonal}: the elements above that diagonal of the last two
            // dims set to zero (rank >= 2)
   kTriu,   // axes = {diagonal}: the elements below it set to zero
+  // Indexing, axes = {dim}; an index is int32 or int64, its values in range
+  // (else the worker's error). Each "add" op makes a new tensor (as PyTorch's
+  // out-of-place forms); repeated positions accumulate.
+  kIndexSelect,  // operands {x, index (1-D)}: x's slices at index along dim
+  kIndexAdd,     // operands {base, index (1-D), source}: base + source's slices added at index
+  kGather,       // operands {x, index (x's rank)}: out[..i..] = x[..index[..i..]..] along dim
+  kScatterAdd,   // operands {base, index, source}: base + source added at index along dim
   kCount
 };
 

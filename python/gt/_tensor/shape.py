@@ -8,6 +8,12 @@ from .args import as_index, dim_arg, shape_args
 from .base import TensorBase
 
 
+def _index(x, what):
+    if isinstance(x, TensorBase):
+        return x._c
+    raise TypeError(f"{what}: expected a gt Tensor, got {type(x).__name__}")
+
+
 class ShapeOps:
     """gt.Tensor's shape and indexing methods (a mixin of core.Tensor)."""
 
@@ -45,6 +51,22 @@ class ShapeOps:
 
     def t(self):
         return self._wrap(self._c.t())
+
+    # ---- indexing by an int32/int64 index tensor (PyTorch's names; the add forms out of place) ----
+
+    def index_select(self, dim, index):
+        return self._wrap(self._c.index_select(as_index(dim, "index_select"), _index(index, "index_select")))
+
+    def index_add(self, dim, index, source):
+        return self._wrap(self._c.index_add(as_index(dim, "index_add"), _index(index, "index_add"),
+                                            _index(source, "index_add")))
+
+    def gather(self, dim, index):
+        return self._wrap(self._c.gather(as_index(dim, "gather"), _index(index, "gather")))
+
+    def scatter_add(self, dim, index, src):
+        return self._wrap(self._c.scatter_add(as_index(dim, "scatter_add"), _index(index, "scatter_add"),
+                                              _index(src, "scatter_add")))
 
     @property
     def T(self):

@@ -6,7 +6,7 @@ from .. import _C
 from .._tensor import Tensor, _wrap, tensor
 
 __all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "linear", "relu", "gelu", "sigmoid", "tanh", "softmax",
-           "log_softmax"]
+           "log_softmax", "embedding", "layer_norm", "dropout"]
 
 
 def _t(x, what, like=None):
@@ -50,6 +50,27 @@ def gelu(input, approximate="none"):
     if approximate != "none":
         raise ValueError(f"gelu: only approximate='none' (the exact erf form) is supported, got {approximate!r}")
     return _wrap(_C.gelu(_t(input, "gelu")))
+
+
+def embedding(input, weight):
+    """weight's rows at the int indices `input` (any shape): shape input.shape + (embedding_dim,)."""
+    return _wrap(_C.embedding(_t(input, "embedding"), _t(weight, "embedding")))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalized over the trailing dims `normalized_shape` (mean 0, biased variance 1), then * weight + bias."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    if tuple(input.shape[len(input.shape) - len(shape):]) != shape:
+        raise ValueError(f"layer_norm: normalized_shape {shape} does not end the input's shape {tuple(input.shape)}")
+    return _wrap(_C.layer_norm(_t(input, "layer_norm"), len(shape), None if weight is None else weight._c,
+                               None if bias is None else bias._c, float(eps)))
+
+
+def dropout(input, p=0.5, training=True, seed=None):
+    """Zeroes each element with probability p and scales the rest by 1/(1-p) when training; else the input.
+    The mask comes from `seed`, else the sequence gt.manual_seed set, else the workers' generators."""
+    from .._tensor import _next_seed
+    return _wrap(_C.dropout(_t(input, "dropout"), float(p), bool(training), _next_seed() if seed is None else int(seed)))
 
 
 def sigmoid(x):

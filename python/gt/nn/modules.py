@@ -20,7 +20,8 @@ from .._grad import no_grad
 from .._tensor import Tensor, _next_seed, _wrap, tensor
 from . import functional as F
 
-__all__ = ["Module", "Linear", "Sequential", "ReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity",
+__all__ = ["Module", "Linear", "Sequential", "ModuleList", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
+           "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity",
            "MSELoss", "BCELoss", "CrossEntropyLoss", "Parameter"]
 
 
@@ -202,6 +203,83 @@ class Sequential(Module):
 class ReLU(Module):
     def forward(self, x):
         return x.relu()
+
+
+class Embedding(Module):
+    """A lookup table: weight (num_embeddings, embedding_dim), initialized N(0, 1) as in PyTorch."""
+
+    def __init__(self, num_embeddings, embedding_dim, seed=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        from .._tensor import randn
+        self.weight = Parameter(randn(self.num_embeddings, self.embedding_dim, seed=seed))
+
+    def forward(self, input):
+        return F.embedding(input, self.weight)
+
+    def extra_repr(self):
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class LayerNorm(Module):
+    """Normalizes the trailing `normalized_shape` dims; weight ones and bias zeros (elementwise_affine)."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True):
+        super().__init__()
+        self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        self.eps = float(eps)
+        from .._tensor import ones, zeros
+        self.weight = Parameter(ones(*self.normalized_shape)) if elementwise_affine else None
+        self.bias = Parameter(zeros(*self.normalized_shape)) if elementwise_affine else None
+
+    def forward(self, x):
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """F.dropout in training mode (module.train()), the identity in eval mode (module.eval())."""
+
+    def __init__(self, p=0.5):
+        super().__init__()
+        if not 0 <= p <= 1:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
+        self.p = float(p)
+
+    def forward(self, x):
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self):
+        return f"p={self.p}"
+
+
+class ModuleList(Module):
+    """A list of modules, named '0', '1', ... in named_parameters() (as PyTorch's)."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def _layers(self):
+        return [v for k, v in vars(self).items() if k.isdigit()]
+
+    def append(self, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList: expected a Module, got {type(module).__name__}")
+        setattr(self, str(len(self)), module)
+        return self
+
+    def __getitem__(self, i):
+        return self._layers()[i]
+
+    def __len__(self):
+        return len(self._layers())
+
+    def __iter__(self):
+        return iter(self._layers())
 
 
 class GELU(Module):
