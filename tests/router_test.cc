@@ -462,5 +462,26 @@ TEST_F(RouterTest, AdmissionRefusesWhatOnlyTheDispatcherSends) {
   EXPECT_EQ(c.admitted, 0u);
 }
 
+// A free is never refused whole: what the client holds is freed (one free
+// per worker), an id it does not hold is named. Admission has forgotten
+// them all, so a refused free would leave tensors its quota no longer sees.
+TEST_F(RouterTest, AFreeFreesWhatTheClientHoldsAndNamesTheRest) {
+  ClientState& c = NewClient("f");
+  ASSERT_TRUE(router_.Accept(Op1(Op::kZeros, c.id, 1, {}, 1)).ok());
+  Instruction placed = Op1(Op::kZeros, c.id, 2, {}, 2);
+  placed.worker = 1;
+  ASSERT_TRUE(router_.Accept(placed).ok());
+  TakeBatches();
+  Status free = router_.Accept(MakeFree(c.id, 3, {1, 999, 2}));
+  EXPECT_EQ(free.code(), Code::kNotFound);
+  EXPECT_NE(free.message().find("unknown tensor %999"), std::string::npos) << free.message();
+  EXPECT_TRUE(c.tensors.empty());
+  auto batches = TakeBatches();
+  ASSERT_EQ(batches["worker-0"].size(), 1u);
+  ASSERT_EQ(batches["worker-1"].size(), 1u);
+  EXPECT_EQ(batches["worker-0"][0].operands, std::vector<TensorId>{1});
+  EXPECT_EQ(batches["worker-1"][0].operands, std::vector<TensorId>{2});
+}
+
 }  // namespace
 }  // namespace gt

@@ -162,6 +162,39 @@ TEST_F(UnitStrategyTest, ArithmeticChainMatchesEagerOnEveryStrategy) {
   EXPECT_GT(stats.instructions_by[static_cast<size_t>(UnitStrategy::kFused)], 0u);
 }
 
+// The memory quota (max_client_mib) is checked before a unit runs, from its
+// body's shapes; a body (or an eager op) whose shapes gt's rules cannot work
+// out is refused unrun rather than let through unbounded.
+TEST_F(UnitStrategyTest, TheMemoryQuotaRefusesWhatItCannotBound) {
+  TorchBackendOptions options{1, {}, 256, 0};
+  options.max_client_bytes = 1 << 20;
+  backend_ = std::make_unique<TorchBackend>(options);
+  Store(1, at::ones({2}));
+  Instruction zeros = Make(Op::kZeros, {}, {2});
+  zeros.attrs.shape = {4096, 4096};  // 64 MiB
+  Instruction slice = Make(Op::kSlice, {1}, {3});
+  slice.attrs.axes = {0, 0, 1000, 1};  // past the end: ATen would clamp, gt's shape rules refuse it
+  auto run = [&](uint64_t key) {
+    Instruction inst = Make(Op::kRunUnit, {1}, {100, 101});
+    inst.attrs.seed = key;
+    return backend_->Execute(inst, sink_);
+  };
+  Define(UnitTemplate{1, {zeros, Make(Op::kNeg, {1}, {3})}}, 8);
+  Status bounded = run(8);
+  EXPECT_EQ(bounded.code(), Code::kResourceExhausted) << bounded.message();
+  Define(UnitTemplate{1, {zeros, slice}}, 9);
+  Status unbounded = run(9);
+  EXPECT_EQ(unbounded.code(), Code::kInvalidArgument) << unbounded.message();
+  EXPECT_NE(unbounded.message().find("body instruction 1"), std::string::npos) << unbounded.message();
+  // Eager: cat of a legacy (0,) tensor with a 2-D one (ATen skips the first; gt's rules refuse).
+  Store(4, at::zeros({0}));
+  Store(5, at::ones({256, 256}));
+  Instruction cat = Make(Op::kCat, {4, 5, 5, 5, 5, 5}, {6});
+  cat.attrs.axes = {0};
+  EXPECT_EQ(backend_->Execute(cat, sink_).code(), Code::kInvalidArgument);
+  EXPECT_EQ(backend_->Stats().live_tensors, 3u);  // %1, %4 and %5: nothing else was made
+}
+
 TEST_F(UnitStrategyTest, MixedUnitMatchesEager) {
   at::Tensor a = at::rand({8, 16}), b = at::rand({4, 16});
   at::Tensor want = at::sum(at::pow(at::tanh(at::matmul(a, b.transpose(0, 1))), 2), {1});

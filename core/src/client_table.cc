@@ -74,9 +74,13 @@ void ClientTable::Erase(ClientId id) {
 void ClientTable::Close(ClientId id, const std::string& why) {
   ClientState* c = Find(id);
   if (!c) return;
-  if (closed_.emplace(c->route, why).second) closed_order_.push_back(c->route);
+  const uint64_t number = ++closures_;
+  closed_[c->route] = {why, number};
+  closed_order_.emplace_back(c->route, number);
   if (closed_order_.size() > kRememberedClosures) {
-    closed_.erase(closed_order_.front());
+    const auto& [route, oldest] = closed_order_.front();
+    auto it = closed_.find(route);
+    if (it != closed_.end() && it->second.second == oldest) closed_.erase(it);
     closed_order_.pop_front();
   }
   Erase(id);
@@ -85,7 +89,7 @@ void ClientTable::Close(ClientId id, const std::string& why) {
 std::optional<std::string> ClientTable::ClosedWhy(const std::string& route) const {
   auto it = closed_.find(route);
   if (it == closed_.end()) return std::nullopt;
-  return it->second;
+  return it->second.first;
 }
 
 size_t ClientTable::SessionsOf(const std::string& key) const {

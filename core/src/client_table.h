@@ -102,8 +102,12 @@ class ClientTable {
   std::unordered_map<ClientId, ClientState> clients_;
   std::unordered_map<std::string, ClientId> by_route_;
   std::unordered_map<uint64_t, ClientId> by_token_;
-  std::unordered_map<std::string, std::string> closed_;  // route -> why its session was closed
-  std::deque<std::string> closed_order_;                 // closed_'s routes, oldest first
+  // route -> why its session was closed, and the closure's number; the
+  // routes in closing order with that number (a route that opened again
+  // and closed anew is forgotten by its newer number, not its old one).
+  std::unordered_map<std::string, std::pair<std::string, uint64_t>> closed_;
+  std::deque<std::pair<std::string, uint64_t>> closed_order_;
+  uint64_t closures_ = 0;
 };
 
 }  // namespace gt

@@ -277,8 +277,12 @@ class Dispatcher::Impl final : public PeerSender {
         if (env.token() == 0) return RejectMessage(msg.routing_id, InvalidArgument("HELLO carries no heartbeat token"));
         return Hello(msg.routing_id, env.token(), peer_key);
       case wire::Envelope::BATCH:
-        // Nothing is kept for a peer that never said HELLO.
-        if (ClientState* c = clients_.FindByRoute(msg.routing_id)) return HandleBatch(*c, msg);
+        // Nothing is kept for a peer that never said HELLO; a session is
+        // the key's that opened it, whatever routing id a peer claims.
+        if (ClientState* c = clients_.FindByRoute(msg.routing_id)) {
+          if (c->key != peer_key) return RejectMessage(msg.routing_id, InvalidArgument("this session belongs to another key"));
+          return HandleBatch(*c, msg);
+        }
         if (std::optional<std::string> why = clients_.ClosedWhy(msg.routing_id))
           return RejectMessage(msg.routing_id, Unavailable("this client's session was closed (" + *why +
                                                            "); its tensors are gone: connect again"));

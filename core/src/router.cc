@@ -1,6 +1,7 @@
 #include "router.h"
 
 #include <algorithm>
+#include <map>
 #include <unordered_set>
 
 #include "gt/log.h"
@@ -54,11 +55,10 @@ Status Router::Accept(Instruction inst) {
     std::erase_if(inst.operands, [&](TensorId id) { return c.failed.Forget(id); });
     if (inst.operands.empty()) return Status::Ok();
   }
+  if (inst.op == Op::kFree) return Free(c, inst);
   if (Status s = CheckIds(c, inst); !s.ok()) return Refuse(c, inst, s);
   Result<size_t> target = TargetWorker(c, inst);
   if (!target.ok()) return Refuse(c, inst, target.status());
-  if (inst.op == Op::kFree)
-    for (TensorId id : inst.operands) c.tensors.erase(id);
   if (inst.op == Op::kRunUnit) {
     if (Status s = SendUnitOnce(c, *target, inst); !s.ok()) return Refuse(c, inst, s);
     for (TensorId id : ConsumedOperands(inst)) c.tensors.erase(id);
@@ -204,6 +204,33 @@ Result<size_t> Router::TargetWorker(ClientState& c, const Instruction& inst) {
   if (!w) return Unavailable(inst.Describe() + ": no live worker");
   c.worker = static_cast<int>(*w);
   return *w;
+}
+
+// Every operand the client holds is freed, wherever each lives (one free
+// per worker): admission's books have forgotten them all, so no free is
+// refused whole. Ids it does not hold are an error for its next sync.
+Status Router::Free(ClientState& c, const Instruction& free) {
+  std::map<size_t, std::vector<TensorId>> by_worker;
+  std::vector<TensorId> unknown;
+  for (TensorId id : free.operands) {
+    auto it = c.tensors.find(id);
+    if (it == c.tensors.end()) {
+      unknown.push_back(id);
+      continue;
+    }
+    by_worker[it->second].push_back(id);
+    c.tensors.erase(it);
+  }
+  for (auto& [w, ids] : by_worker) {
+    if (!workers_.IsAlive(w)) continue;  // gone with the worker
+    Instruction piece = free;
+    piece.operands = std::move(ids);
+    Enqueue(w, c, piece);
+  }
+  if (unknown.empty()) return Status::Ok();
+  return NotFound(free.Describe() + ": unknown tensor " + TensorName(unknown[0]) +
+                  (unknown.size() > 1 ? " and " + std::to_string(unknown.size() - 1) + " more" : "") +
+                  " (the others were freed)");
 }
 
 // Remembers that the results of `inst` were never made (a result id that

@@ -63,6 +63,7 @@ class Router final : public Terminal {
   // stages' business.
   Status NoteLostTensors(const Instruction& membership);
   Status SendDrop(ClientState& c, const Instruction& drop);
+  Status Free(ClientState& c, const Instruction& free);
   Status DefineUnit(ClientState& c, Instruction inst);
   Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);
   Status CheckIds(const ClientState& c, const Instruction& inst) const;

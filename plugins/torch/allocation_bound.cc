@@ -23,7 +23,8 @@ double Bytes(const TensorMeta& meta) {
 
 bool MayOutgrowOperands(const Instruction& inst) {
   const OpKind kind = KindOf(inst.op);
-  return kind == OpKind::kBinary || kind == OpKind::kContract || inst.op == Op::kCat;
+  return kind == OpKind::kBinary || kind == OpKind::kContract || inst.op == Op::kCat || inst.op == Op::kIndexSelect ||
+         inst.op == Op::kGather;
 }
 
 // The common elementwise case, without inferring: equal shapes, no broadcast.
@@ -36,37 +37,38 @@ bool SameShapes(const Instruction& inst, const TensorSource& operands) {
 
 }  // namespace
 
-std::optional<double> GrowingResultBytes(const Instruction& inst, const TensorSource& operands) {
-  if (!MayOutgrowOperands(inst) || SameShapes(inst, operands)) return std::nullopt;
+Result<std::optional<double>> GrowingResultBytes(const Instruction& inst, const TensorSource& operands) {
+  if (!MayOutgrowOperands(inst) || SameShapes(inst, operands)) return std::optional<double>();
   std::vector<TensorMeta> metas;
   metas.reserve(inst.operands.size());
   for (TensorId id : inst.operands) {
     const at::Tensor* t = operands.Find(id);
     std::optional<TensorMeta> meta = t ? MetaOf(*t) : std::nullopt;
-    if (!meta) return std::nullopt;
+    if (!meta) return std::optional<double>();  // the kernel names the missing operand
     metas.push_back(std::move(*meta));
   }
   std::vector<const TensorMeta*> pointers;
   for (const TensorMeta& m : metas) pointers.push_back(&m);
   Result<TensorMeta> result = InferResult(inst, pointers);
-  if (!result.ok()) return std::nullopt;
-  return Bytes(*result);
+  if (!result.ok()) return result.status();
+  return std::optional<double>(Bytes(*result));
 }
 
-std::optional<double> UnitPeakBytes(const UnitTemplate& unit, const std::vector<at::Tensor>& inputs) {
+Result<std::optional<double>> UnitPeakBytes(const UnitTemplate& unit, const std::vector<at::Tensor>& inputs) {
   // A unit refused before it runs would leave its collectives' other
   // members waiting for this one: such a unit is checked after it ran.
   for (const Instruction& body : unit.body)
-    if (KindOf(body.op) == OpKind::kCollective) return std::nullopt;
+    if (KindOf(body.op) == OpKind::kCollective) return std::optional<double>();
   std::unordered_map<TensorId, TensorMeta> metas;  // placeholder -> its metadata
   for (size_t i = 0; i < inputs.size(); ++i) {
     std::optional<TensorMeta> meta = MetaOf(inputs[i]);
-    if (!meta) return std::nullopt;
+    if (!meta) return InvalidArgument("input " + std::to_string(i + 1) + " has a dtype gt cannot express");
     metas[static_cast<TensorId>(i + 1)] = std::move(*meta);
   }
   std::unordered_map<TensorId, double> made;  // the body's own live tensors -> bytes
   double live = 0, peak = 0;
-  for (const Instruction& body : unit.body) {
+  for (size_t i = 0; i < unit.body.size(); ++i) {
+    const Instruction& body = unit.body[i];
     if (body.op == Op::kFree) {
       for (TensorId id : body.operands) {
         auto it = made.find(id);
@@ -80,18 +82,20 @@ std::optional<double> UnitPeakBytes(const UnitTemplate& unit, const std::vector<
     std::vector<const TensorMeta*> operands;
     for (TensorId id : body.operands) {
       auto it = metas.find(id);
-      if (it == metas.end()) return std::nullopt;
+      if (it == metas.end()) return InvalidArgument("body instruction " + std::to_string(i) + " names no tensor " +
+                                                    std::to_string(id));
       operands.push_back(&it->second);
     }
     Result<TensorMeta> result = InferResult(body, operands);
-    if (!result.ok()) return std::nullopt;
+    if (!result.ok())
+      return Status(result.status().code(), "body instruction " + std::to_string(i) + ": " + result.status().message());
     const double bytes = Bytes(*result);
     made[body.results[0]] = bytes;
     metas[body.results[0]] = std::move(*result);
     live += bytes;
     peak = std::max(peak, live);
   }
-  return peak;
+  return std::optional<double>(peak);
 }
 
 }  // namespace gt::torch_backend

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "gt/instruction.h"
+#include "gt/status.h"
 #include "gt/unit.h"
 #include "kernels.h"
 
@@ -20,14 +21,16 @@ namespace gt::torch_backend {
 
 // The bytes of the result of `inst` (a tensor op whose result can be larger
 // than its largest operand: broadcasting, contraction, concatenation), from
-// its operands in `operands`. nullopt where it cannot outgrow its operands,
-// or cannot be worked out (then the kernel names the error).
-std::optional<double> GrowingResultBytes(const Instruction& inst, const TensorSource& operands);
+// its operands in `operands` (and indexing, whose index may pick a row many
+// times). nullopt where it cannot outgrow its operands or an operand is
+// missing (the kernel names it); an error where the shapes do not work out,
+// which refuses the op: what gt cannot bound, it does not run.
+Result<std::optional<double>> GrowingResultBytes(const Instruction& inst, const TensorSource& operands);
 
 // The most bytes `unit`'s body holds at once beyond its inputs, run on
-// `inputs` (in placeholder order). nullopt when the body's shapes do not
-// work out (the run then fails on that instruction), or when it takes part
-// in a collective (refusing it would stall the other members).
-std::optional<double> UnitPeakBytes(const UnitTemplate& unit, const std::vector<at::Tensor>& inputs);
+// `inputs` (in placeholder order). nullopt when it takes part in a
+// collective (refusing it would stall the other members); an error naming
+// the body instruction whose shapes do not work out.
+Result<std::optional<double>> UnitPeakBytes(const UnitTemplate& unit, const std::vector<at::Tensor>& inputs);
 
 }  // namespace gt::torch_backend

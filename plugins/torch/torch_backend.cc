@@ -137,6 +137,10 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kWhere:
     case Op::kTril:
     case Op::kTriu:
+    case Op::kIndexSelect:
+    case Op::kIndexAdd:
+    case Op::kGather:
+    case Op::kScatterAdd:
     case Op::kReshape:
     case Op::kTranspose:
     case Op::kUnsqueeze:
@@ -192,7 +196,7 @@ Status TorchBackend::ComputeAndStore(const Instruction& inst, TensorSource opera
   return Status::Ok();
 }
 
-std::optional<double> TorchBackend::AllocationBytes(const Instruction& inst) const {
+Result<std::optional<double>> TorchBackend::AllocationBytes(const Instruction& inst) const {
   if (inst.op == Op::kRunUnit) return units_.PeakBytes(inst, tensors_);
   if (KindOf(inst.op) != OpKind::kCreate) return GrowingResultBytes(inst, TensorSource(tensors_.Find(inst.client)));
   double elements = 1;  // in double: a hostile shape must not overflow into a small number
@@ -204,15 +208,16 @@ std::optional<double> TorchBackend::AllocationBytes(const Instruction& inst) con
   } else {
     for (int64_t d : inst.attrs.shape) elements *= static_cast<double>(std::max<int64_t>(d, 0));
   }
-  return elements * static_cast<double>(ElementSize(inst.attrs.dtype));
+  return std::optional<double>(elements * static_cast<double>(ElementSize(inst.attrs.dtype)));
 }
 
 Status TorchBackend::CheckAllocationQuota(const Instruction& inst) const {
   if (max_client_bytes_ == 0) return Status::Ok();
-  std::optional<double> bytes = AllocationBytes(inst);
-  if (!bytes) return Status::Ok();
+  Result<std::optional<double>> bytes = AllocationBytes(inst);
+  if (!bytes.ok()) return Status(bytes.status().code(), inst.Describe() + ": " + bytes.status().message());
+  if (!*bytes) return Status::Ok();
   const TensorTable::Namespace* held = tensors_.Find(inst.client);
-  const double after = (held ? static_cast<double>(held->bytes()) : 0) + *bytes;
+  const double after = (held ? static_cast<double>(held->bytes()) : 0) + **bytes;
   return after > static_cast<double>(max_client_bytes_) ? OverQuota(inst, after) : Status::Ok();
 }
 

@@ -115,8 +115,9 @@ class TorchBackend final : public gt::Backend {
   // request allocates nothing, and after any op (its results are dropped
   // again when they took the client past it).
   Status CheckAllocationQuota(const Instruction& inst) const;
-  // What `inst` will allocate, where that is known beforehand.
-  std::optional<double> AllocationBytes(const Instruction& inst) const;
+  // What `inst` will allocate, where that is known beforehand; an error for
+  // an op whose result gt's shape rules cannot work out (refused unrun).
+  Result<std::optional<double>> AllocationBytes(const Instruction& inst) const;
   Status CheckResidentQuota(const Instruction& inst);
   Status OverQuota(const Instruction& inst, double bytes) const;
 

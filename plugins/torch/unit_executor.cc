@@ -72,7 +72,7 @@ struct UnitExecutor::CompiledUnit {
   // PeakBytes() of the last inputs' shapes and dtypes (a unit mostly runs
   // on one set): the key, and the bound.
   mutable std::optional<std::vector<int64_t>> peak_key;
-  mutable std::optional<double> peak;
+  mutable Result<std::optional<double>> peak = std::optional<double>();
 
   UnitGraph* GraphFor(UnitStrategy s) const {
     return s == UnitStrategy::kGraph ? graph.get() : s == UnitStrategy::kFused ? fused.get() : nullptr;
@@ -301,12 +301,12 @@ Result<std::vector<at::Tensor>> UnitExecutor::RunStrategy(const Instruction& run
   return outputs;
 }
 
-std::optional<double> UnitExecutor::PeakBytes(const Instruction& inst, const TensorTable& table) const {
+Result<std::optional<double>> UnitExecutor::PeakBytes(const Instruction& inst, const TensorTable& table) const {
   auto it = units_.find(inst.attrs.seed);
-  if (it == units_.end()) return std::nullopt;
+  if (it == units_.end()) return std::optional<double>();
   const CompiledUnit& unit = *it->second;
   Result<std::vector<at::Tensor>> inputs = Operands(inst, inst.operands.size(), TensorSource(table.Find(inst.client)));
-  if (!inputs.ok()) return std::nullopt;
+  if (!inputs.ok()) return std::optional<double>();
   std::vector<int64_t> key;
   for (const at::Tensor& t : *inputs) {
     key.push_back(static_cast<int64_t>(t.scalar_type()));

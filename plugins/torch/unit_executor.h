@@ -92,9 +92,10 @@ class UnitExecutor {
   Status Run(const Instruction& inst, TensorTable& tensors);
 
   // The most bytes a run of `inst` (kRunUnit) holds at once beyond its
-  // inputs (allocation_bound.h); nullopt when that cannot be worked out
-  // (no such unit, a missing input: Run() names the fault).
-  std::optional<double> PeakBytes(const Instruction& inst, const TensorTable& tensors) const;
+  // inputs (allocation_bound.h); nullopt for no such unit or a missing
+  // input (Run() names the fault) and for a unit with collectives; an error
+  // when its body's shapes do not work out on these inputs.
+  Result<std::optional<double>> PeakBytes(const Instruction& inst, const TensorTable& tensors) const;
 
   // What happened to units so far.
   const UnitStats& Stats() const { return stats_; }
