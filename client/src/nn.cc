@@ -88,22 +88,25 @@ Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed) {
   return x * keep * (1.0 / (1.0 - p));
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
   if (logits.dim() != 2 || targets.dim() != 1 || targets.shape()[0] != logits.shape()[0])
     throw Error(Code::kInvalidArgument, "cross_entropy: expects logits (batch, classes) and targets (batch), got " +
                                             ShapeToString(logits.shape()) + " and " + ShapeToString(targets.shape()));
   if (IsFloatingPoint(targets.dtype()))
     throw Error(Code::kInvalidArgument, "cross_entropy: targets must hold class indices (int32/int64), got " +
                                             std::string(DTypeName(targets.dtype())));
-  int64_t classes = logits.shape()[1];
-  Tensor one_hot;
+  // Each row's log-probability of its class, gathered; rows whose target is
+  // ignore_index count for nothing (their index made safe for the gather).
+  Tensor keep, picked_class;
   {
     NoGradGuard no_grad;
-    Tensor cls = arange(0, static_cast<double>(classes), 1, DType::kInt64).unsqueeze(0);
-    one_hot = targets.unsqueeze(1).eq(cls);  // float32 mask
-    if (logits.dtype() == DType::kFloat64) one_hot = one_hot * ones({1}, DType::kFloat64);
+    const Tensor ignored = targets.eq(static_cast<double>(ignore_index));  // 1.0 / 0.0 mask
+    keep = (1.0 - ignored).unsqueeze(1);
+    if (logits.dtype() == DType::kFloat64) keep = keep * ones({1}, DType::kFloat64);
+    picked_class = where(ignored, 0.0, targets).unsqueeze(1);
   }
-  return -(logits.log_softmax(1) * one_hot).sum({1}).mean();
+  const Tensor picked = logits.log_softmax(1).gather(1, picked_class) * keep;
+  return -picked.sum() / keep.sum();
 }
 
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)

@@ -35,7 +35,7 @@ void BindNN(py::module_& m) {
   m.def("dropout", &nn::dropout, py::arg("x"), py::arg("p"), py::arg("training"), py::arg("seed"));
   m.def("mse_loss", &nn::mse_loss, py::arg("pred"), py::arg("target"));
   m.def("binary_cross_entropy", &nn::binary_cross_entropy, py::arg("probabilities"), py::arg("target"));
-  m.def("cross_entropy", &nn::cross_entropy, py::arg("logits"), py::arg("targets"));
+  m.def("cross_entropy", &nn::cross_entropy, py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -100);
 
   // step() issues a handful of ops per parameter; the GIL is released while
   // it runs (nothing in it calls back into Python).

@@ -187,3 +187,18 @@ def test_module_names_equal_pytorchs():
     theirs = [(n, tuple(p.shape)) for n, p in TModel(TBlock).named_parameters()]
     assert ours == theirs
     assert len(Model(Block).blocks) == 2
+
+
+def test_cross_entropy_with_ignore_index_matches_pytorch(rng):
+    a = rng.standard_normal((6, 5))
+    x, t = both(a, requires_grad=True)
+    targets = np.array([1, -100, 4, 0, -100, 4])
+    loss = gt.nn.functional.cross_entropy(x, gt.tensor(targets))
+    tloss = torch.nn.functional.cross_entropy(t, torch.from_numpy(targets))
+    assert abs(loss.item() - tloss.item()) < 1e-6
+    loss.backward()
+    tloss.backward()
+    close(x.grad, t.grad)
+    same = gt.nn.CrossEntropyLoss(ignore_index=4)(x, gt.tensor(np.array([1, 4, 4, 0, 2, 3])))
+    tsame = torch.nn.CrossEntropyLoss(ignore_index=4)(t, torch.tensor([1, 4, 4, 0, 2, 3]))
+    assert abs(same.item() - tsame.item()) < 1e-6

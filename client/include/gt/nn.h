@@ -41,8 +41,9 @@ Tensor mse_loss(const Tensor& pred, const Tensor& target);
 // Mean of -(t log p + (1 - t) log(1 - p)); log clamped at -100 as in PyTorch.
 Tensor binary_cross_entropy(const Tensor& probabilities, const Tensor& target);
 // Mean over the batch of -log_softmax(logits)[i, target[i]]; `targets` holds
-// class indices (int32/int64), `logits` is (batch, classes).
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets);
+// class indices (int32/int64), `logits` is (batch, classes). Rows whose
+// target is ignore_index are left out of the sum and the count (PyTorch's).
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 
 // Both optimizers update parameters in place (no new remote tensor per step)
 // and skip parameters whose grad is undefined.

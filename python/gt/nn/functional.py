@@ -30,9 +30,10 @@ def binary_cross_entropy(input, target):
                                          _t(target, "binary_cross_entropy", input)))
 
 
-def cross_entropy(input, target):
-    """Mean over the batch of -log_softmax(input)[i, target[i]]; `target` holds class indices (int32/int64)."""
-    return _wrap(_C.cross_entropy(_t(input, "cross_entropy"), _t(target, "cross_entropy")))
+def cross_entropy(input, target, ignore_index=-100):
+    """Mean over the batch of -log_softmax(input)[i, target[i]]; `target` holds class indices (int32/int64);
+    rows whose target is `ignore_index` are left out of the sum and the count."""
+    return _wrap(_C.cross_entropy(_t(input, "cross_entropy"), _t(target, "cross_entropy"), int(ignore_index)))
 
 
 def linear(input, weight, bias=None):

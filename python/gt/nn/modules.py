@@ -339,5 +339,9 @@ class BCELoss(Module):
 
 
 class CrossEntropyLoss(Module):
+    def __init__(self, ignore_index=-100):
+        super().__init__()
+        self.ignore_index = int(ignore_index)
+
     def forward(self, input, target):
-        return F.cross_entropy(input, target)
+        return F.cross_entropy(input, target, self.ignore_index)
