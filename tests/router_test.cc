@@ -458,6 +458,15 @@ TEST_F(RouterTest, AdmissionRefusesWhatOnlyTheDispatcherSends) {
   Instruction placed = Op1(Op::kZeros, c.id, 1, {}, 1);
   placed.worker = 1;
   EXPECT_EQ(admission.Admit(c, placed).code(), Code::kInvalidArgument);
+  // Counts the stages index without looking (found by the dispatcher fuzzer).
+  Instruction no_result = Op1(Op::kSqueeze, c.id, 2, {}, 1);
+  no_result.results.clear();
+  EXPECT_EQ(admission.Admit(c, no_result).code(), Code::kInvalidArgument);
+  Instruction fill = Op1(Op::kFill, c.id, 3, {}, 1);
+  fill.results.clear();
+  Status empty_fill = admission.Admit(c, fill);
+  EXPECT_EQ(empty_fill.code(), Code::kInvalidArgument);
+  EXPECT_NE(empty_fill.message().find("expected 1 operand(s), got 0"), std::string::npos) << empty_fill.message();
   EXPECT_TRUE(c.live.empty());
   EXPECT_EQ(c.admitted, 0u);
 }

@@ -51,6 +51,21 @@ Status Admission::CheckSender(const Instruction& inst) {
   if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && MarksHotSequence(inst))
     return InvalidArgument(inst.Describe() + ": a client's markers carry no sequence id");
   if (inst.op == Op::kDefineUnit && inst.payload) return CheckUnitBody(inst);
+  return CheckArity(inst);
+}
+
+// The counts the stages index without looking (a tensor op's result, a
+// mutation's destination and source, what a fetch reads): found wrong by the
+// dispatcher fuzzer, they read past the end of a list in the sharding stage.
+Status Admission::CheckArity(const Instruction& inst) {
+  if (ProducesTensor(inst.op) && inst.results.size() != 1)
+    return InvalidArgument(inst.Describe() + ": expected exactly one result id, got " +
+                           std::to_string(inst.results.size()));
+  const size_t operands = inst.op == Op::kCopyInto ? 2 : 1;
+  const bool fixed = inst.op == Op::kCopyInto || inst.op == Op::kFill || inst.op == Op::kFetch;
+  if (fixed && inst.operands.size() != operands)
+    return InvalidArgument(inst.Describe() + ": expected " + std::to_string(operands) + " operand(s), got " +
+                           std::to_string(inst.operands.size()));
   return Status::Ok();
 }
 

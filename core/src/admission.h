@@ -7,7 +7,8 @@
 // collective:
 //  - the sender's role: only the kinds the op table lets a client send
 //    (ClientMaySend), also inside a unit's body; no worker of its choosing;
-//    no hot sequence ids on markers (the hotpath stage's);
+//    no hot sequence ids on markers (the hotpath stage's); the result and
+//    operand counts the stages rely on;
 //  - the client's quotas (manifest `limits:`): tensors it holds and
 //    instructions no sync has answered yet. Frees, syncs, markers and
 //    configures are never refused: they give resources back, report
@@ -41,6 +42,7 @@ class Admission {
 
  private:
   static Status CheckUnitBody(const Instruction& define);
+  static Status CheckArity(const Instruction& inst);
   Status CheckQuota(const ClientState& c, const Instruction& inst) const;
   static void Count(ClientState& c, const Instruction& inst);
 
