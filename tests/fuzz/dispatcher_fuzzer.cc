@@ -53,24 +53,6 @@ constexpr size_t kMaxOps = 64;
 constexpr uint64_t kOwnSyncBase = uint64_t{1} << 40;
 constexpr auto kAnswerTimeout = std::chrono::seconds(10);
 
-// Crashes found in code outside the fuzzing work's reach, not fixed yet
-// (docs/FUZZING.md, "Open findings"; each input is in tests/fuzz/known/):
-// instructions that reach one are left out of the batch, so that fuzzing
-// goes on past it. Delete a line once its bug is fixed and move its input
-// to tests/fuzz/regressions/. GT_FUZZ_KNOWN=1 lets them through, to
-// reproduce one: `GT_FUZZ_KNOWN=1 gt_fuzz_dispatcher tests/fuzz/known/dispatcher/*`.
-bool HitsKnownCrash(const Instruction& inst) {
-  static const bool let_through = std::getenv("GT_FUZZ_KNOWN") != nullptr;
-  if (let_through || inst.op >= Op::kCount) return false;
-  // modifiers/sharding/strategies.cc Whole(): a fill or copy_into without
-  // operands, from a client with a signal config, reads in[0] of nothing.
-  if (KindOf(inst.op) == OpKind::kMutate && inst.operands.empty()) return true;
-  // strategies.cc Whole(): a tensor op without a result (a squeeze of a
-  // sharded [4, 0]) reads results[0] of nothing.
-  if (ProducesTensor(inst.op) && inst.results.empty()) return true;
-  return false;
-}
-
 template <typename T>
 T OrDie(Result<T> r, const char* what) {
   if (!r.ok()) Fail(std::string(what) + ": " + r.status().ToString());
@@ -203,7 +185,6 @@ void Harness::Run(const std::vector<Instruction>& batch) {
   std::vector<BlobPtr> frames;
   std::set<uint64_t> seqs;
   for (const Instruction& inst : batch) {
-    if (HitsKnownCrash(inst)) continue;
     EncodeInstruction(inst, env.add_instructions(), &frames);
     seqs.insert(inst.seq);
   }
