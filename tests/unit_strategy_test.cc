@@ -195,6 +195,16 @@ TEST_F(UnitStrategyTest, TheMemoryQuotaRefusesWhatItCannotBound) {
   EXPECT_EQ(backend_->Stats().live_tensors, 3u);  // %1, %4 and %5: nothing else was made
 }
 
+// A unit's input count comes from the wire and sizes a worker's tables: it
+// may not exceed the operands its body uses (found by the codec fuzzer's
+// review: ~820 million declared inputs).
+TEST(UnitAnalysisTest, RefusesMoreInputsThanTheBodyUses) {
+  Result<UnitInterface> huge = AnalyzeUnit(UnitTemplate{820'000'000, {Make(Op::kNeg, {1}, {820'000'001})}});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("declares 820000000 inputs"), std::string::npos) << huge.status().message();
+  EXPECT_TRUE(AnalyzeUnit(UnitTemplate{1, {Make(Op::kNeg, {1}, {2})}}).ok());
+}
+
 TEST_F(UnitStrategyTest, MixedUnitMatchesEager) {
   at::Tensor a = at::rand({8, 16}), b = at::rand({4, 16});
   at::Tensor want = at::sum(at::pow(at::tanh(at::matmul(a, b.transpose(0, 1))), 2), {1});

@@ -57,6 +57,14 @@ Result<UnitTemplate> DecodeUnit(const Blob& bytes) {
 }
 
 Result<UnitInterface> AnalyzeUnit(const UnitTemplate& unit) {
+  // Inputs are numbered in order of first use, so there are no more of them
+  // than operand references; the count comes from the wire, and hosts size
+  // tables (a worker's graph inputs, its unit environment) by it.
+  size_t references = 0;
+  for (const Instruction& inst : unit.body) references += inst.operands.size();
+  if (unit.inputs > references)
+    return InvalidArgument("unit declares " + std::to_string(unit.inputs) + " inputs, but its body uses at most " +
+                           std::to_string(references));
   UnitInterface out;
   out.inputs = unit.inputs;
   TensorId next = TensorId{unit.inputs} + 1;
