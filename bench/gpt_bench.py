@@ -12,7 +12,6 @@ time of each and their ratio.
 import pathlib
 import statistics
 import sys
-import time
 
 import numpy as np
 import torch
@@ -20,20 +19,10 @@ import torch
 import gt
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "examples" / "gpt"))
+from mlp_bench import median_step_seconds  # noqa: E402  (bench/ is on sys.path: this script's directory)
 from model import build  # noqa: E402
 
 CONFIG = dict(vocab=76, block_size=32, d_model=64, heads=4, layers=2)
-
-
-def median_step_seconds(step, runs, steps):
-    step()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - start) / steps)
-    return statistics.median(times)
 
 
 def trainer(lib, model, optimizer, x, y):

@@ -172,23 +172,11 @@ class Linear(Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
-class Sequential(Module):
-    """Applies its modules in order; named '0', '1', ... in named_parameters()."""
-
-    def __init__(self, *modules):
-        super().__init__()
-        for i, m in enumerate(modules):
-            if not isinstance(m, Module):
-                raise TypeError(f"Sequential: argument {i} is a {type(m).__name__}, not a Module")
-            setattr(self, str(i), m)
+class _Numbered(Module):
+    """Sub-modules held as attributes '0', '1', ... (named so in named_parameters(), as PyTorch's)."""
 
     def _layers(self):
         return [v for k, v in vars(self).items() if k.isdigit()]
-
-    def forward(self, x):
-        for m in self._layers():
-            x = m(x)
-        return x
 
     def __getitem__(self, i):
         return self._layers()[i]
@@ -198,6 +186,22 @@ class Sequential(Module):
 
     def __iter__(self):
         return iter(self._layers())
+
+
+class Sequential(_Numbered):
+    """Applies its modules in order; named '0', '1', ... in named_parameters()."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        for i, m in enumerate(modules):
+            if not isinstance(m, Module):
+                raise TypeError(f"Sequential: argument {i} is a {type(m).__name__}, not a Module")
+            setattr(self, str(i), m)
+
+    def forward(self, x):
+        for m in self._layers():
+            x = m(x)
+        return x
 
 
 class ReLU(Module):
@@ -255,7 +259,7 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
-class ModuleList(Module):
+class ModuleList(_Numbered):
     """A list of modules, named '0', '1', ... in named_parameters() (as PyTorch's)."""
 
     def __init__(self, modules=()):
@@ -263,23 +267,11 @@ class ModuleList(Module):
         for m in modules:
             self.append(m)
 
-    def _layers(self):
-        return [v for k, v in vars(self).items() if k.isdigit()]
-
     def append(self, module):
         if not isinstance(module, Module):
             raise TypeError(f"ModuleList: expected a Module, got {type(module).__name__}")
         setattr(self, str(len(self)), module)
         return self
-
-    def __getitem__(self, i):
-        return self._layers()[i]
-
-    def __len__(self):
-        return len(self._layers())
-
-    def __iter__(self):
-        return iter(self._layers())
 
 
 class GELU(Module):
