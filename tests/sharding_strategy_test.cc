@@ -110,14 +110,17 @@ class ShardingStrategyTest : public ::testing::Test {
     EXPECT_TRUE(Send(std::move(configure)).empty());
   }
 
-  // zeros(shape) as client tensor `id` in scope `signal`; what it emitted.
-  std::vector<Instruction> Zeros(TensorId id, Shape shape, const std::string& signal) {
-    Instruction zeros;
-    zeros.op = Op::kZeros;
-    zeros.results = {id};
-    zeros.attrs.shape = std::move(shape);
-    zeros.signal = signal;
-    return Send(std::move(zeros));
+  // A tensor made in place as client tensor `id` in scope `signal`; what it
+  // emitted. randn (the workers' generators) where shards are made, ones
+  // where copies are (a sharded randn is no constant the stage could remake
+  // instead of moving; a replicated ones is one copy on each worker).
+  std::vector<Instruction> Randn(TensorId id, Shape shape, const std::string& signal) {
+    Instruction randn;
+    randn.op = signal == "rep" ? Op::kOnes : Op::kRandn;
+    randn.results = {id};
+    randn.attrs.shape = std::move(shape);
+    randn.signal = signal;
+    return Send(std::move(randn));
   }
 
   static Instruction Make(Op op, std::vector<TensorId> results, std::vector<TensorId> operands) {
@@ -142,19 +145,19 @@ class ShardingStrategyTest : public ::testing::Test {
 };
 
 TEST_F(ShardingStrategyTest, CreationInAShardedScopeMakesOneShardPerWorker) {
-  const std::vector<Instruction> made = Zeros(1, {4, 3}, "rows");
-  EXPECT_EQ(Summary(made), (std::vector<std::string>{"zeros@0", "zeros@1"}));
+  const std::vector<Instruction> made = Randn(1, {4, 3}, "rows");
+  EXPECT_EQ(Summary(made), (std::vector<std::string>{"randn@0", "randn@1"}));
   for (const Instruction& piece : made) {
     EXPECT_EQ(piece.attrs.shape, (Shape{2, 3}));
     EXPECT_GE(piece.results.at(0), kPhysicalIdBase) << "a shard gets a physical id, not the client's";
   }
-  EXPECT_EQ(Summary(Zeros(2, {4, 3}, "rep")), (std::vector<std::string>{"zeros@0", "zeros@1"}));
+  EXPECT_EQ(Summary(Randn(2, {4, 3}, "rep")), (std::vector<std::string>{"ones@0", "ones@1"}));
 }
 
 // A row-sharded @ B (B replicated): shard-local, no communication.
 TEST_F(ShardingStrategyTest, RowShardedMatmulRunsOnEachShardWithoutCollective) {
-  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
-  const std::vector<TensorId> b = Pieces(Zeros(2, {3, 5}, "rep"));
+  const std::vector<TensorId> a = Pieces(Randn(1, {4, 3}, "rows"));
+  const std::vector<TensorId> b = Pieces(Randn(2, {3, 5}, "rep"));
   const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"matmul@0", "matmul@1"}));
   EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0], b[0]}));
@@ -165,8 +168,8 @@ TEST_F(ShardingStrategyTest, RowShardedMatmulRunsOnEachShardWithoutCollective) {
 
 // A row-sharded @ B sharded: B all-gathered, then shard-local.
 TEST_F(ShardingStrategyTest, BothShardedMatmulAllGathersB) {
-  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
-  const std::vector<TensorId> b = Pieces(Zeros(2, {3, 5}, "rows"));
+  const std::vector<TensorId> a = Pieces(Randn(1, {4, 3}, "rows"));
+  const std::vector<TensorId> b = Pieces(Randn(2, {3, 5}, "rows"));
   const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"all_gather@0", "all_gather@1", "matmul@0", "matmul@1",
                                                     "free@0", "free@1"}));
@@ -196,8 +199,8 @@ TEST_F(ShardingStrategyTest, AMembershipChangeStartsANewCollectiveGeneration) {
     EXPECT_TRUE(spec.ok()) << spec.status().ToString();
     return spec.ok() ? spec->generation : 0;
   };
-  Pieces(Zeros(1, {4, 3}, "rows"));
-  Pieces(Zeros(2, {3, 5}, "rows"));
+  Pieces(Randn(1, {4, 3}, "rows"));
+  Pieces(Randn(2, {3, 5}, "rows"));
   EXPECT_EQ(generation_of_gather(1, 2, 3), 1u);
   for (Shape live : {Shape{0, 2, 3}, Shape{0, 1, 2, 3}}) {
     Instruction membership;
@@ -209,8 +212,8 @@ TEST_F(ShardingStrategyTest, AMembershipChangeStartsANewCollectiveGeneration) {
   same.op = Op::kMembership;
   same.attrs.shape = {0, 1, 2, 3};
   Send(std::move(same));  // no change: the same generation
-  Pieces(Zeros(4, {4, 3}, "rows"));
-  Pieces(Zeros(5, {3, 5}, "rows"));
+  Pieces(Randn(4, {4, 3}, "rows"));
+  Pieces(Randn(5, {3, 5}, "rows"));
   EXPECT_EQ(generation_of_gather(4, 5, 6), 3u);
 }
 
@@ -218,9 +221,9 @@ TEST_F(ShardingStrategyTest, AMembershipChangeStartsANewCollectiveGeneration) {
 // worker 0 freed, a later use naming the worker), one on other workers is
 // untouched, and the router gets one note naming the client's tensors.
 TEST_F(ShardingStrategyTest, ALostWorkerLosesEveryTensorWithAPieceThere) {
-  const std::vector<TensorId> rows = Pieces(Zeros(1, {4, 3}, "rows"));
-  const std::vector<TensorId> copies = Pieces(Zeros(2, {4, 3}, "rep"));
-  Pieces(Zeros(3, {4, 3}, "far"));
+  const std::vector<TensorId> rows = Pieces(Randn(1, {4, 3}, "rows"));
+  const std::vector<TensorId> copies = Pieces(Randn(2, {4, 3}, "rep"));
+  Pieces(Randn(3, {4, 3}, "far"));
   marked_lost.clear();
   const std::vector<Instruction> out = Send(MakeMembership({0, 2, 3}, LostWorker{1, "worker-1"}));
   // Generation 1 (the first membership) ends: groups forming in it (or
@@ -246,8 +249,8 @@ TEST_F(ShardingStrategyTest, ALostWorkerLosesEveryTensorWithAPieceThere) {
 
 // A inner-sharded @ B row-sharded: partial products, all-reduce (sum).
 TEST_F(ShardingStrategyTest, InnerShardedMatmulAllReducesPartialProducts) {
-  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 6}, "cols"));
-  const std::vector<TensorId> b = Pieces(Zeros(2, {6, 5}, "rows"));
+  const std::vector<TensorId> a = Pieces(Randn(1, {4, 6}, "cols"));
+  const std::vector<TensorId> b = Pieces(Randn(2, {6, 5}, "rows"));
   const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"matmul@0", "matmul@1", "all_reduce@0", "all_reduce@1",
                                                     "free@0", "free@1"}));
@@ -264,7 +267,7 @@ TEST_F(ShardingStrategyTest, InnerShardedMatmulAllReducesPartialProducts) {
 }
 
 TEST_F(ShardingStrategyTest, ReductionOverTheShardedAxisAllReduces) {
-  Zeros(1, {4, 6}, "rows");
+  Randn(1, {4, 6}, "rows");
   Instruction over_rows = Make(Op::kSum, {2}, {1});
   over_rows.attrs.axes = {0};
   const std::vector<Instruction> out = Send(over_rows);
@@ -282,15 +285,15 @@ TEST_F(ShardingStrategyTest, ReductionOverTheShardedAxisAllReduces) {
 }
 
 TEST_F(ShardingStrategyTest, ReductionOverAnotherAxisIsShardLocal) {
-  Zeros(1, {4, 6}, "rows");
+  Randn(1, {4, 6}, "rows");
   Instruction over_columns = Make(Op::kSum, {2}, {1});
   over_columns.attrs.axes = {1};
   EXPECT_EQ(Summary(Send(over_columns)), (std::vector<std::string>{"sum@0", "sum@1"}));
 }
 
 TEST_F(ShardingStrategyTest, ElementwiseOnMatchingShardsIsShardLocal) {
-  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
-  const std::vector<TensorId> b = Pieces(Zeros(2, {4, 3}, "rows"));
+  const std::vector<TensorId> a = Pieces(Randn(1, {4, 3}, "rows"));
+  const std::vector<TensorId> b = Pieces(Randn(2, {4, 3}, "rows"));
   const std::vector<Instruction> out = Send(Make(Op::kAdd, {3}, {1, 2}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"add@0", "add@1"}));
   EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0], b[0]}));
@@ -298,7 +301,7 @@ TEST_F(ShardingStrategyTest, ElementwiseOnMatchingShardsIsShardLocal) {
 }
 
 TEST_F(ShardingStrategyTest, SoftmaxAlongTheShardedAxisAllReducesMaxThenSum) {
-  Zeros(1, {4, 6}, "rows");
+  Randn(1, {4, 6}, "rows");
   Instruction softmax = Make(Op::kSoftmax, {2}, {1});
   softmax.attrs.axes = {0};
   const std::vector<Instruction> out = Send(softmax);
@@ -314,7 +317,7 @@ TEST_F(ShardingStrategyTest, SoftmaxAlongTheShardedAxisAllReducesMaxThenSum) {
 
 // A fetch of a sharded tensor: all-gather, then fetch from the first shard's worker.
 TEST_F(ShardingStrategyTest, FetchOfAShardedTensorAllGathersOntoTheFirstShardsWorker) {
-  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<TensorId> a = Pieces(Randn(1, {4, 3}, "rows"));
   const std::vector<Instruction> out = Send(Make(Op::kFetch, {}, {1}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"all_gather@0", "all_gather@1", "fetch@0", "free@0", "free@1"}));
   EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0]}));
@@ -324,8 +327,8 @@ TEST_F(ShardingStrategyTest, FetchOfAShardedTensorAllGathersOntoTheFirstShardsWo
 
 // An op in a scope whose config names other workers: its operand is moved there first.
 TEST_F(ShardingStrategyTest, OperandOutsideTheScopesWorkersIsMovedIn) {
-  const std::vector<Instruction> made = Zeros(1, {4, 3}, "");
-  ASSERT_EQ(Summary(made), (std::vector<std::string>{"zeros@0"})) << "whole on the client's worker";
+  const std::vector<Instruction> made = Randn(1, {4, 3}, "");
+  ASSERT_EQ(Summary(made), (std::vector<std::string>{"randn@0"})) << "whole on the client's worker";
   Instruction relu = Make(Op::kRelu, {2}, {1});
   relu.signal = "far";
   const std::vector<Instruction> out = Send(relu);
@@ -337,7 +340,7 @@ TEST_F(ShardingStrategyTest, OperandOutsideTheScopesWorkersIsMovedIn) {
 
 // Frees reach every shard; a whole tensor's free goes on to the router.
 TEST_F(ShardingStrategyTest, FreeOfAShardedTensorFreesEachShard) {
-  const std::vector<TensorId> a = Pieces(Zeros(1, {4, 3}, "rows"));
+  const std::vector<TensorId> a = Pieces(Randn(1, {4, 3}, "rows"));
   const std::vector<Instruction> out = Send(Make(Op::kFree, {}, {1}));
   ASSERT_EQ(Summary(out), (std::vector<std::string>{"free@0", "free@1"}));
   EXPECT_EQ(out[0].operands, (std::vector<TensorId>{a[0]}));

@@ -44,19 +44,25 @@ std::vector<TensorId> ReshapeEach(Step& s, const Placement& p, const Shape& shap
   return ids;
 }
 
-// A tensor sharded on axis 0 holds a contiguous range of its elements per
-// shard (row-major). A reshape keeps the shards where they are when every
-// shard's range is whole rows of the new first non-1 dim: e.g. [B, T, D]
-// sharded on B to [B*T, D] (sizes times T), or back when each size divides.
+// Within one index of the dims before the sharded axis, a shard holds a
+// contiguous range of the trailing elements (row-major). A reshape that
+// keeps those leading dims keeps the shards where they are when every
+// shard's range is whole rows of the first non-1 trailing dim of the new
+// shape: e.g. [B, T, D] sharded on B to [B*T, D] (sizes times T), or
+// [B, T, H*d] sharded on the last dim to [B, T, H, d] (sizes over d: whole
+// attention heads), or back when each size divides.
 std::optional<Placement> ReshapeRows(Step& s, const Tensor& t, const TensorMeta& meta) {
   const Placement& p = t.placement;
-  if (p.axis != 0 || meta.shape.empty()) return std::nullopt;
+  const Shape& from = t.meta.shape;
+  const Shape& to = meta.shape;
+  const size_t axis = static_cast<size_t>(p.axis);
+  if (to.size() <= axis || !std::equal(from.begin(), from.begin() + p.axis, to.begin())) return std::nullopt;
   int64_t inner_old = 1;
-  for (size_t d = 1; d < t.meta.shape.size(); ++d) inner_old *= t.meta.shape[d];
-  size_t b = 0;
-  while (b + 1 < meta.shape.size() && meta.shape[b] == 1) ++b;
+  for (size_t d = axis + 1; d < from.size(); ++d) inner_old *= from[d];
+  size_t b = axis;
+  while (b + 1 < to.size() && to[b] == 1) ++b;
   int64_t inner_new = 1;
-  for (size_t d = b + 1; d < meta.shape.size(); ++d) inner_new *= meta.shape[d];
+  for (size_t d = b + 1; d < to.size(); ++d) inner_new *= to[d];
   if (inner_old == 0 || inner_new == 0) return std::nullopt;
   std::vector<int64_t> sizes;
   for (int64_t size : p.sizes) {  // each shard's start is a sum of sizes: whole rows if every size is
@@ -66,7 +72,23 @@ std::optional<Placement> ReshapeRows(Step& s, const Tensor& t, const TensorMeta&
   Placement out = p;
   out.axis = static_cast<int64_t>(b);
   out.sizes = sizes;
-  out.ids = ReshapeEach(s, p, meta.shape, out.axis, sizes);
+  out.ids = ReshapeEach(s, p, to, out.axis, sizes);
+  return out;
+}
+
+// A reshape that leaves the sharded dim and every dim after it as they are
+// (merging or splitting only dims before it) reshapes each shard alike:
+// e.g. a gradient [B, T, F] cut on F to [B*T, F].
+std::optional<Placement> ReshapeLeading(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Placement& p = t.placement;
+  const Shape& from = t.meta.shape;
+  const Shape& to = meta.shape;
+  const size_t tail = from.size() - static_cast<size_t>(p.axis);
+  if (to.size() < tail || !std::equal(from.end() - static_cast<int64_t>(tail), from.end(), to.end() - static_cast<int64_t>(tail)))
+    return std::nullopt;
+  Placement out = p;
+  out.axis = static_cast<int64_t>(to.size() - tail);
+  out.ids = ReshapeEach(s, p, to, out.axis, p.sizes);
   return out;
 }
 
@@ -127,16 +149,9 @@ Result<Placement> Movement(Step& s, const Tensor& t, const TensorMeta& meta) {
     out.ids = local();
     return out;
   }
-  // A reshape that keeps every dimension up to the sharded one reshapes
-  // each shard alike (e.g. a gradient reshaped to its own shape).
-  if (p.sharded() && s.inst->op == Op::kReshape && static_cast<int64_t>(meta.shape.size()) > p.axis &&
-      std::equal(t.meta.shape.begin(), t.meta.shape.begin() + p.axis + 1, meta.shape.begin())) {
-    Placement out = p;
-    out.ids = ReshapeEach(s, p, meta.shape, p.axis, p.sizes);
-    return out;
-  }
   if (p.sharded() && s.inst->op == Op::kReshape) {
     if (std::optional<Placement> out = ReshapeRows(s, t, meta)) return *out;
+    if (std::optional<Placement> out = ReshapeLeading(s, t, meta)) return *out;
   }
   if (p.sharded() && (s.inst->op == Op::kUnsqueeze || s.inst->op == Op::kSqueeze || s.inst->op == Op::kPermute)) {
     if (std::optional<int64_t> axis = AxisAfter(*s.inst, p.axis, rank)) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct Placement {
 struct Tensor {
   TensorMeta meta;
   Placement placement;
+  // kZeros or kOnes when the tensor was made so and never written since:
+  // a copy or a piece of it elsewhere is made there, not sent (the zeros
+  // and ones of gradient formulas meet shards without a collective).
+  std::optional<Op> constant = std::nullopt;
 };
 
 // torch.chunk sizes of `length` split `parts` ways (fewer pieces when

@@ -14,7 +14,9 @@
 //   elementwise, matching shards          shard-local
 //   elementwise with a smaller operand    the operand broadcast to the shards' workers
 //
-//   Matmul
+//   Matmul ((..., M, K) @ (..., K, N), batch dims broadcasting)
+//   A or B cut on a batch dim             the other cut alike (copied where it broadcasts),
+//                                         shard-local: attention heads, a batch
 //   A row-sharded @ B                     B replicated, shard-local (no communication)
 //   A row-sharded @ B sharded             all-gather B, then shard-local
 //   A inner-sharded @ B row-sharded       partial products, all-reduce (sum)
@@ -29,10 +31,12 @@
 //   transpose of a sharded tensor         shard-local, the sharded axis follows the swap
 //   unsqueeze, permute, squeeze of        shard-local, the sharded axis renumbered
 //     another dim
-//   reshape of a tensor sharded on axis 0 shard-local when each shard's rows stay whole
-//     (merging or splitting leading dims)   rows of the new first dim (sizes rescaled)
-//   reshape keeping the dims up to the    shard-local
-//     sharded one
+//   reshape keeping the dims before the  shard-local when each shard's range stays whole
+//     sharded one (merging or splitting    rows of the new dim there (sizes rescaled):
+//     the sharded dim and those after it)  [B*T, D] cut on rows <-> [B, T, D] cut on B,
+//                                          [B, T, H*d] <-> [B, T, H, d] cut on heads
+//   reshape keeping the sharded dim and   shard-local
+//     every dim after it
 //   movement of a replicated tensor       on every replica
 //
 //   Softmax (softmax, log_softmax) and SliceOrSelect (slice, select)
@@ -47,6 +51,21 @@
 //   Cat
 //   cat along an unsharded axis of        shard-local
 //     identically sharded operands
+//
+//   Indexing (index_select, index_add, gather, scatter_add) and Triangle (tril, triu)
+//   index_select by a cut index           x copied, the result cut like the index
+//   index_select of x cut on another dim  shard-local
+//   index_add with a cut index            member 0 adds into the base, the others into
+//                                         zeros; all-reduce (sum): replicated
+//   index_add into a base cut on another  shard-local (the source cut alike)
+//     dim
+//   gather / scatter_add cut alike on a   shard-local
+//     dim other than the indexed one
+//   tril / triu of a tensor cut on rows   shard-local, the diagonal moved by the shard's
+//     or columns                          first row (+) or column (-)
+//   any of these on replicas only         on every replica
+//
+//   Elementwise also runs where (condition, a, b).
 //
 //   Whole (every other op, and any op whose operands are all whole)
 //   anything else                         operands assembled whole on one worker
@@ -75,7 +94,8 @@
 //   bookkeeping.{h,cc}     per-client records (configs, placements, failed ids), live workers
 //   placement.{h,cc}       Placement, the placed Tensor, torch.chunk sizes
 //   strategy_table.{h,cc}  op -> strategy, the table above
-//   strategies.h           the strategies: strategies.cc, movement_strategies.cc, creation.cc
+//   strategies.h           the strategies: strategies.cc, movement_strategies.cc,
+//                          indexing_strategies.cc, creation.cc
 //   step.{h,cc}            the emitter strategies write with: per-worker instructions,
 //                          temporaries, moves and collectives
 //   rendezvous.{h,cc}      the store collectives meet at; rendezvous.cc is the only LibTorch use

@@ -246,6 +246,7 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
   Explain(s, {}, *p);
   FreeTemporaries(s);
   c.tensors[result] = Tensor{*meta, std::move(*p)};
+  if (inst.op == Op::kZeros || inst.op == Op::kOnes) c.tensors[result].constant = inst.op;
   return Status::Ok();
 }
 
@@ -309,6 +310,8 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     unrecorded = unrecorded || it == c.tensors.end();
     in.push_back(it == c.tensors.end() ? nullptr : &it->second);
   }
+  // A write ends a tensor's being a constant (whether or not it succeeds).
+  if (KindOf(inst.op) == OpKind::kMutate && !in.empty() && in[0]) c.tensors.find(inst.operands[0])->second.constant.reset();
   if (unrecorded) return Unrecorded(c, std::move(inst), in, out);
   const bool produces = ProducesTensor(inst.op);
   TensorMeta meta;

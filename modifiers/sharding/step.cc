@@ -24,6 +24,18 @@ Instruction Collective(Op op, CollectiveSpec spec, size_t rank) {
 
 }  // namespace
 
+TensorId MakeConstant(Step& s, const Tensor& t, const Shape& shape, int worker) {
+  Instruction make;
+  make.op = *t.constant;
+  make.attrs.shape = shape;
+  make.attrs.dtype = t.meta.dtype;
+  const TensorId id = NewId(*s.client);
+  make.results = {id};
+  EmitOn(s, worker, std::move(make));
+  s.temporaries.emplace_back(worker, id);
+  return id;
+}
+
 void Keep(Step& s, const std::vector<TensorId>& ids) {
   auto kept = [&ids](const std::pair<int, TensorId>& e) { return std::find(ids.begin(), ids.end(), e.second) != ids.end(); };
   s.temporaries.erase(std::remove_if(s.temporaries.begin(), s.temporaries.end(), kept), s.temporaries.end());
@@ -60,6 +72,17 @@ std::vector<TensorId> EachMember(Step& s, const Placement& p) {
 std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers) {
   std::map<int, TensorId> out;
   const Placement& p = t.placement;
+  if (t.constant) {
+    std::vector<int> missing;
+    for (int w : workers) {
+      auto at = std::find(p.workers.begin(), p.workers.end(), w);
+      if (!p.sharded() && at != p.workers.end()) out[w] = p.ids[static_cast<size_t>(at - p.workers.begin())];
+      else missing.push_back(w);
+    }
+    for (int w : missing) out[w] = MakeConstant(s, t, t.meta.shape, w);
+    if (!missing.empty()) s.collectives.push_back(std::string(OpName(*t.constant)) + " made on " + WorkerList(missing));
+    return out;
+  }
   if (p.replicated() || p.whole()) {
     std::vector<int> missing;
     for (int w : workers) {
@@ -115,6 +138,13 @@ std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<in
   return Replicate(s, gathered, workers);
 }
 
+std::vector<TensorId> CopiesOn(Step& s, const Tensor& t, const std::vector<int>& workers) {
+  std::map<int, TensorId> copies = Replicate(s, t, workers);
+  std::vector<TensorId> ids;
+  for (int w : workers) ids.push_back(copies[w]);
+  return ids;
+}
+
 TensorId WholeOn(Step& s, const Tensor& t, int worker) {
   // The common case (no signals in play) needs no copy and no bookkeeping.
   if (t.placement.whole() && t.placement.workers[0] == worker) return t.placement.ids[0];
@@ -125,6 +155,16 @@ std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Pl
   if (t.placement.sharded() && t.placement.axis == axis && t.placement.workers == like.workers &&
       t.placement.sizes == like.sizes)
     return t.placement.ids;
+  if (t.constant) {
+    std::vector<TensorId> out;
+    for (size_t r = 0; r < like.workers.size(); ++r) {
+      Shape piece = t.meta.shape;
+      piece[static_cast<size_t>(axis)] = like.sizes[r];
+      out.push_back(MakeConstant(s, t, piece, like.workers[r]));
+    }
+    s.collectives.push_back(std::string(OpName(*t.constant)) + " made as " + like.ToString());
+    return out;
+  }
   std::map<int, TensorId> copies = Replicate(s, t, like.workers);
   std::vector<TensorId> out;
   int64_t start = 0;

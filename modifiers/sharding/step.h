@@ -48,11 +48,17 @@ std::vector<TensorId> EachMember(Step& s, const Placement& p);
 std::vector<TensorId> PerMember(Step& s, const Placement& p, Op op, const Attributes& attrs,
                                 const std::function<std::vector<TensorId>(size_t)>& operands, bool temporary);
 
-// Collectives and moves; the ids they return are temporaries of `s`
+// `t`'s constant (REQUIRES: t.constant) made on `worker` in `shape`, a temporary.
+TensorId MakeConstant(Step& s, const Tensor& t, const Shape& shape, int worker);
+
+// Collectives and moves (a constant tensor's copies and pieces are made
+// where they are needed instead); the ids they return are temporaries of `s`
 // (except AllReduce's: its caller decides).
 // A copy of `t` on each of `workers` (t whole or replicated: a broadcast
 // from its first worker; sharded: all-gathered first).
 std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers);
+// Replicate's copies in the order of `workers`.
+std::vector<TensorId> CopiesOn(Step& s, const Tensor& t, const std::vector<int>& workers);
 // `t` whole on `worker` (its own id when it is whole there already).
 TensorId WholeOn(Step& s, const Tensor& t, int worker);
 // `t` split like `like` (same workers, axis `axis` of t, same sizes).

@@ -1,7 +1,6 @@
 #include "strategies.h"
 
 #include <algorithm>
-#include <map>
 
 #include "gt/op_attrs.h"
 
@@ -91,10 +90,7 @@ Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, con
         continue;
       }
     }
-    std::map<int, TensorId> copies = Replicate(s, *t, result.workers);
-    std::vector<TensorId> ids;
-    for (int w : result.workers) ids.push_back(copies[w]);
-    operand_ids.push_back(ids);
+    operand_ids.push_back(CopiesOn(s, *t, result.workers));
   }
   for (size_t r = 0; r < result.workers.size(); ++r) {
     Instruction piece = inst;
@@ -110,12 +106,16 @@ Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, con
   return result;
 }
 
+// A @ B over (..., M, K) @ (..., K, N), batch dims broadcasting: an
+// operand cut on a batch dim, a row dim of A or a column dim of B runs
+// shard-local; one cut on K gives partial products and an all-reduce.
 Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   const Tensor& a = *in[0];
   const Tensor& b = *in[1];
   const int64_t ra = static_cast<int64_t>(a.meta.shape.size());
   const int64_t rb = static_cast<int64_t>(b.meta.shape.size());
-  if (ra < 2 || rb != 2) return Whole(s, in, meta);
+  const int64_t ro = static_cast<int64_t>(meta.shape.size());
+  if (ra < 2 || rb < 2) return Whole(s, in, meta);
   const Placement& pa = a.placement;
   const Placement& pb = b.placement;
   auto emit = [&](const std::vector<int>& workers, const std::vector<TensorId>& ia, const std::vector<TensorId>& ib) {
@@ -130,49 +130,51 @@ Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const Te
     }
     return ids;
   };
-  auto copies = [&](const Tensor& t, const std::vector<int>& workers) {
-    std::map<int, TensorId> m = Replicate(s, t, workers);
-    std::vector<TensorId> ids;
-    for (int w : workers) ids.push_back(m[w]);
-    return ids;
+  auto summed = [&](const Placement& p, const std::vector<TensorId>& ia, const std::vector<TensorId>& ib) {
+    std::vector<TensorId> partial = emit(p.workers, ia, ib);
+    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(p.workers[r], partial[r]);
+    Placement out{Placement::Kind::kReplicated, p.workers, {}, 0, {}};
+    out.ids = AllReduce(s, p, partial, meta, 0);
+    return out;
   };
-  // Rows (or any batch/row axis) of A sharded: B whole on every shard's worker.
-  if (pa.sharded() && pa.axis < ra - 1) {
+  // A batch dim cut (attention heads, a data-parallel batch): the other
+  // operand cut alike along its matching dim, or copied where it broadcasts.
+  const bool a_batch = pa.sharded() && pa.axis < ra - 2;
+  if (a_batch || (pb.sharded() && pb.axis < rb - 2 && !pa.sharded())) {
+    const Tensor& lead = a_batch ? a : b;
+    const Tensor& other = a_batch ? b : a;
+    const int64_t rl = a_batch ? ra : rb, rother = a_batch ? rb : ra;
+    Placement out = lead.placement;
+    out.axis = lead.placement.axis + ro - rl;
+    const int64_t matching = out.axis - (ro - rother);
+    const bool cut = matching >= 0 && matching < rother - 2 && other.meta.shape[matching] > 1;
+    std::vector<TensorId> other_ids = cut ? ShardLike(s, other, matching, lead.placement) : CopiesOn(s, other, out.workers);
+    out.ids = a_batch ? emit(out.workers, lead.placement.ids, other_ids) : emit(out.workers, other_ids, lead.placement.ids);
+    return out;
+  }
+  // Rows of A sharded: B whole on every shard's worker (all-gathered when sharded).
+  if (pa.sharded() && pa.axis == ra - 2) {
     Placement out = pa;
-    out.ids = emit(pa.workers, pa.ids, copies(b, pa.workers));  // B sharded: all-gathered first
-    out.axis = pa.axis + (static_cast<int64_t>(meta.shape.size()) - ra);
+    out.ids = emit(pa.workers, pa.ids, CopiesOn(s, b, pa.workers));
+    out.axis = pa.axis + (ro - ra);
     return out;
   }
   // Inner dimension of A sharded: B's rows cut the same way, partial products summed.
-  if (pa.sharded() && pa.axis == ra - 1) {
-    std::vector<TensorId> ib = ShardLike(s, b, 0, pa);
-    std::vector<TensorId> partial = emit(pa.workers, pa.ids, ib);
-    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pa.workers[r], partial[r]);
-    Placement out{Placement::Kind::kReplicated, pa.workers, {}, 0, {}};
-    out.ids = AllReduce(s, pa, partial, meta, 0);
-    return out;
-  }
+  if (pa.sharded() && pa.axis == ra - 1) return summed(pa, pa.ids, ShardLike(s, b, rb - 2, pa));
   // Columns of B sharded: A whole on every shard's worker.
-  if (pb.sharded() && pb.axis == 1) {
+  if (pb.sharded() && pb.axis == rb - 1) {
     Placement out = pb;
-    out.axis = static_cast<int64_t>(meta.shape.size()) - 1;
-    out.ids = emit(pb.workers, copies(a, pb.workers), pb.ids);
+    out.axis = ro - 1;
+    out.ids = emit(pb.workers, CopiesOn(s, a, pb.workers), pb.ids);
     return out;
   }
   // B's rows sharded with A whole: cut A's columns to match, then as above.
-  if (pb.sharded() && pb.axis == 0 && !pa.sharded()) {
-    std::vector<TensorId> ia = ShardLike(s, a, ra - 1, pb);
-    std::vector<TensorId> partial = emit(pb.workers, ia, pb.ids);
-    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pb.workers[r], partial[r]);
-    Placement out{Placement::Kind::kReplicated, pb.workers, {}, 0, {}};
-    out.ids = AllReduce(s, pb, partial, meta, 0);
-    return out;
-  }
+  if (pb.sharded() && pb.axis == rb - 2 && !pa.sharded()) return summed(pb, ShardLike(s, a, ra - 1, pb), pb.ids);
   // Replicated with replicated (or whole): computed on every replica.
   const Placement& lead = pa.replicated() ? pa : pb;
   if (lead.replicated()) {
     Placement out{Placement::Kind::kReplicated, lead.workers, {}, 0, {}};
-    out.ids = emit(lead.workers, copies(a, lead.workers), copies(b, lead.workers));
+    out.ids = emit(lead.workers, CopiesOn(s, a, lead.workers), CopiesOn(s, b, lead.workers));
     return out;
   }
   return Whole(s, in, meta);

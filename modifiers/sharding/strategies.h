@@ -9,6 +9,7 @@
 //   strategies.cc           Whole, Elementwise, Matmul, Reduce, Softmax, Cat
 //   movement_strategies.cc  Movement (reshape, transpose, unsqueeze, squeeze,
 //                           permute), SliceOrSelect
+//   indexing_strategies.cc  IndexSelect, IndexAdd, GatherOrScatter, Triangle
 //   creation.cc             Creation (creation ops in a scope with a config)
 //
 // REQUIRES (every strategy): `in` holds the op's operands in order, with
@@ -49,6 +50,12 @@ Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const Tenso
 Result<Placement> Movement(Step& s, const Tensor& t, const TensorMeta& meta);
 // Slice and select (see sharding.h).
 Result<Placement> SliceOrSelect(Step& s, const Tensor& t, const TensorMeta& meta);
+
+// index_select, index_add, gather / scatter_add, tril / triu (see sharding.h).
+Result<Placement> IndexSelect(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+Result<Placement> IndexAdd(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+Result<Placement> GatherOrScatter(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+Result<Placement> Triangle(Step& s, const Tensor& t, const TensorMeta& meta);
 
 // A creation op (s.inst) placed by `config` (null: none applies): shards
 // made on their workers (in place, from the split payload, or made whole

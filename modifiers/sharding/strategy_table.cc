@@ -13,6 +13,9 @@ Result<Placement> ReduceRow(Step& s, const std::vector<const Tensor*>& in, const
 Result<Placement> SliceOrSelectRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   return SliceOrSelect(s, *in[0], meta);
 }
+Result<Placement> TriangleRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  return Triangle(s, *in[0], meta);
+}
 Result<Placement> MovementRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   if (in.size() != 1) return Whole(s, in, meta);
   return Movement(s, *in[0], meta);
@@ -42,6 +45,7 @@ Strategy StrategyFor(Op op) {
     case Op::kNeg:
     case Op::kAbs:
     case Op::kErf:
+    case Op::kWhere:  // three operands (condition, a, b), broadcasting
     case Op::kClone:
     case Op::kCopyInto:  // a mutation changes its destination where it lives
     case Op::kFill:
@@ -75,17 +79,21 @@ Strategy StrategyFor(Op op) {
     // cat along an unsharded axis of identically sharded operands
     case Op::kCat:
       return &Cat;
+    // indexing by positions along a dim
+    case Op::kIndexSelect:
+      return &IndexSelect;
+    case Op::kIndexAdd:
+      return &IndexAdd;
+    case Op::kGather:
+    case Op::kScatterAdd:
+      return &GatherOrScatter;
+    // tril / triu: the diagonal moved by a shard's offset
+    case Op::kTril:
+    case Op::kTriu:
+      return &TriangleRow;
     // anything else: operands assembled whole on one worker. The stage
     // handles all of these before a strategy could see them, except the
     // markers, which take no operand.
-    // where: three operands; tril / triu: along the last two dims
-    case Op::kWhere:
-    case Op::kTril:
-    case Op::kTriu:
-    case Op::kIndexSelect:  // indexing: by positions along a dim
-    case Op::kIndexAdd:
-    case Op::kGather:
-    case Op::kScatterAdd:
     case Op::kFromBytes:
     case Op::kRandn:
     case Op::kZeros:
