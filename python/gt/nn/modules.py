@@ -89,6 +89,30 @@ class Module:
         """Every parameter (each once), in attribute assignment order."""
         return [p for _, p in self.named_parameters()]
 
+    def register_buffer(self, name, tensor):
+        """Keeps `tensor` (no gradient) as attribute `name`: a constant of the
+        module, such as a causal mask, made once with it rather than at each
+        forward (so it is placed where the module's parameters are); listed
+        by named_buffers(), not by parameters(). PyTorch's register_buffer."""
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"register_buffer: '{name}' must be a gt Tensor or None, got {type(tensor).__name__}")
+        if tensor is not None and tensor.requires_grad:
+            raise ValueError(f"register_buffer: '{name}' requires grad; a buffer is not trained (use a parameter)")
+        setattr(self, name, tensor)
+        names = self.__dict__.setdefault("_buffer_names", [])
+        if name not in names:
+            names.append(name)
+
+    def named_buffers(self):
+        """(dotted name, buffer) for every registered buffer of this module and its sub-modules."""
+        for path, m in self.named_modules():
+            for name in m.__dict__.get("_buffer_names", []):
+                if getattr(m, name) is not None:
+                    yield (f"{path}.{name}" if path else name), getattr(m, name)
+
+    def buffers(self):
+        return [b for _, b in self.named_buffers()]
+
     def named_modules(self):
         """(dotted name, module) for this module ('') and every sub-module."""
         return list(_submodules(self, "", set()))
