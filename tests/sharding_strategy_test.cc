@@ -347,6 +347,92 @@ TEST_F(ShardingStrategyTest, FreeOfAShardedTensorFreesEachShard) {
   EXPECT_EQ(out[1].operands, (std::vector<TensorId>{a[1]}));
 }
 
+// Attention scores: [B, H, T, d] @ [B, H, d, T] both cut on the heads
+// (dim 1) multiply shard by shard.
+TEST_F(ShardingStrategyTest, BatchedMatmulCutOnABatchDimIsShardLocal) {
+  Configure("heads", {1}, {0, 1}, false);
+  const std::vector<TensorId> q = Pieces(Randn(1, {2, 4, 3, 5}, "heads"));
+  const std::vector<TensorId> k = Pieces(Randn(2, {2, 4, 5, 3}, "heads"));
+  const std::vector<Instruction> out = Send(Make(Op::kMatmul, {3}, {1, 2}));
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"matmul@0", "matmul@1"}));
+  EXPECT_EQ(out[1].operands, (std::vector<TensorId>{q[1], k[1]}));
+  // A [T, T] operand broadcasts over the batch dims: copied, not cut.
+  Randn(4, {3, 3}, "rep");
+  EXPECT_EQ(Summary(Send(Make(Op::kMatmul, {5}, {3, 4}))), (std::vector<std::string>{"matmul@0", "matmul@1"}));
+}
+
+// [B, T, H*d] cut on features (whole heads per shard) <-> [B, T, H, d] cut on heads.
+TEST_F(ShardingStrategyTest, ReshapeSplittingTheShardedDimIntoHeadsIsShardLocal) {
+  Configure("features", {2}, {0, 1}, false);
+  Randn(1, {2, 3, 8}, "features");
+  Instruction heads = Make(Op::kReshape, {2}, {1});
+  heads.attrs.shape = {2, 3, 4, 2};
+  const std::vector<Instruction> out = Send(heads);
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"reshape@0", "reshape@1"}));
+  EXPECT_EQ(out[0].attrs.shape, (Shape{2, 3, 2, 2})) << "two of the four heads";
+  Instruction back = Make(Op::kReshape, {3}, {2});
+  back.attrs.shape = {6, 8};  // merges the dims before the cut: not whole rows of anything here
+  EXPECT_EQ(CountOp(Send(back), Op::kAllGather), 2u) << "[6, 8] cannot keep [B, T] shards' ranges";
+  Instruction merged = Make(Op::kReshape, {4}, {2});
+  merged.attrs.shape = {2, 3, 8};
+  const std::vector<Instruction> again = Send(merged);
+  ASSERT_EQ(Summary(again), (std::vector<std::string>{"reshape@0", "reshape@1"}));
+  EXPECT_EQ(again[1].attrs.shape, (Shape{2, 3, 4}));
+}
+
+// tril of a matrix cut on rows: shard r keeps what the whole would, its
+// diagonal moved by its first row; on columns, moved back by its first column.
+TEST_F(ShardingStrategyTest, TrilMovesTheDiagonalByEachShardsOffset) {
+  Randn(1, {5, 5}, "rows");  // rows [0, 3) and [3, 5)
+  Instruction tril = Make(Op::kTril, {2}, {1});
+  tril.attrs.axes = {-1};
+  const std::vector<Instruction> out = Send(tril);
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"tril@0", "tril@1"}));
+  EXPECT_EQ(out[0].attrs.axes, (std::vector<int64_t>{-1}));
+  EXPECT_EQ(out[1].attrs.axes, (std::vector<int64_t>{2}));
+  Randn(3, {5, 5}, "cols");
+  Instruction triu = Make(Op::kTriu, {4}, {3});
+  triu.attrs.axes = {1};
+  const std::vector<Instruction> cols = Send(triu);
+  ASSERT_EQ(Summary(cols), (std::vector<std::string>{"triu@0", "triu@1"}));
+  EXPECT_EQ(cols[1].attrs.axes, (std::vector<int64_t>{-2}));
+}
+
+// An embedding's gradient under data parallelism: the index and the source
+// cut on the batch, the base whole on worker 0. Worker 0 adds into the base,
+// worker 1 into zeros it makes, and one all-reduce sums them.
+TEST_F(ShardingStrategyTest, IndexAddWithACutIndexSumsPartialsWithOneAllReduce) {
+  Instruction base = Make(Op::kRandn, {1}, {});
+  base.attrs.shape = {10, 3};
+  Send(base);  // no scope: whole on the client's worker
+  Instruction index = Make(Op::kZeros, {2}, {});
+  index.attrs.shape = {4};
+  index.attrs.dtype = DType::kInt64;
+  index.signal = "rows";
+  Send(index);
+  Randn(3, {4, 3}, "rows");
+  Instruction add = Make(Op::kIndexAdd, {4}, {1, 2, 3});
+  add.attrs.axes = {0};
+  const std::vector<std::string> summary = Summary(Send(add));
+  EXPECT_EQ(std::vector<std::string>(summary.begin(), summary.begin() + 5),
+            (std::vector<std::string>{"zeros@1", "index_add@0", "index_add@1", "all_reduce@0", "all_reduce@1"}));
+  EXPECT_EQ(std::count(summary.begin(), summary.end(), "broadcast@0"), 0);
+}
+
+// A tensor made by zeros and never written is made again where it is needed
+// (here whole, for a fetch) instead of gathered; once written, it is gathered.
+TEST_F(ShardingStrategyTest, AnUnwrittenZerosIsRemadeNotGathered) {
+  Instruction zeros = Make(Op::kZeros, {1}, {});
+  zeros.attrs.shape = {4, 3};
+  zeros.signal = "rows";
+  Send(zeros);
+  EXPECT_EQ(Summary(Send(Make(Op::kFetch, {}, {1}))), (std::vector<std::string>{"zeros@0", "fetch@0", "free@0"}));
+  Instruction fill = Make(Op::kFill, {}, {1});
+  fill.attrs.scalar = 2;
+  Send(fill);
+  EXPECT_EQ(CountOp(Send(Make(Op::kFetch, {}, {1})), Op::kAllGather), 2u) << "written: its values must travel";
+}
+
 // The contrast: a client that registered no config is passed on unsharded.
 TEST_F(ShardingStrategyTest, ClientWithoutConfigsIsPassedOn) {
   Instruction zeros = Make(Op::kZeros, {1}, {});
