@@ -202,3 +202,36 @@ def test_cross_entropy_with_ignore_index_matches_pytorch(rng):
     same = gt.nn.CrossEntropyLoss(ignore_index=4)(x, gt.tensor(np.array([1, 4, 4, 0, 2, 3])))
     tsame = torch.nn.CrossEntropyLoss(ignore_index=4)(t, torch.tensor([1, 4, 4, 0, 2, 3]))
     assert abs(same.item() - tsame.item()) < 1e-6
+
+
+def torch_sdpa(q, k, v, attn_mask=None, is_causal=False):
+    """PyTorch 2's scaled_dot_product_attention as its documentation defines it (LibTorch 1.13 has none)."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    if is_causal:
+        attn_mask = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool).tril()
+    if attn_mask is not None and attn_mask.dtype == torch.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores + attn_mask
+    return scores.softmax(-1) @ v
+
+
+@pytest.mark.parametrize("mask", ["causal", "bool", "float", None])
+def test_scaled_dot_product_attention_matches_pytorch(rng, mask):
+    q, k, v = (rng.standard_normal((2, 3, 5, 4)).astype(np.float32) for _ in range(3))
+    keep = rng.random((5, 5)) > 0.3
+    np.fill_diagonal(keep, True)  # every query sees one key at least
+    add = rng.standard_normal((5, 5)).astype(np.float32)
+    kwargs = {"causal": ({"is_causal": True}, {"is_causal": True}),
+              "bool": ({"attn_mask": gt.tensor(keep)}, {"attn_mask": torch.from_numpy(keep)}),
+              "float": ({"attn_mask": gt.tensor(add)}, {"attn_mask": torch.from_numpy(add)}),
+              None: ({}, {})}[mask]
+    gq, gk, gv = (gt.tensor(a, requires_grad=True) for a in (q, k, v))
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    ours = gt.nn.functional.scaled_dot_product_attention(gq, gk, gv, **kwargs[0])
+    theirs = torch_sdpa(tq, tk, tv, **kwargs[1])
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-5, atol=1e-5)
+    (ours * gt.tensor(v)).sum().backward()
+    (theirs * torch.from_numpy(v)).sum().backward()
+    for g, t in ((gq, tq), (gk, tk), (gv, tv)):
+        np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)

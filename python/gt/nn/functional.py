@@ -2,11 +2,13 @@
 under PyTorch's torch.nn.functional names. gt.nn re-exports them all
 (gt.nn.mse_loss is gt.nn.functional.mse_loss)."""
 
+import math
+
 from .. import _C
 from .._tensor import Tensor, _wrap, tensor
 
 __all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "linear", "relu", "gelu", "sigmoid", "tanh", "softmax",
-           "log_softmax", "embedding", "layer_norm", "dropout"]
+           "log_softmax", "embedding", "layer_norm", "dropout", "scaled_dot_product_attention"]
 
 
 def _t(x, what, like=None):
@@ -88,3 +90,24 @@ def softmax(x, dim=None, *, axis=None):
 
 def log_softmax(x, dim=None, *, axis=None):
     return x.log_softmax(dim, axis=axis)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """softmax(query @ key^T * scale + mask) @ value over the last two dims (any leading dims),
+    as torch.nn.functional.scaled_dot_product_attention: `scale` defaults to 1/sqrt(E);
+    `is_causal` hides the keys after each query (the upper triangle, diagonal excluded);
+    `attn_mask` is a bool mask (true: take part) or a float one added to the scores;
+    `dropout_p` drops attention weights (training only: pass 0.0 in eval)."""
+    from .._tensor import ones
+    L, S, E = query.shape[-2], key.shape[-2], query.shape[-1]
+    if is_causal and attn_mask is not None:
+        raise ValueError("scaled_dot_product_attention: give attn_mask or is_causal=True, not both")
+    scores = (query @ key.transpose(-2, -1)) * (1.0 / math.sqrt(E) if scale is None else float(scale))
+    if is_causal:
+        scores = scores.masked_fill(ones(L, S).tril() == 0, float("-inf"))
+    elif attn_mask is not None:
+        scores = scores.masked_fill(attn_mask == 0, float("-inf")) if attn_mask.dtype.name == "bool" else scores + attn_mask
+    weights = scores.softmax(-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
