@@ -375,7 +375,7 @@ std::vector<Case> Cases() {
   add("arange_int64_descending", {Op::kArange}, {}, [](const V&) { return gt::arange(10, 0, -3, DType::kInt64); },
       [](const A&) { return at::arange(10, 0, -3, at::kLong); });
 
-  // -- pow and comparisons (a floating mask)
+  // -- pow and comparisons (a bool mask, as PyTorch's)
   add("pow_scalar", {Op::kPow}, pos, [](const V& v) { return v[0].pow(2.5); },
       [](const A& a) { return at::pow(a[0], 2.5); });
   add("pow_tensor", {Op::kPow}, {Positive({3, 4}, 100), Normal({4}, 101)}, [](const V& v) { return v[0].pow(v[1]); },
@@ -398,10 +398,10 @@ std::vector<Case> Cases() {
   for (const CompareOp& c : compare) {
     add(std::string(c.name) + "_broadcast", {c.op}, small_ints,
         [f = c.remote](const V& v) { return (v[0].*f)(v[1]); },
-        [f = c.local](const A& a) { return f(a[0], a[1]).to(at::kFloat); });
+        [f = c.local](const A& a) { return f(a[0], a[1]); });
     add(std::string(c.name) + "_scalar", {c.op}, {Ints({5}, at::kDouble)},
         [f = c.remote_scalar](const V& v) { return (v[0].*f)(1.0); },
-        [f = c.local](const A& a) { return f(a[0], at::scalar_tensor(1.0, at::kDouble)).to(at::kDouble); });
+        [f = c.local](const A& a) { return f(a[0], at::scalar_tensor(1.0, at::kDouble)); });
   }
 
   // -- abs, clone, min, softmax, log_softmax
@@ -423,7 +423,7 @@ std::vector<Case> Cases() {
   add("erf_float32", {Op::kErf}, x, [](const V& v) { return v[0].erf(); }, [](const A& a) { return at::erf(a[0]); });
   add("erf_int64", {Op::kErf}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].erf(); },
       [](const A& a) { return at::erf(a[0]); });
-  const at::Tensor mask = Ints({4, 4}, at::kFloat).remainder(2);  // a 0/1 float mask, as comparisons give
+  const at::Tensor mask = Ints({4, 4}, at::kFloat).remainder(2);  // a 0/1 float mask (where also takes bool ones)
   add("where_broadcast", {Op::kWhere}, {mask, Normal({4, 4}, 103), Normal({4}, 104)},
       [](const V& v) { return gt::where(v[0], v[1], v[2]); },
       [](const A& a) { return at::where(a[0].ne(0), a[1], a[2]); });

@@ -101,8 +101,10 @@ class UnitStrategyTest : public ::testing::Test {
       Status s = Run(7, results);
       ASSERT_TRUE(s.ok()) << s.message();
       for (size_t k = 0; k < want.size(); ++k) {
-        at::Tensor got = Fetch(results[k]).reshape(want[k].sizes());
-        EXPECT_TRUE(at::allclose(got, want[k], 1e-6, 1e-30)) << "run " << r << " output " << k;
+        at::Tensor got = Fetch(results[k], want[k].scalar_type()).reshape(want[k].sizes());
+        const bool same = at::isFloatingType(want[k].scalar_type()) ? at::allclose(got, want[k], 1e-6, 1e-30)
+                                                                     : at::equal(got, want[k]);
+        EXPECT_TRUE(same) << "run " << r << " output " << k;
       }
       ASSERT_TRUE(backend_->Execute(Make(Op::kFree, results, {}), sink_).ok());
     }
@@ -137,11 +139,13 @@ class UnitStrategyTest : public ::testing::Test {
     ASSERT_TRUE(backend_->Execute(inst, sink_).ok());
   }
 
-  at::Tensor Fetch(TensorId id) {
+  // The fetched bytes as a 1-D tensor of `type`.
+  at::Tensor Fetch(TensorId id, at::ScalarType type = at::kFloat) {
     EXPECT_TRUE(backend_->Execute(Make(Op::kFetch, {id}, {}), sink_).ok());
-    std::vector<float> values(sink_.last->size() / sizeof(float));
-    std::memcpy(values.data(), sink_.last->data(), sink_.last->size());
-    return at::tensor(values);
+    const int64_t count = static_cast<int64_t>(sink_.last->size() / c10::elementSize(type));
+    at::Tensor out = at::empty({count}, at::TensorOptions().dtype(type));
+    std::memcpy(out.data_ptr(), sink_.last->data(), sink_.last->size());
+    return out;
   }
 
   std::unique_ptr<TorchBackend> backend_;
@@ -384,7 +388,7 @@ TEST(UnitPlanTest, FusesReluGradientOnlyWhereTheMaskHasNoOtherUse) {
 
 TEST_F(UnitStrategyTest, FusedReluGradientMatchesEager) {
   at::Tensor x = at::randn({64, 32}), g = at::randn({64, 32});
-  at::Tensor mask = (x > 0).to(at::kFloat);
+  at::Tensor mask = x > 0;  // a bool mask, as gt's comparisons give
   RunChecked(0, ReluGradientBody(), x, g, {at::relu(x), mask * g, mask, g * mask}, 3);
 }
 
@@ -401,7 +405,7 @@ TEST_F(UnitStrategyTest, FusedReluGradientKeepsThePatternsSignsAndNaNs) {
                         Make(Op::kFree, {3}, {})}};
   Define(unit, 13);
   ASSERT_TRUE(Run(13, {100}).ok());
-  at::Tensor want = g * (x > 0).to(at::kFloat);
+  at::Tensor want = g * (x > 0);
   EXPECT_TRUE(at::equal(Fetch(100).view(at::kInt), want.view(at::kInt))) << Fetch(100) << want;
 }
 

@@ -132,7 +132,8 @@ Tensor Padded(const Tensor& g, int64_t dim, int64_t before, int64_t after) {
   return pieces.size() == 1 ? g : cat(pieces, dim);
 }
 
-Tensor Sign(const Tensor& x) { return x.gt(0.0) - x.lt(0.0); }
+// Masks are bool, which subtraction refuses (as in PyTorch): scaled to ints first.
+Tensor Sign(const Tensor& x) { return x.gt(0.0) * 1.0 + x.lt(0.0) * -1.0; }
 
 // ---- gradient formulas: one function per kind ---------------------------------
 

@@ -100,8 +100,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   Tensor keep, picked_class;
   {
     NoGradGuard no_grad;
-    const Tensor ignored = targets.eq(static_cast<double>(ignore_index));  // 1.0 / 0.0 mask
-    keep = (1.0 - ignored).unsqueeze(1);
+    const Tensor ignored = targets.eq(static_cast<double>(ignore_index));  // bool mask
+    keep = ignored.eq(0.0).unsqueeze(1);
     if (logits.dtype() == DType::kFloat64) keep = keep * ones({1}, DType::kFloat64);
     picked_class = where(ignored, 0.0, targets).unsqueeze(1);
   }

@@ -92,7 +92,7 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
     out = {std::move(*shape), BinaryResultType(*in[0], *in[1])};
   }
   if (inst.op == Op::kDiv && !IsFloatingPoint(out.dtype)) out.dtype = DType::kFloat32;  // true division
-  if (IsComparison(inst.op)) out.dtype = out.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  if (IsComparison(inst.op)) out.dtype = DType::kBool;  // as PyTorch's
   if (inst.op == Op::kPow && out.dtype == DType::kBool) return InvalidArgument("pow: not defined for bool tensors");
   return out;
 }

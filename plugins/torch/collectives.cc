@@ -240,32 +240,43 @@ Status Collectives::Await(Group& group, const c10::intrusive_ptr<c10d::Work>& wo
   }
 }
 
+namespace {
+
+// Gloo has no bool: masks travel as bytes (same size: a view, no copy).
+at::ScalarType WireType(at::ScalarType t) { return t == at::kBool ? at::kByte : t; }
+at::Tensor ToWire(const at::Tensor& t) { return t.scalar_type() == at::kBool ? t.view(at::kByte) : t; }
+at::Tensor FromWire(const at::Tensor& t, at::ScalarType type) { return type == at::kBool ? t.view(at::kBool) : t; }
+
+}  // namespace
+
 Result<at::Tensor> Collectives::Broadcast(const CollectiveSpec& spec, Group& group, const at::Tensor* operand,
                                             const Instruction& inst, at::ScalarType dtype) {
   const int root = static_cast<int>(spec.root);  // within the group: ReadCollective checked it
   at::Tensor t;
   if (group.rank == root) {
     if (!operand) return Invalid(inst, "the root of a broadcast needs an operand");
-    t = operand->clone().contiguous();
+    t = ToWire(operand->clone().contiguous());
   } else {
-    t = at::empty(inst.attrs.shape, at::TensorOptions().dtype(dtype));
+    t = at::empty(inst.attrs.shape, at::TensorOptions().dtype(WireType(dtype)));
   }
   std::vector<at::Tensor> tensors = {t};
   c10d::BroadcastOptions options;
   options.rootRank = root;
   if (Status s = Await(group, group.pg->broadcast(tensors, options)); !s.ok()) return s;
-  return t;
+  return FromWire(t, dtype);
 }
 
 Result<at::Tensor> Collectives::AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand) {
-  at::Tensor t = operand.clone().contiguous();
+  const bool mask = operand.scalar_type() == at::kBool;
+  at::Tensor t = ToWire(operand.clone().contiguous());
   std::vector<at::Tensor> tensors = {t};
   c10d::AllreduceOptions options;
-  options.reduceOp = spec.reduce == ReduceOp::kMax   ? c10d::ReduceOp::MAX
-                     : spec.reduce == ReduceOp::kMin ? c10d::ReduceOp::MIN
-                                                     : c10d::ReduceOp::SUM;
+  // A bool sum is a logical or (as PyTorch's bool add): the max of the bytes, which cannot overflow.
+  options.reduceOp = spec.reduce == ReduceOp::kMax || (mask && spec.reduce == ReduceOp::kSum) ? c10d::ReduceOp::MAX
+                     : spec.reduce == ReduceOp::kMin                                            ? c10d::ReduceOp::MIN
+                                                                                                : c10d::ReduceOp::SUM;
   if (Status s = Await(group, group.pg->allreduce(tensors, options)); !s.ok()) return s;
-  return t;
+  return FromWire(t, operand.scalar_type());
 }
 
 Result<at::Tensor> Collectives::AllGather(const CollectiveSpec& spec, Group& group, const at::Tensor& operand,
@@ -279,16 +290,17 @@ Result<at::Tensor> Collectives::AllGather(const CollectiveSpec& spec, Group& gro
   // Gloo gathers equal pieces: pad every piece to the widest along `dim`.
   std::vector<int64_t> padded_shape(operand.sizes().begin(), operand.sizes().end());
   padded_shape[dim] = widest;
-  at::Tensor local = at::zeros(padded_shape, operand.options());
-  local.narrow(dim, 0, operand.size(dim)).copy_(operand);
+  const at::TensorOptions wire = operand.options().dtype(WireType(operand.scalar_type()));
+  at::Tensor local = at::zeros(padded_shape, wire);
+  local.narrow(dim, 0, operand.size(dim)).copy_(ToWire(operand));
   std::vector<at::Tensor> pieces;
-  for (int r = 0; r < group.size; ++r) pieces.push_back(at::empty(padded_shape, operand.options()));
+  for (int r = 0; r < group.size; ++r) pieces.push_back(at::empty(padded_shape, wire));
   std::vector<std::vector<at::Tensor>> outputs = {pieces};
   std::vector<at::Tensor> inputs = {local};
   if (Status s = Await(group, group.pg->allgather(outputs, inputs)); !s.ok()) return s;
   std::vector<at::Tensor> trimmed;
   for (int r = 0; r < group.size; ++r) trimmed.push_back(outputs[0][r].narrow(dim, 0, sizes[r]));
-  return at::cat(trimmed, dim);
+  return FromWire(at::cat(trimmed, dim), operand.scalar_type());
 }
 
 }  // namespace gt::torch_backend

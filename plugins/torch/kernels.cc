@@ -400,16 +400,13 @@ at::Tensor WrappedScalar(double value) {
   return tensor;
 }
 
-// Written straight into a tensor of the mask's dtype: one kernel, where a
-// bool mask and a cast were two (and 3x the time on small tensors).
 at::Tensor Compare(Op op, const at::Tensor& a, const at::Tensor& b) {
-  at::Tensor out = at::empty({0}, a.options().dtype(at::result_type(a, b) == at::kDouble ? at::kDouble : at::kFloat));
   switch (op) {
-    case Op::kGt: return at::gt_out(out, a, b);
-    case Op::kLt: return at::lt_out(out, a, b);
-    case Op::kGe: return at::ge_out(out, a, b);
-    case Op::kLe: return at::le_out(out, a, b);
-    default: return at::eq_out(out, a, b);  // kEq: the REQUIRES leaves no other op
+    case Op::kGt: return at::gt(a, b);
+    case Op::kLt: return at::lt(a, b);
+    case Op::kGe: return at::ge(a, b);
+    case Op::kLe: return at::le(a, b);
+    default: return at::eq(a, b);  // kEq: the REQUIRES leaves no other op
   }
 }
 

@@ -72,8 +72,7 @@ Status Mutate(const Instruction& inst, TensorSource source);
 // `value` is taken as a Python int (see ScalarOf in kernels.cc).
 at::Tensor WrappedScalar(double value);
 
-// A comparison as gt gives it: 1.0 / 0.0 in float64 when `a` and `b` promote
-// to float64, else in float32.
+// A comparison as gt gives it: a bool mask.
 // REQUIRES: op is one of kGt, kLt, kGe, kLe, kEq.
 at::Tensor Compare(Op op, const at::Tensor& a, const at::Tensor& b);
 

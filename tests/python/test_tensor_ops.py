@@ -198,15 +198,15 @@ def test_integer_arithmetic_follows_pytorch():
     assert (gt.tensor([1.0], dtype=gt.float64) + a).dtype is gt.float64
 
 
-def test_comparisons_are_float_masks(rng):
+def test_comparisons_are_bool_masks(rng):
     a = rng.standard_normal((4, 5)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
     x, y = g(a), g(b)
     for got, want in [(x > y, a > b), (x < y, a < b), (x >= y, a >= b), (x <= y, a <= b), (x == x, a == a),
                       (x > 0, a > 0), (0 < x, a > 0), (x <= 0.5, a <= 0.5), (x != y, a != b)]:
-        assert got.dtype is gt.float32
-        np.testing.assert_array_equal(got.numpy(), want.astype(np.float32))
-    assert (gt.tensor([1.0], dtype=gt.float64) > 0).dtype is gt.float64
+        assert got.dtype is gt.bool
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert (gt.tensor([1.0], dtype=gt.float64) > 0).dtype is gt.bool
     assert not (x == None)  # noqa: E711 (falls back to identity)
 
 

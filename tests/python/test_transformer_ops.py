@@ -42,7 +42,7 @@ def test_where_and_masked_fill_match_pytorch(rng):
     a, b = rng.standard_normal((3, 4)), rng.standard_normal(4)
     x, t = both(a, requires_grad=True)
     y, u = both(b, requires_grad=True)
-    cond = x > 0.2  # gt: a 0/1 mask; torch: bool
+    cond = x > 0.2  # bool, in both
     tcond = t > 0.2
     close(gt.where(cond, x, y), torch.where(tcond, t, u))
     close(gt.where(cond, 0.5, x), torch.where(tcond, 0.5, t))
@@ -235,3 +235,23 @@ def test_scaled_dot_product_attention_matches_pytorch(rng, mask):
     (theirs * torch.from_numpy(v)).sum().backward()
     for g, t in ((gq, tq), (gk, tk), (gv, tv)):
         np.testing.assert_allclose(g.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_comparisons_give_bool_masks_as_pytorch(rng):
+    a, b = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    x, y = gt.tensor(a), gt.tensor(b)
+    t, u = torch.from_numpy(a), torch.from_numpy(b)
+    for ours, theirs in ((x > y, t > u), (x <= 0.1, t <= 0.1), (x == x, t == t), (x != y, t != u),
+                         (~(x > 0), ~(t > 0)), ((x > 0) & (y > 0), (t > 0) & (u > 0)),
+                         ((x > 1) | (x < -1), (t > 1) | (t < -1))):
+        assert ours.dtype is gt.bool
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+    # A mask times floats is float; its sum counts (int64), as in PyTorch.
+    assert ((x > 0) * x).dtype is gt.float32
+    np.testing.assert_allclose(((x > 0) * x).numpy(), ((t > 0) * t).numpy())
+    assert (x > 0).sum().dtype is gt.int64 and (x > 0).sum().item() == int((t > 0).sum())
+    np.testing.assert_array_equal(x.masked_fill(x > y, 0.0).numpy(), t.masked_fill(t > u, 0.0).numpy())
+    with pytest.raises(TypeError, match="bool tensors"):
+        ~x
+    with pytest.raises(TypeError, match="between bool tensors"):
+        (x > 0) & x

@@ -118,7 +118,7 @@ class Tensor {
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
-  // Comparisons yield a floating mask: 1.0 where true, 0.0 where false.
+  // Comparisons yield a bool mask, as PyTorch's.
   Tensor gt(const Tensor& other) const;
   Tensor lt(const Tensor& other) const;
   Tensor ge(const Tensor& other) const;

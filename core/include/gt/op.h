@@ -32,7 +32,7 @@ enum class Op : uint16_t {
   kMul,
   kDiv,
   kPow,
-  kGt,  // comparisons yield a floating mask (1.0 / 0.0), as gt's API promises
+  kGt,  // comparisons yield a bool mask, as PyTorch's
   kLt,
   kGe,
   kLe,

@@ -110,7 +110,7 @@ class ArithmeticOps:
         return self._wrap(self._c.neg())
 
     # ---- comparisons --------------------------------------------------------
-    # A float mask (1.0 / 0.0) of the promoted floating type.
+    # A bool mask, as PyTorch's; ~, & and | combine masks.
 
     def __gt__(self, o):
         return _binary(self, o, "gt")
@@ -129,7 +129,25 @@ class ArithmeticOps:
 
     def __ne__(self, o):
         eq = _binary(self, o, "eq")
-        return eq if eq is NotImplemented else 1 - eq
+        return eq if eq is NotImplemented else eq == 0
+
+    def _mask_pair(self, o, what):
+        if self.dtype.name != "bool" or getattr(getattr(o, "dtype", None), "name", None) != "bool":
+            raise TypeError(f"{what}: gt supports it between bool tensors (masks) only")
+
+    def __invert__(self):
+        """Logical not of a bool mask."""
+        if self.dtype.name != "bool":
+            raise TypeError("~: gt supports it on bool tensors (masks) only")
+        return self == 0
+
+    def __and__(self, o):
+        self._mask_pair(o, "&")
+        return self * o  # bool * bool is bool: logical and
+
+    def __or__(self, o):
+        self._mask_pair(o, "|")
+        return self + o  # bool + bool is bool: logical or
 
     # Tensors are hashable by identity (as in PyTorch), though == is elementwise.
     __hash__ = object.__hash__

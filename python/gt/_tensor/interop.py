@@ -6,7 +6,7 @@ NumPy's other functions (np.mean(t), np.sum(t, axis=0), np.concatenate).
   tensor returns a PyTorch tensor. The ones gt has (the operators + - * / **
   and @, the comparisons, negative, positive, absolute, exp, log, sqrt, tanh)
   run as gt ops: no sync, recorded for autograd, and `ndarray + t` stays the
-  gt op `t.__radd__(ndarray)`. Comparisons give gt's float masks, as the
+  gt op `t.__radd__(ndarray)`. Comparisons give bool masks, as the
   operators do. Any other ufunc (np.sin, np.maximum, np.floor_divide, ...)
   runs in NumPy on the fetched data (a sync point) and its result is uploaded
   as a new tensor, not recorded for autograd.

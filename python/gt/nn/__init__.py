@@ -2,7 +2,7 @@
 
 from . import functional
 from .functional import (binary_cross_entropy, cross_entropy, dropout, embedding, gelu, layer_norm, linear, log_softmax,
-                         mse_loss, relu, sigmoid, softmax, tanh)
+                         mse_loss, relu, sigmoid, softmax, tanh, scaled_dot_product_attention)
 from .modules import (BCELoss, CrossEntropyLoss, Dropout, Embedding, GELU, Identity, LayerNorm, Linear, LogSoftmax,
                       Module, ModuleList, MSELoss, Parameter, ReLU, Sequential, Sigmoid, Softmax, Tanh)
 from ..optim import SGD, Adam, AdamW
