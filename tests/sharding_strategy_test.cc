@@ -419,6 +419,22 @@ TEST_F(ShardingStrategyTest, IndexAddWithACutIndexSumsPartialsWithOneAllReduce) 
   EXPECT_EQ(std::count(summary.begin(), summary.end(), "broadcast@0"), 0);
 }
 
+// A slice's gradient: zeros around the sharded gradient, joined along the
+// sliced dim. The zeros (whole, unwritten) are made in pieces beside the
+// shards, and the cat stays shard-local.
+TEST_F(ShardingStrategyTest, CatOfAShardAndWholeZerosIsShardLocal) {
+  const std::vector<TensorId> g = Pieces(Randn(1, {4, 3}, "rows"));
+  Instruction zeros = Make(Op::kZeros, {2}, {});
+  zeros.attrs.shape = {4, 2};
+  Send(zeros);  // no scope: whole on the client's worker
+  Instruction cat = Make(Op::kCat, {3}, {2, 1});
+  cat.attrs.axes = {1};
+  const std::vector<Instruction> out = Send(cat);
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"zeros@0", "zeros@1", "cat@0", "cat@1", "free@0", "free@1"}));
+  EXPECT_EQ(out[0].attrs.shape, (Shape{2, 2}));
+  EXPECT_EQ(out[3].operands, (std::vector<TensorId>{out[1].results.at(0), g[1]}));
+}
+
 // A tensor made by zeros and never written is made again where it is needed
 // (here whole, for a fetch) instead of gathered; once written, it is gathered.
 TEST_F(ShardingStrategyTest, AnUnwrittenZerosIsRemadeNotGathered) {

@@ -49,8 +49,8 @@
 //     sharded axis                        all-reduce (sum), divide: stays sharded
 //
 //   Cat
-//   cat along an unsharded axis of        shard-local
-//     identically sharded operands
+//   cat along an unsharded axis           shard-local, the other operands cut like the
+//                                         first sharded one (replicas alike: on each)
 //
 //   Indexing (index_select, index_add, gather, scatter_add) and Triangle (tril, triu)
 //   index_select by a cut index           x copied, the result cut like the index

@@ -298,6 +298,21 @@ Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
   return Status::Ok();
 }
 
+// A tensor stops being a constant when it may be written: as the destination
+// of a write (whether or not it succeeds), as an operand of a unit, or when
+// it is viewed (a view shares its data: a write through it writes the base).
+void ShardingStage::ForgetConstants(Client& c, const Instruction& inst) {
+  const Op op = inst.op;
+  const bool views = op == Op::kSlice || op == Op::kSelect || op == Op::kTranspose || op == Op::kPermute ||
+                     op == Op::kUnsqueeze || op == Op::kSqueeze || op == Op::kReshape;
+  const bool writes = KindOf(op) == OpKind::kMutate;
+  if (!views && !writes && op != Op::kRunUnit) return;
+  for (size_t i = 0; i < inst.operands.size() && (i == 0 || !writes); ++i) {
+    auto it = c.tensors.find(inst.operands[i]);
+    if (it != c.tensors.end()) it->second.constant.reset();
+  }
+}
+
 Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   if (Status f = c.failed.CheckOperands(inst); !f.ok()) {
     for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
@@ -310,8 +325,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     unrecorded = unrecorded || it == c.tensors.end();
     in.push_back(it == c.tensors.end() ? nullptr : &it->second);
   }
-  // A write ends a tensor's being a constant (whether or not it succeeds).
-  if (KindOf(inst.op) == OpKind::kMutate && !in.empty() && in[0]) c.tensors.find(inst.operands[0])->second.constant.reset();
+  ForgetConstants(c, inst);
   if (unrecorded) return Unrecorded(c, std::move(inst), in, out);
   const bool produces = ProducesTensor(inst.op);
   TensorMeta meta;
@@ -409,6 +423,7 @@ Status ShardingStage::RunUnit(Client& c, Instruction&& inst, Emitter& out) {
     return status;
   };
   if (Status f = c.failed.CheckOperands(inst); !f.ok()) return refuse(f);
+  ForgetConstants(c, inst);  // the unit's body may write into its operands
   const int home = workers_.DefaultFor(c);
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);

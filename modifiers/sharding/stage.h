@@ -62,6 +62,7 @@ class ShardingStage final : public Stage {
   Status Create(Client& c, Instruction inst, Emitter& out);
   Status Free(Client& c, Instruction inst, Emitter& out);
   Status Fetch(Client& c, Instruction inst, Emitter& out);
+  void ForgetConstants(Client& c, const Instruction& inst);
   Status Compute(Client& c, Instruction inst, Emitter& out);
   // `inst`, whose operands are all whole on `worker`, sent there as it is.
   Status Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out);

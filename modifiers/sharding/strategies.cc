@@ -63,15 +63,19 @@ Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, con
   const bool mutate = KindOf(inst.op) == OpKind::kMutate;
   const Shape& out_shape = mutate ? in[0]->meta.shape : meta.shape;
   const int64_t out_rank = static_cast<int64_t>(out_shape.size());
-  // The lead: the destination of a mutation, else the first sharded operand,
-  // else the first replicated one.
+  // The lead: the destination of a mutation, else the first sharded operand
+  // that does not broadcast along its cut dim, else the first replicated one.
   const Tensor* lead = nullptr;
   if (mutate) lead = in[0];
-  for (const Tensor* t : in)
-    if (!lead && t->placement.sharded()) lead = t;
+  for (const Tensor* t : in) {
+    const int64_t rank = static_cast<int64_t>(t->meta.shape.size());
+    const bool full = t->placement.sharded() && t->meta.shape[static_cast<size_t>(t->placement.axis)] ==
+                                                     out_shape[static_cast<size_t>(t->placement.axis + out_rank - rank)];
+    if (!lead && full) lead = t;
+  }
   for (const Tensor* t : in)
     if (!lead && t->placement.replicated()) lead = t;
-  if (lead->placement.whole()) return Whole(s, in, meta);
+  if (!lead || lead->placement.whole()) return Whole(s, in, meta);
   Placement result = lead->placement;
   result.ids.clear();
   if (result.sharded()) result.axis = lead->placement.axis + (out_rank - static_cast<int64_t>(lead->meta.shape.size()));
@@ -139,8 +143,14 @@ Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const Te
   };
   // A batch dim cut (attention heads, a data-parallel batch): the other
   // operand cut alike along its matching dim, or copied where it broadcasts.
-  const bool a_batch = pa.sharded() && pa.axis < ra - 2;
-  if (a_batch || (pb.sharded() && pb.axis < rb - 2 && !pa.sharded())) {
+  // The cut operand must not broadcast along its cut dim itself.
+  auto batch_cut = [&](const Tensor& t, int64_t rank) {
+    const Placement& p = t.placement;
+    return p.sharded() && p.axis < rank - 2 &&
+           t.meta.shape[static_cast<size_t>(p.axis)] == meta.shape[static_cast<size_t>(p.axis + ro - rank)];
+  };
+  const bool a_batch = batch_cut(a, ra);
+  if (a_batch || (batch_cut(b, rb) && !pa.sharded())) {
     const Tensor& lead = a_batch ? a : b;
     const Tensor& other = a_batch ? b : a;
     const int64_t rl = a_batch ? ra : rb, rother = a_batch ? rb : ra;
@@ -194,19 +204,28 @@ Result<Placement> Softmax(Step& s, const Tensor& t, const TensorMeta& meta) {
   return out;
 }
 
-// Operands laid out alike and joined along a dim that is not cut: member r
-// joins its pieces.
+// Joined along a dim that is not cut: member r joins its pieces. The lead
+// is the first sharded operand (none: replicas joined on every replica); an
+// operand laid out otherwise is cut like it (the zeros padding a slice's
+// gradient are then made in pieces where they are needed).
 Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
-  const Placement& p = in[0]->placement;
-  bool alike = !p.whole();
-  for (const Tensor* t : in) alike = alike && SameLayout(t->placement, p);
-  if (alike && p.sharded()) alike = Wrap(s.inst->attrs.axes.at(0), in[0]->meta.shape.size()) != p.axis;
-  if (!alike) return Whole(s, in, meta);
+  const Tensor* lead = nullptr;
+  for (const Tensor* t : in)
+    if (!lead && t->placement.sharded()) lead = t;
+  const Placement& p = lead ? lead->placement : in[0]->placement;
+  const int64_t dim = Wrap(s.inst->attrs.axes.at(0), in[0]->meta.shape.size());
+  if (p.whole() || (p.sharded() && dim == p.axis)) return Whole(s, in, meta);
+  std::vector<std::vector<TensorId>> pieces;
+  for (const Tensor* t : in) {
+    if (SameLayout(t->placement, p)) pieces.push_back(t->placement.ids);
+    else if (p.sharded()) pieces.push_back(ShardLike(s, *t, p.axis, p));
+    else return Whole(s, in, meta);
+  }
   Placement out = p;
   out.ids.clear();
   for (size_t r = 0; r < p.workers.size(); ++r) {
     Instruction piece = *s.inst;
-    for (size_t i = 0; i < in.size(); ++i) piece.operands[i] = in[i]->placement.ids[r];
+    for (size_t i = 0; i < in.size(); ++i) piece.operands[i] = pieces[i][r];
     TensorId id = NewId(*s.client);
     piece.results = {id};
     EmitOn(s, p.workers[r], std::move(piece));

@@ -44,7 +44,8 @@ Result<Placement> Reduce(Step& s, const Tensor& t, const TensorMeta& meta);
 // softmax / log_softmax: shard-local along an unsharded dim; along the
 // sharded one, all-reduces of the max and the sum, staying sharded.
 Result<Placement> Softmax(Step& s, const Tensor& t, const TensorMeta& meta);
-// Cat of operands laid out alike, along a dim that is not cut: shard-local.
+// Cat along a dim that is not cut: shard-local, operands cut like the first
+// sharded one (replicas alike: on every replica).
 Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // Reshape, transpose, unsqueeze, squeeze and permute (see sharding.h).
 Result<Placement> Movement(Step& s, const Tensor& t, const TensorMeta& meta);
