@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <stdexcept>
 #include <thread>
@@ -228,7 +229,13 @@ Status Collectives::Await(Group& group, const c10::intrusive_ptr<c10d::Work>& wo
       work->wait(kLostCheckInterval);
       return Status::Ok();
     } catch (...) {
-      if (work->isCompleted()) throw;  // the collective itself failed (a closed connection, ...)
+      // Completed between the timed wait's timeout and here: the timeout is
+      // stale, the collective's own outcome counts. A collective that failed
+      // (a closed connection, ...) rethrows its error.
+      if (work->isCompleted()) {
+        if (std::exception_ptr failure = work->exception()) std::rethrow_exception(failure);
+        return Status::Ok();
+      }
     }
     std::optional<int64_t> lost = group.store->LostMember();
     if (!lost) continue;
