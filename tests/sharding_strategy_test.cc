@@ -435,6 +435,30 @@ TEST_F(ShardingStrategyTest, CatOfAShardAndWholeZerosIsShardLocal) {
   EXPECT_EQ(out[3].operands, (std::vector<TensorId>{out[1].results.at(0), g[1]}));
 }
 
+// An optimizer step writes its parameter and both moment estimates where
+// they live: laid out alike it runs shard by shard (the gradient cut like
+// the parameter); state laid out otherwise is refused, not written as a copy.
+TEST_F(ShardingStrategyTest, AdamStepRunsWhereItsStateLivesOrIsRefused) {
+  const std::vector<TensorId> p = Pieces(Randn(1, {4, 3}, "rows"));
+  Randn(2, {4, 3}, "rows");
+  const std::vector<TensorId> m = Pieces(Randn(3, {4, 3}, "rows"));
+  const std::vector<TensorId> v = Pieces(Randn(4, {4, 3}, "rows"));
+  Instruction step = Make(Op::kAdamStep, {}, {1, 2, 3, 4});
+  step.attrs.numbers = {1e-3, 0.9, 0.999, 1e-8, 0.01, 0.1, 0.001};
+  const std::vector<Instruction> out = Send(step);
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"adam_step@0", "adam_step@1"}));
+  EXPECT_EQ(out[1].operands[0], p[1]);
+  EXPECT_EQ(out[1].operands[2], m[1]);
+  EXPECT_EQ(out[1].operands[3], v[1]);
+  Randn(5, {4, 3}, "cols");
+  Instruction misplaced = Make(Op::kAdamStep, {}, {1, 2, 5, 4});
+  misplaced.attrs.numbers = step.attrs.numbers;
+  const Status refused = SendStatus(misplaced);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("must be laid out alike"), std::string::npos) << refused.ToString();
+  EXPECT_TRUE(out_.emitted.empty()) << "nothing runs";
+}
+
 // A tensor made by zeros and never written is made again where it is needed
 // (here whole, for a fetch) instead of gathered; once written, it is gathered.
 TEST_F(ShardingStrategyTest, AnUnwrittenZerosIsRemadeNotGathered) {

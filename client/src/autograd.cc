@@ -42,7 +42,7 @@ bool Differentiable(Op op) {
     case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
     case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
-    case Op::kCopyInto: case Op::kFill:
+    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:
     case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:

@@ -158,16 +158,11 @@ void Adam::step() {
     Tensor& p = params_[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
-    if (weight_decay_ != 0 && decoupled_) p *= 1 - lr_ * weight_decay_;
-    if (weight_decay_ != 0 && !decoupled_) g = g + p * weight_decay_;
-    if (!m_[i].defined()) {
-      m_[i] = zeros(p.shape(), p.dtype());
-      v_[i] = zeros(p.shape(), p.dtype());
+    if (!m_[i].defined()) {  // zeros laid out like the parameter (under signal configs too)
+      m_[i] = p.detach().clone().zero_();
+      v_[i] = p.detach().clone().zero_();
     }
-    m_[i].copy_(m_[i] * beta1_ + g * (1 - beta1_));
-    v_[i].copy_(v_[i] * beta2_ + g * g * (1 - beta2_));
-    Tensor denom = (v_[i] / correction2).sqrt() + eps_;
-    p -= (m_[i] / denom) * (lr_ / correction1);
+    adam_step_(p, g, m_[i], v_[i], lr_, beta1_, beta2_, eps_, weight_decay_, correction1, correction2, decoupled_);
   }
 }
 

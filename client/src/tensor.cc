@@ -4,6 +4,7 @@
 
 #include "gt/op_attrs.h"
 #include "gt/gt.h"
+#include "gt/nn.h"
 #include "session.h"
 #include "tensor_impl.h"
 
@@ -251,6 +252,25 @@ Tensor& Tensor::copy_(const Tensor& source) {
   Mutate(std::move(inst), {&Require(*this, "copy_"), &Require(source, "copy_")});
   return *this;
 }
+
+namespace nn {
+
+void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, double bias_correction1, double bias_correction2,
+                bool decoupled) {
+  CheckInPlaceAllowed(param, "adam_step_");
+  Instruction inst;
+  inst.op = Op::kAdamStep;
+  inst.attrs.numbers = {lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2};
+  inst.attrs.keepdims = decoupled;
+  const TensorRecord& m = Require(exp_avg, "adam_step_");
+  const TensorRecord& v = Require(exp_avg_sq, "adam_step_");
+  Mutate(std::move(inst), {&Require(param, "adam_step_"), &Require(grad, "adam_step_"), &m, &v});
+  m.BumpVersion();  // the moment estimates changed too
+  v.BumpVersion();
+}
+
+}  // namespace nn
 
 Tensor& Tensor::fill_(double value) {
   CheckInPlaceAllowed(*this, "fill_");

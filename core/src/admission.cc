@@ -61,8 +61,8 @@ Status Admission::CheckArity(const Instruction& inst) {
   if (ProducesTensor(inst.op) && inst.results.size() != 1)
     return InvalidArgument(inst.Describe() + ": expected exactly one result id, got " +
                            std::to_string(inst.results.size()));
-  const size_t operands = inst.op == Op::kCopyInto ? 2 : 1;
-  const bool fixed = inst.op == Op::kCopyInto || inst.op == Op::kFill || inst.op == Op::kFetch;
+  const size_t operands = inst.op == Op::kCopyInto ? 2 : inst.op == Op::kAdamStep ? 4 : 1;
+  const bool fixed = inst.op == Op::kCopyInto || inst.op == Op::kFill || inst.op == Op::kFetch || inst.op == Op::kAdamStep;
   if (fixed && inst.operands.size() != operands)
     return InvalidArgument(inst.Describe() + ": expected " + std::to_string(operands) + " operand(s), got " +
                            std::to_string(inst.operands.size()));

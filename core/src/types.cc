@@ -152,6 +152,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kIndexAdd, "index_add", OpKind::kMovement},
     {Op::kGather, "gather", OpKind::kMovement},
     {Op::kScatterAdd, "scatter_add", OpKind::kMovement},
+    {Op::kAdamStep, "adam_step", OpKind::kMutate},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -21,9 +21,10 @@ std::vector<TensorId> ConsumedOperands(const Instruction& run) {
 
 namespace {
 
+// An optimizer step writes three tensors: units track one written operand.
 bool AllowedInUnit(Op op) {
   if (ProducesTensor(op)) return op != Op::kFromBytes;
-  return KindOf(op) == OpKind::kMutate || op == Op::kFree;
+  return (KindOf(op) == OpKind::kMutate && op != Op::kAdamStep) || op == Op::kFree;
 }
 
 Status BodyError(size_t index, const Instruction& inst, const std::string& why) {

@@ -133,7 +133,8 @@ bool Sequenceable(const Instruction& inst) {
   // instruction so that every member meets it in stream order.
   if (KindOf(inst.op) == OpKind::kCollective) return false;
   if (ProducesTensor(inst.op)) return inst.op != Op::kFromBytes && inst.results.size() == 1 && !inst.payload;
-  return KindOf(inst.op) == OpKind::kMutate || inst.op == Op::kFree;
+  // An optimizer step writes three tensors; units track one written operand.
+  return (KindOf(inst.op) == OpKind::kMutate && inst.op != Op::kAdamStep) || inst.op == Op::kFree;
 }
 
 namespace {

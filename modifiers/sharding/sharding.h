@@ -65,7 +65,8 @@
 //     or columns                          first row (+) or column (-)
 //   any of these on replicas only         on every replica
 //
-//   Elementwise also runs where (condition, a, b).
+//   Elementwise also runs where (condition, a, b), and adam_step when its
+//   parameter and optimizer state are laid out alike (else an error).
 //
 //   Whole (every other op, and any op whose operands are all whole)
 //   anything else                         operands assembled whole on one worker

@@ -305,8 +305,8 @@ void ShardingStage::ForgetConstants(Client& c, const Instruction& inst) {
   const Op op = inst.op;
   const bool views = op == Op::kSlice || op == Op::kSelect || op == Op::kTranspose || op == Op::kPermute ||
                      op == Op::kUnsqueeze || op == Op::kSqueeze || op == Op::kReshape;
-  const bool writes = KindOf(op) == OpKind::kMutate;
-  if (!views && !writes && op != Op::kRunUnit) return;
+  const bool writes = KindOf(op) == OpKind::kMutate && op != Op::kAdamStep;  // operand 0 only
+  if (!views && !writes && op != Op::kRunUnit && op != Op::kAdamStep) return;
   for (size_t i = 0; i < inst.operands.size() && (i == 0 || !writes); ++i) {
     auto it = c.tensors.find(inst.operands[i]);
     if (it != c.tensors.end()) it->second.constant.reset();
@@ -397,6 +397,14 @@ Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<
   }
   const Instruction original = inst;
   Step s = StepFor(c, original, out);
+  // An optimizer step writes its state too: none of it may be a copy.
+  if (inst.op == Op::kAdamStep) {
+    for (size_t i : {size_t{0}, size_t{2}, size_t{3}})
+      if (in[i] && !(in[i]->placement.whole() && in[i]->placement.workers[0] == worker))
+        return FailedPrecondition(inst.Describe() + ": " + TensorName(inst.operands[i]) + " is " +
+                                  in[i]->placement.ToString() + ", the others whole on worker " +
+                                  std::to_string(worker) + "; a parameter and its optimizer state must be laid out alike");
+  }
   if (KindOf(inst.op) == OpKind::kMutate && in[0] &&
       !(in[0]->placement.whole() && in[0]->placement.workers[0] == worker)) {
     for (size_t i = 1; i < in.size(); ++i)

@@ -110,6 +110,19 @@ Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, con
   return result;
 }
 
+// An optimizer step writes its parameter and both moment estimates: the
+// three must be laid out alike (each member updates its own pieces); the
+// gradient is cut or copied like the parameter.
+Result<Placement> FusedUpdate(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const Placement& p = in[0]->placement;
+  for (size_t i : {size_t{2}, size_t{3}})
+    if (!SameLayout(in[i]->placement, p))
+      return InvalidArgument(s.inst->Describe() + ": optimizer state " + TensorName(s.inst->operands[i]) + " is " +
+                             in[i]->placement.ToString() + " but its parameter is " + p.ToString() +
+                             "; they must be laid out alike");
+  return p.whole() ? Whole(s, in, meta) : Elementwise(s, in, meta);
+}
+
 // A @ B over (..., M, K) @ (..., K, N), batch dims broadcasting: an
 // operand cut on a batch dim, a row dim of A or a column dim of B runs
 // shard-local; one cut on K gives partial products and an all-reduce.

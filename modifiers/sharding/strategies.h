@@ -36,6 +36,8 @@ Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const Ten
 // destination of a mutation, else the first sharded, else the first
 // replicated one); the others cut like it or copied to its workers.
 Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+// adam_step: parameter and optimizer state laid out alike, else an error.
+Result<Placement> FusedUpdate(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // A @ B by the placements of A and B (see sharding.h).
 Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // Reductions: shard-local over other axes; over the sharded axis, local

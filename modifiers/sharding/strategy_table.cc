@@ -50,6 +50,9 @@ Strategy StrategyFor(Op op) {
     case Op::kCopyInto:  // a mutation changes its destination where it lives
     case Op::kFill:
       return &Elementwise;
+    // an optimizer step: its parameter and state where they live, alike
+    case Op::kAdamStep:
+      return &FusedUpdate;
     // A @ B (row-, inner-, column-sharded, replicated)
     case Op::kMatmul:
       return &Matmul;

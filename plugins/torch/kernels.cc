@@ -366,6 +366,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     // No tensor of their own: Mutate(), or the backend's control path.
     case Op::kCopyInto:
     case Op::kFill:
+    case Op::kAdamStep:
     case Op::kFetch:
     case Op::kFree:
     case Op::kSync:
@@ -381,7 +382,39 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
   return Internal("no tensor kernel for " + inst.Describe());
 }
 
+namespace {
+
+// PyTorch's single-tensor AdamW (torch/optim/adamw.py), in place.
+Status AdamStep(const Instruction& inst, std::vector<at::Tensor>& t) {
+  at::Tensor& p = t[0];
+  at::Tensor& m = t[2];
+  at::Tensor& v = t[3];
+  at::Tensor g = t[1];
+  for (const at::Tensor& x : t)
+    if (x.scalar_type() != p.scalar_type() || !x.sizes().equals(p.sizes()) || !at::isFloatingType(x.scalar_type()))
+      return Invalid(inst, "param, grad, exp_avg and exp_avg_sq must share one floating dtype and shape");
+  const std::vector<double>& n = inst.attrs.numbers;
+  if (n.size() != 7) return Invalid(inst, "expects 7 numbers (lr, betas, eps, weight_decay, bias corrections)");
+  const double lr = n[0], beta1 = n[1], beta2 = n[2], eps = n[3], weight_decay = n[4];
+  const double correction1 = n[5], correction2 = n[6];
+  if (!(correction1 > 0) || !(correction2 > 0)) return Invalid(inst, "bias corrections must be > 0");
+  if (weight_decay != 0 && inst.attrs.keepdims) p.mul_(1 - lr * weight_decay);
+  if (weight_decay != 0 && !inst.attrs.keepdims) g = g + p * weight_decay;
+  m.mul_(beta1).add_(g, 1 - beta1);
+  v.mul_(beta2).addcmul_(g, g, 1 - beta2);
+  const at::Tensor denom = (v.sqrt() / std::sqrt(correction2)).add_(eps);
+  p.addcdiv_(m, denom, -lr / correction1);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Mutate(const Instruction& inst, TensorSource source) {
+  if (inst.op == Op::kAdamStep) {
+    Result<std::vector<at::Tensor>> operands = Operands(inst, 4, source);
+    if (!operands.ok()) return operands.status();
+    return AdamStep(inst, *operands);
+  }
   const size_t count = inst.op == Op::kCopyInto ? 2 : 1;
   Result<std::vector<at::Tensor>> operands = Operands(inst, count, source);
   if (!operands.ok()) return operands.status();

@@ -154,7 +154,8 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kAllGather: return ComputeAndStore(inst, operands);
     // In place, no result (kernels.h).
     case Op::kCopyInto:
-    case Op::kFill: return Mutate(inst, operands);
+    case Op::kFill:
+    case Op::kAdamStep: return Mutate(inst, operands);
     // Control.
     case Op::kFetch: return Fetch(inst, operands, replies);
     case Op::kFree: return tensors_.Free(inst);

@@ -80,6 +80,17 @@ class Adam {
   int64_t steps_ = 0;
 };
 
+// One Adam / AdamW update of `param` and its moment estimates in place, as
+// one instruction (PyTorch's single-tensor AdamW: m = b1 m + (1 - b1) g,
+// v = b2 v + (1 - b2) g^2, p -= lr / c1 * m / (sqrt(v) / sqrt(c2) + eps),
+// weight decay decoupled or added to the gradient). Adam::step uses it.
+// REQUIRES: the four tensors share one floating dtype and shape (else the
+// worker's error at the next sync point), grad mode off or param not
+// requiring grad; exp_avg and exp_avg_sq laid out like param (made from it).
+void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
+                double beta2, double eps, double weight_decay, double bias_correction1, double bias_correction2,
+                bool decoupled);
+
 // Adam with decoupled weight decay, as PyTorch's AdamW (default 0.01).
 class AdamW : public Adam {
  public:

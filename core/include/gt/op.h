@@ -110,6 +110,12 @@ enum class Op : uint16_t {
   kIndexAdd,     // operands {base, index (1-D), source}: base + source's slices added at index
   kGather,       // operands {x, index (x's rank)}: out[..i..] = x[..index[..i..]..] along dim
   kScatterAdd,   // operands {base, index, source}: base + source added at index along dim
+  // One Adam / AdamW update of a parameter in place (a mutation of operands
+  // 0, 2 and 3, as PyTorch's single-tensor AdamW): operands {param, grad,
+  // exp_avg, exp_avg_sq}, one floating dtype and shape; attrs.numbers =
+  // {lr, beta1, beta2, eps, weight_decay, bias_correction1,
+  // bias_correction2}; attrs.keepdims: weight decay decoupled (AdamW).
+  kAdamStep,
   kCount
 };
 
