@@ -38,12 +38,13 @@ bool Differentiable(Op op) {
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin:
     case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
     case Op::kSlice: case Op::kSelect: case Op::kCat:
+    case Op::kRedistribute:
       return true;
     case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
     case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:
-    case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
+    case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:
     case Op::kCount:
@@ -247,6 +248,7 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
     case Op::kNeg: return {-g};
     case Op::kAbs: return {g * Sign(x)};
     case Op::kClone: return {g};
+    case Op::kRedistribute: return {g};  // the same values: the gradient keeps the layout it comes in
     case Op::kErf: return {g * (x * x * -1.0).exp() * kTwoOverSqrtPi};
     case Op::kTril: return {g.tril(n.attrs.axes.at(0))};
     case Op::kTriu: return {g.triu(n.attrs.axes.at(0))};
@@ -500,7 +502,17 @@ void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>
   impl->grad_fn = std::move(node);
 }
 
+namespace {
+thread_local int backward_depth = 0;
+}  // namespace
+
+bool InBackward() { return backward_depth > 0; }
+
 void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) {
+  struct Depth {
+    Depth() { ++backward_depth; }
+    ~Depth() { --backward_depth; }
+  } in_backward;
   if (!root.requires_grad())
     throw Error(Code::kFailedPrecondition, "backward: the tensor does not require grad and has no recorded op");
   if (!gradient.defined() && root.numel() != 1)

@@ -287,6 +287,7 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   Result<TensorMeta> meta = InferResult(inst, metas);
   if (!meta.ok()) throw Error(meta.status().code(), meta.status().message());
   LoadEnvConfigOnce();
+  Origin origin = NoteOrigin(inst.op, inst.signal);
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
   auto record = std::make_shared<TensorRecord>();
@@ -294,6 +295,13 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   record->meta = std::move(*meta);
   inst.results = {record->id};
   inst.seq = next_seq_++;
+  if (!origin.op.empty()) origins_[inst.seq] = std::move(origin);
+  if (inst.op == Op::kRedistribute && !placing_) {
+    // Its result has a placement record at the dispatcher: from now on every
+    // op must reach the sharding stage as itself, not inside a unit.
+    if (pipeline_) pipeline_->Drain();
+    placing_ = true;
+  }
   QueueLocked(std::move(inst));
   // Only once queued: a record dropped by a throw above must not free its
   // id (its destructor would take mu_, held here).
@@ -314,9 +322,11 @@ void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& o
       throw Error(Code::kInvalidArgument, "copy_: source of shape " + ShapeToString(from) +
                                               " does not broadcast to destination " + ShapeToString(to));
   }
+  Origin origin = NoteOrigin(inst.op, inst.signal);
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
   inst.seq = next_seq_++;
+  if (!origin.op.empty()) origins_[inst.seq] = std::move(origin);
   QueueLocked(std::move(inst));
 }
 
@@ -392,6 +402,52 @@ FetchedData Session::Fetch(const TensorRecord& tensor) {
   FetchedData data;
   SyncLocked(fetch_seq, &data);
   return data;
+}
+
+FetchedData Session::Inspect(Instruction inst, const TensorRecord* operand) {
+  if (operand) inst.operands = {operand->id};
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  inst.seq = next_seq_++;
+  const uint64_t seq = inst.seq;
+  const uint64_t request = inst.attrs.seed;
+  if (pipeline_) pipeline_->Drain();
+  if (request == 2) {
+    origins_.clear();
+    recording_ = true;
+  }
+  QueueLocked(std::move(inst));
+  FetchedData data;
+  if (request == 2) return data;
+  if (request == 3) recording_ = false;
+  SyncLocked(seq, &data);
+  return data;
+}
+
+Session::Origin Session::OriginOf(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = origins_.find(seq);
+  return it == origins_.end() ? Origin{} : it->second;
+}
+
+void Session::SetSourceHook(std::function<std::string()> hook) {
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  source_hook_ = std::move(hook);
+}
+
+Session::Origin Session::NoteOrigin(Op op, const std::string& signal) {
+  if (!recording_.load(std::memory_order_relaxed)) return {};
+  Origin origin{std::string(OpName(op)), signal, "", client_internal::InBackward()};
+  std::function<std::string()> hook;
+  {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    hook = source_hook_;
+  }
+  try {
+    if (hook) origin.source = hook();
+  } catch (...) {  // a report without its source line rather than a failed op
+  }
+  return origin;
 }
 
 void Session::Sync() {

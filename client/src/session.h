@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <condition_variable>
@@ -15,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <zmq.hpp>
@@ -53,6 +55,9 @@ struct TensorRecord {
   ~TensorRecord();
 };
 
+// True on a thread inside backward() (autograd.cc).
+bool InBackward();
+
 struct FetchedData {
   DType dtype;
   Shape shape;
@@ -82,6 +87,19 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Sync points.
   FetchedData Fetch(const TensorRecord& tensor);
+  // Sends an inspect (gt/op.h) about `operand` (may be null) and returns the
+  // dispatcher's answer, except for a start of recording (attrs.seed 2),
+  // which is queued like an op and answered by nothing. Starting a
+  // recording also starts noting each later op's origin here; the answer
+  // to attrs.seed 3 ends it.
+  FetchedData Inspect(Instruction inst, const TensorRecord* operand);
+  // What the session noted of the op with `seq` while recording (empty op: nothing).
+  struct Origin {
+    std::string op, signal, source;
+    bool backward = false;
+  };
+  Origin OriginOf(uint64_t seq);
+  void SetSourceHook(std::function<std::string()> hook);
   void Sync();
   // Syncs, then asks the dispatcher for every host's metrics snapshot
   // (wire.proto, "Stats") and returns its STATS_REPLY. Throws gt::Error
@@ -143,7 +161,15 @@ class Session : public std::enable_shared_from_this<Session> {
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
   int64_t unsynced_ = 0;                     // GUARDED_BY(mu_): instructions sent since the last sync
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
-  bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point
+  bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point, or a redistribute did
+  // Recording collectives (Inspect): each op's origin by seq. The hook is
+  // called outside mu_ (it may take the Python GIL).
+  std::atomic<bool> recording_{false};
+  std::unordered_map<uint64_t, Origin> origins_;  // GUARDED_BY(mu_)
+  std::mutex hook_mu_;
+  std::function<std::string()> source_hook_;      // GUARDED_BY(hook_mu_)
+  // The origin of an op about to be issued, while recording (else empty).
+  Origin NoteOrigin(Op op, const std::string& signal);
   bool compile_scopes_eager_ = false;     // GT_COMPILE off: compile scopes send no markers (set at start)
   bool compile_scopes_required_ = false;  // GT_COMPILE=1: markers say the scope must be compiled (set at start)
   std::unique_ptr<ClientPipeline> pipeline_;  // GUARDED_BY(mu_); null: no client stages

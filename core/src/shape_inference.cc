@@ -157,6 +157,17 @@ Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const T
   return TensorMeta{in[0]->shape, dtype};
 }
 
+// redistribute: a copy, laid out anew. The client states the operand's shape
+// and dtype (the sharding stage may have no record of them): they must hold.
+Result<TensorMeta> InferRedistribute(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  if (in.size() != 1) return ArityError(inst, 1, in.size());
+  if (inst.attrs.shape != in[0]->shape || inst.attrs.dtype != in[0]->dtype)
+    return InvalidArgument(Where(inst) + ": the operand is " + ShapeToString(in[0]->shape) + " " +
+                           std::string(DTypeName(in[0]->dtype)) + ", the instruction says " +
+                           ShapeToString(inst.attrs.shape) + " " + std::string(DTypeName(inst.attrs.dtype)));
+  return *in[0];
+}
+
 // argmax / argmin: one dim or none (the flattened tensor), int64 positions.
 Result<TensorMeta> InferArgReduce(const Instruction& inst, const TensorMeta& in) {
   const std::string name(OpName(inst.op));
@@ -470,6 +481,8 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferUnary(inst, in);
     case Op::kWhere:
       return InferWhere(inst, in);
+    case Op::kRedistribute:
+      return InferRedistribute(inst, in);
     case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
       return InferIndexing(inst, in);
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kArgMax: case Op::kArgMin:
@@ -481,7 +494,7 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       if (in.size() != 1) return ArityError(inst, 1, in.size());
       return InferMovement(inst, *in[0]);
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:  // change their operands, make nothing
-    case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
+    case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:  // made only by dispatcher stages, which know their shapes
     case Op::kCount:

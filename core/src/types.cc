@@ -153,6 +153,8 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kGather, "gather", OpKind::kMovement},
     {Op::kScatterAdd, "scatter_add", OpKind::kMovement},
     {Op::kAdamStep, "adam_step", OpKind::kMutate},
+    {Op::kRedistribute, "redistribute", OpKind::kUnary},
+    {Op::kInspect, "inspect", OpKind::kControl},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

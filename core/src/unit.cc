@@ -22,8 +22,9 @@ std::vector<TensorId> ConsumedOperands(const Instruction& run) {
 namespace {
 
 // An optimizer step writes three tensors: units track one written operand.
+// A redistribute is the sharding stage's to carry out, not a worker's.
 bool AllowedInUnit(Op op) {
-  if (ProducesTensor(op)) return op != Op::kFromBytes;
+  if (ProducesTensor(op)) return op != Op::kFromBytes && op != Op::kRedistribute;
   return (KindOf(op) == OpKind::kMutate && op != Op::kAdamStep) || op == Op::kFree;
 }
 

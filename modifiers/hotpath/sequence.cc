@@ -132,7 +132,9 @@ bool Sequenceable(const Instruction& inst) {
   // A collective pairs with its peers' on other workers; it stays a single
   // instruction so that every member meets it in stream order.
   if (KindOf(inst.op) == OpKind::kCollective) return false;
-  if (ProducesTensor(inst.op)) return inst.op != Op::kFromBytes && inst.results.size() == 1 && !inst.payload;
+  // A redistribute is the sharding stage's to carry out, never part of a unit.
+  if (ProducesTensor(inst.op))
+    return inst.op != Op::kFromBytes && inst.op != Op::kRedistribute && inst.results.size() == 1 && !inst.payload;
   // An optimizer step writes three tensors; units track one written operand.
   return (KindOf(inst.op) == OpKind::kMutate && inst.op != Op::kAdamStep) || inst.op == Op::kFree;
 }

@@ -39,6 +39,10 @@ struct Client {
   FailedTensors failed;  // ids never made because their op failed (gt/failed_tensors.h)
   int default_worker = -1;  // where its whole tensors are made (and every unrecorded one lives)
   TensorId next_physical = kPhysicalIdBase;
+  // Between inspect 2 and 3 (gt/op.h): its ops' collectives, each as
+  // {seq, op, reduce, bytes, members, member...}, for the client's report.
+  bool recording = false;
+  std::vector<int64_t> collective_log;
 };
 
 // A fresh id for a shard, copy or temporary of `c`.

@@ -192,4 +192,68 @@ Result<Placement> SliceOrSelect(Step& s, const Tensor& t, const TensorMeta& meta
   return Internal(s.inst->Describe() + ": index " + std::to_string(index) + " lies in no shard of " + p.ToString());
 }
 
+namespace {
+
+// The layout a redistribute names: {layout, axis, worker...} (gt/op.h).
+Result<Placement> TargetLayout(const Instruction& inst, const Tensor& x, const Workers& workers) {
+  const TensorMeta& meta = x.meta;
+  const std::vector<int64_t>& a = inst.attrs.axes;
+  const std::string where = inst.Describe() + ": ";
+  if (a.size() < 3 || a[0] < 0 || a[0] > 2)
+    return InvalidArgument(where + "expected attrs {layout (0 whole, 1 split, 2 copies), axis, worker...}");
+  Placement out;
+  out.kind = a[0] == 0 ? Placement::Kind::kWhole : a[0] == 1 ? Placement::Kind::kSharded : Placement::Kind::kReplicated;
+  if (a[0] == 0 && a.size() == 3 && a[2] == -1)  // whole where x's first piece lives
+    return Placement{Placement::Kind::kWhole, {x.placement.workers.at(0)}, {}, 0, {}};
+  for (size_t i = 2; i < a.size(); ++i) {
+    if (a[i] < 0 || a[i] > INT32_MAX || !workers.IsLive(static_cast<int>(a[i])))
+      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is not a live worker (live: " +
+                             WorkerList(workers.live()) + ")");
+    if (Contains(out.workers, static_cast<int>(a[i])))
+      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is named twice");
+    out.workers.push_back(static_cast<int>(a[i]));
+  }
+  if (out.whole() && out.workers.size() != 1) return InvalidArgument(where + "a whole tensor lives on one worker");
+  if (out.sharded()) {
+    const int64_t rank = static_cast<int64_t>(meta.shape.size());
+    const int64_t axis = Wrap(a[1], meta.shape.size());
+    if (axis < 0 || axis >= rank)
+      return InvalidArgument(where + "axis " + std::to_string(a[1]) + " is out of range for a tensor of shape " +
+                             ShapeToString(meta.shape));
+    out.axis = axis;
+    out.sizes = ChunkSizes(meta.shape[static_cast<size_t>(axis)], out.workers.size());
+    if (out.sizes.empty()) return InvalidArgument(where + "cannot split dim " + std::to_string(axis) + " of size 0");
+    out.workers.resize(out.sizes.size());
+  }
+  if (out.workers.size() == 1) out = Placement{Placement::Kind::kWhole, out.workers, {}, 0, {}};
+  return out;
+}
+
+}  // namespace
+
+Result<Placement> Redistribute(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  (void)meta;  // x's own
+  const Tensor& x = *in.at(0);
+  Result<Placement> target = TargetLayout(*s.inst, x, *s.workers);
+  if (!target.ok()) return target.status();
+  Placement out = std::move(*target);
+  std::vector<TensorId> pieces;
+  if (out.whole()) pieces = {WholeOn(s, x, out.workers[0])};
+  if (out.replicated()) pieces = CopiesOn(s, x, out.workers);
+  if (out.sharded()) pieces = ShardLike(s, x, out.axis, out);
+  // Each piece copied into a tensor of the result's own: x keeps its pieces,
+  // and a slice of a temporary copy would keep all of that copy alive.
+  if (out.whole()) {
+    Instruction clone;
+    clone.op = Op::kClone;
+    clone.operands = {pieces[0]};
+    clone.results = {s.inst->results.at(0)};
+    EmitOn(s, out.workers[0], std::move(clone));
+    out.ids = {s.inst->results.at(0)};
+    return out;
+  }
+  out.ids = PerMember(s, out, Op::kClone, {}, [&pieces](size_t r) { return std::vector<TensorId>{pieces[r]}; }, false);
+  return out;
+}
+
 }  // namespace gt::sharding

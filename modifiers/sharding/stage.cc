@@ -138,6 +138,9 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
     for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
     return Unavailable(inst.Describe() + ": no live worker");
   }
+  if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
+  // A redistributed tensor has a record, so the client's later tensors need them too.
+  if (inst.op == Op::kRedistribute) c.placing = true;
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
   if (inst.op == Op::kDefineUnit) {  // the router keeps it until the unit's first run on a worker
     out.Emit(std::move(inst));
@@ -298,6 +301,75 @@ Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
   return Status::Ok();
 }
 
+Status ShardingStage::Inspect(Client& c, Instruction&& inst, Emitter& out) {
+  if (Status f = c.failed.CheckOperands(inst); !f.ok()) return f;
+  switch (inst.attrs.seed) {
+    case 1: {  // a layout: {layout, axis, n, worker_1..n[, size_1..n when split]}
+      if (inst.operands.size() != 1) return InvalidArgument(inst.Describe() + ": expected one operand");
+      auto it = c.tensors.find(inst.operands[0]);
+      Placement p;
+      if (it != c.tensors.end()) {
+        p = it->second.placement;
+      } else {  // no record: whole on the client's worker, if it is there (a view of it fails if not)
+        if (c.default_worker < 0 || !workers_.IsLive(c.default_worker))
+          return InvalidArgument(inst.Describe() + ": unknown tensor " + TensorName(inst.operands[0]));
+        p = Placement{Placement::Kind::kWhole, {c.default_worker}, {inst.operands[0]}, 0, {}};
+        Step s = StepFor(c, inst, out);
+        Attributes front;
+        front.axes = {0};
+        PerMember(s, p, Op::kUnsqueeze, front, [&](size_t) { return std::vector<TensorId>{inst.operands[0]}; }, true);
+        FreeTemporaries(s);
+      }
+      std::vector<int64_t> values = {p.whole() ? 0 : p.sharded() ? 1 : 2, p.axis, static_cast<int64_t>(p.workers.size())};
+      values.insert(values.end(), p.workers.begin(), p.workers.end());
+      if (p.sharded()) values.insert(values.end(), p.sizes.begin(), p.sizes.end());
+      Answer(c, inst, values, out);
+      return Status::Ok();
+    }
+    case 2:  // record from here on
+      c.recording = true;
+      c.collective_log.clear();
+      return Status::Ok();
+    case 3: {  // hand the record over: {entries, entry...}
+      std::vector<int64_t> values = {0};
+      for (size_t i = 0; i + 4 < c.collective_log.size(); i += 5 + static_cast<size_t>(c.collective_log[i + 4])) ++values[0];
+      values.insert(values.end(), c.collective_log.begin(), c.collective_log.end());
+      c.recording = false;
+      c.collective_log.clear();
+      Answer(c, inst, values, out);
+      return Status::Ok();
+    }
+    default:
+      return InvalidArgument(inst.Describe() + ": unknown inspect request " + std::to_string(inst.attrs.seed) +
+                             " (1: layout, 2: start recording, 3: the recording)");
+  }
+}
+
+void ShardingStage::Answer(Client& c, const Instruction& inst, const std::vector<int64_t>& values, Emitter& out) {
+  Step s = StepFor(c, inst, out);
+  const int worker = workers_.DefaultFor(c);
+  Instruction make;
+  make.op = Op::kFromBytes;
+  make.attrs.shape = {static_cast<int64_t>(values.size())};
+  make.attrs.dtype = DType::kInt64;
+  make.payload = CopyToBlob(values.data(), values.size() * sizeof(int64_t));
+  const TensorId id = NewId(c);
+  make.results = {id};
+  EmitOn(s, worker, std::move(make));
+  s.temporaries.emplace_back(worker, id);
+  EmitOn(s, worker, MakeFetch(inst.client, inst.seq, id));
+  FreeTemporaries(s);
+}
+
+const Tensor* ShardingStage::Adopt(Client& c, const Instruction& redistribute) {
+  if (c.default_worker < 0 || !workers_.IsLive(c.default_worker)) return nullptr;
+  const TensorId id = redistribute.operands.at(0);
+  Tensor& t = c.tensors[id];
+  t = Tensor{TensorMeta{redistribute.attrs.shape, redistribute.attrs.dtype},
+             Placement{Placement::Kind::kWhole, {c.default_worker}, {id}, 0, {}}};
+  return &t;
+}
+
 // A tensor stops being a constant when it may be written: as the destination
 // of a write (whether or not it succeeds), as an operand of a unit, or when
 // it is viewed (a view shares its data: a write through it writes the base).
@@ -326,6 +398,15 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     in.push_back(it == c.tensors.end() ? nullptr : &it->second);
   }
   ForgetConstants(c, inst);
+  // A tensor from before the client's first config takes part as the client describes it.
+  if (unrecorded && inst.op == Op::kRedistribute) {
+    in[0] = Adopt(c, inst);
+    if (!in[0]) {
+      c.failed.Record(inst.results.at(0), inst.seq);
+      return InvalidArgument(inst.Describe() + ": unknown tensor " + TensorName(inst.operands[0]));
+    }
+    unrecorded = false;
+  }
   if (unrecorded) return Unrecorded(c, std::move(inst), in, out);
   const bool produces = ProducesTensor(inst.op);
   TensorMeta meta;
@@ -344,7 +425,8 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   // living elsewhere are moved in first (pipeline stages, backward signals).
   std::vector<Tensor> moved;
   auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
-  if (config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
+  const bool redistribute = inst.op == Op::kRedistribute;  // its target is its own, not the scope's
+  if (!redistribute && config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
     moved.reserve(in.size());  // `in` points into it
     if (Status st = CheckConfig(inst.signal, config->second, workers_, nullptr); !st.ok()) {
       for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
@@ -360,7 +442,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   bool all_whole = true;
   for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
-  if (all_whole && moved.empty() && !in.empty() && !explain_) {
+  if (all_whole && moved.empty() && !in.empty() && !explain_ && !redistribute) {
     const int worker = in[0]->placement.workers[0];
     bool together = true;
     for (const Tensor* t : in) together = together && t->placement.workers[0] == worker;

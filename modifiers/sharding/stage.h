@@ -62,6 +62,15 @@ class ShardingStage final : public Stage {
   Status Create(Client& c, Instruction inst, Emitter& out);
   Status Free(Client& c, Instruction inst, Emitter& out);
   Status Fetch(Client& c, Instruction inst, Emitter& out);
+  // inspect (gt/op.h): a tensor's layout, or the client's collective
+  // recording started or handed over, answered as a fetch of int64 values.
+  Status Inspect(Client& c, Instruction&& inst, Emitter& out);
+  // `values` made on the client's worker and fetched under `inst`'s seq.
+  void Answer(Client& c, const Instruction& inst, const std::vector<int64_t>& values, Emitter& out);
+  // A tensor without a record that a redistribute names: whole on the
+  // client's worker, with the shape and dtype the client states; null when
+  // the client never made a tensor.
+  const Tensor* Adopt(Client& c, const Instruction& redistribute);
   void ForgetConstants(Client& c, const Instruction& inst);
   Status Compute(Client& c, Instruction inst, Emitter& out);
   // `inst`, whose operands are all whole on `worker`, sent there as it is.

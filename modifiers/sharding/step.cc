@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "gt/dtype.h"
 #include "gt/op_attrs.h"
 
 namespace gt::sharding {
@@ -20,6 +21,17 @@ CollectiveSpec GroupSpec(const Step& s, const std::vector<int>& group) {
 Instruction Collective(Op op, CollectiveSpec spec, size_t rank) {
   spec.rank = static_cast<int64_t>(rank);
   return MakeCollective(op, spec);
+}
+
+// For a client that records its collectives (inspect 2): one entry per
+// collective, its bytes those of the whole tensor it moves or reduces.
+void Note(Step& s, Op op, int reduce, const TensorMeta& meta, const std::vector<int>& members) {
+  if (!s.client->recording) return;
+  std::vector<int64_t>& log = s.client->collective_log;
+  const int64_t bytes = NumElements(meta.shape) * static_cast<int64_t>(ElementSize(meta.dtype));
+  log.insert(log.end(), {static_cast<int64_t>(s.inst->seq), static_cast<int64_t>(op), reduce, bytes,
+                         static_cast<int64_t>(members.size())});
+  log.insert(log.end(), members.begin(), members.end());
 }
 
 }  // namespace
@@ -95,6 +107,7 @@ std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<in
     std::vector<int> group = {root};
     group.insert(group.end(), missing.begin(), missing.end());
     s.collectives.push_back("broadcast " + WorkerList(group));
+    Note(s, Op::kBroadcast, 0, t.meta, group);
     CollectiveSpec spec = GroupSpec(s, group);
     spec.root = 0;
     Instruction b = Collective(Op::kBroadcast, spec, 0);
@@ -119,6 +132,7 @@ std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<in
   }
   // Sharded: all-gather among its workers, then copy on to the rest.
   s.collectives.push_back("all_gather " + WorkerList(p.workers));
+  Note(s, Op::kAllGather, 0, t.meta, p.workers);
   Tensor gathered{t.meta, Placement{Placement::Kind::kReplicated, p.workers, {}, 0, {}}};
   CollectiveSpec spec = GroupSpec(s, p.workers);
   spec.dim = p.axis;
@@ -187,6 +201,7 @@ std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Pl
 std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
                                 int op) {
   s.collectives.push_back(std::string("all_reduce(") + (op == 1 ? "max" : op == 2 ? "min" : "sum") + ") " + WorkerList(p.workers));
+  Note(s, Op::kAllReduce, op, meta, p.workers);
   CollectiveSpec spec = GroupSpec(s, p.workers);
   spec.reduce = static_cast<ReduceOp>(op);
   std::vector<TensorId> out;

@@ -8,7 +8,7 @@
 //
 //   strategies.cc           Whole, Elementwise, Matmul, Reduce, Softmax, Cat
 //   movement_strategies.cc  Movement (reshape, transpose, unsqueeze, squeeze,
-//                           permute), SliceOrSelect
+//                           permute), SliceOrSelect, Redistribute
 //   indexing_strategies.cc  IndexSelect, IndexAdd, GatherOrScatter, Triangle
 //   creation.cc             Creation (creation ops in a scope with a config)
 //
@@ -60,6 +60,13 @@ Result<Placement> IndexAdd(Step& s, const std::vector<const Tensor*>& in, const 
 Result<Placement> GatherOrScatter(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 Result<Placement> Triangle(Step& s, const Tensor& t, const TensorMeta& meta);
 
+// redistribute: x copied into the layout the instruction names (gt/op.h),
+// by the collectives that change needs (none when x is there already: each
+// piece is copied where it lives). A split over fewer workers than named
+// when the dim is short (torch.chunk); one piece, or one copy, is whole.
+// Fails for a worker that is not live or named twice, an axis out of range,
+// a dim of size 0 to split, or a layout that is none of the three.
+Result<Placement> Redistribute(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // A creation op (s.inst) placed by `config` (null: none applies): shards
 // made on their workers (in place, from the split payload, or made whole
 // and sliced), replicas, or whole on the client's worker. `meta` is the

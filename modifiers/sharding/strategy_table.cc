@@ -97,6 +97,8 @@ Strategy StrategyFor(Op op) {
     // anything else: operands assembled whole on one worker. The stage
     // handles all of these before a strategy could see them, except the
     // markers, which take no operand.
+    case Op::kRedistribute:  // RunStrategy's, whatever the placements
+    case Op::kInspect:
     case Op::kFromBytes:
     case Op::kRandn:
     case Op::kZeros:
@@ -123,6 +125,7 @@ Strategy StrategyFor(Op op) {
 }
 
 Result<Placement> RunStrategy(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  if (s.inst->op == Op::kRedistribute) return Redistribute(s, in, meta);
   bool all_whole = true;
   for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
   if (all_whole || in.empty()) return Whole(s, in, meta);

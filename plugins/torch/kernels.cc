@@ -174,6 +174,10 @@ Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
     case Op::kNeg: return at::neg(a);
     case Op::kAbs: return at::abs(a);
     case Op::kClone: return at::clone(a);
+    case Op::kRedistribute:  // only the dispatcher's sharding stage moves it; here it is a copy
+      if (std::vector<int64_t>(a.sizes().begin(), a.sizes().end()) != inst.attrs.shape)
+        return Invalid(inst, "the operand's shape is not the one the instruction states");
+      return at::clone(a);
     case Op::kErf: return at::erf(a);
     case Op::kTril:
     case Op::kTriu:
@@ -336,6 +340,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kNeg:
     case Op::kAbs:
     case Op::kClone:
+    case Op::kRedistribute:
     case Op::kSoftmax:
     case Op::kLogSoftmax:
     case Op::kErf:
@@ -367,6 +372,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kCopyInto:
     case Op::kFill:
     case Op::kAdamStep:
+    case Op::kInspect:
     case Op::kFetch:
     case Op::kFree:
     case Op::kSync:

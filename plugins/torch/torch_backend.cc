@@ -125,6 +125,7 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kNeg:
     case Op::kAbs:
     case Op::kClone:
+    case Op::kRedistribute:
     case Op::kSoftmax:
     case Op::kLogSoftmax:
     case Op::kSum:
@@ -164,6 +165,9 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kHotStart:
     case Op::kHotEnd: return Status::Ok();  // markers are for stages
     case Op::kDefineUnit: return units_.Define(inst);
+    case Op::kInspect:
+      return InvalidArgument(inst.Describe() + ": inspect is answered by the dispatcher's sharding stage, and this "
+                             "cluster's dispatcher manifest has none");
     case Op::kRunUnit: return units_.Run(inst, tensors_);
     // The dispatcher's stages consume these; none reaches a worker.
     case Op::kConfigure:

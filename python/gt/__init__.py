@@ -25,7 +25,7 @@ from ._dtype import dtype, float32, float64, int32, int64
 from ._grad import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import (MinMax, Tensor, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
                       randn, randn_like, stack, tensor, tril, triu, where, zeros, zeros_like)
-from . import config, debug, nn, optim, signal
+from . import config, debug, distributed, nn, optim, signal
 from .config import (ConfigError, ShardConfig, SignalConfig, clear_configs, configs, get_config, load_config,
                      load_config_string, register_config)
 

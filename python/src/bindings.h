@@ -21,5 +21,7 @@ void BindNN(pybind11::module_& m);
 void BindConfig(pybind11::module_& m);
 // gt::worker_stats() as plain dicts.
 void BindStats(pybind11::module_& m);
+// gt::distributed (meshes, placements, layouts, recording) over plain values.
+void BindDistributed(pybind11::module_& m);
 
 }  // namespace gt::python

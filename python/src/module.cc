@@ -7,4 +7,5 @@ PYBIND11_MODULE(_C, m) {
   gt::python::BindNN(m);
   gt::python::BindConfig(m);
   gt::python::BindStats(m);
+  gt::python::BindDistributed(m);
 }

@@ -116,6 +116,19 @@ enum class Op : uint16_t {
   // {lr, beta1, beta2, eps, weight_decay, bias_correction1,
   // bias_correction2}; attrs.keepdims: weight decay decoupled (AdamW).
   kAdamStep,
+  // Placement (gt/distributed.h; after the rest, likewise).
+  kRedistribute,  // operands {x}: a copy of x laid out as attrs.axes = {layout, axis,
+                  // worker...} says (layout 0: whole on the one worker, -1 for x's first, 1: split along
+                  // axis over the workers as torch.chunk, 2: a copy on each worker);
+                  // attrs.shape / attrs.dtype = x's, as the client knows them (the
+                  // dispatcher may not: a tensor made before the client's first config).
+                  // The sharding stage performs it; a backend without one copies x.
+  kInspect,       // control, answered like a fetch (one int64 vector, the op's seq) by the
+                  // dispatcher's sharding stage: attrs.seed = 1: operands {x}, x's layout
+                  // {layout, axis, n, worker_1..n, size_1..n} (sizes along axis when split);
+                  // 2: start recording the client's collectives (no answer); 3: the
+                  // recorded collectives, then stop: per collective {seq, op, reduce,
+                  // bytes, n, member_1..n}. Without a sharding stage the worker refuses it.
   kCount
 };
 

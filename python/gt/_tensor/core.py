@@ -10,11 +10,12 @@ from .arithmetic import ArithmeticOps
 from .autograd import AutogradOps
 from .base import TensorBase
 from .interop import NumpyInterop
+from .placement import PlacementOps
 from .reductions import ReductionOps
 from .shape import ShapeOps
 
 
-class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, NumpyInterop, TensorBase):
+class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, NumpyInterop, PlacementOps, TensorBase):
     """A tensor whose data lives on gt workers (see the gt._tensor doc)."""
 
     __slots__ = ()

@@ -1,0 +1,238 @@
+#include "gt/distributed.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "session.h"
+#include "tensor_impl.h"
+
+namespace gt::distributed {
+namespace {
+
+using client_internal::Session;
+using client_internal::TensorFactory;
+
+// The redistribute layouts of gt/op.h.
+enum WireLayout : int64_t { kWhole = 0, kSplit = 1, kCopies = 2 };
+
+Error Invalid(const std::string& message) { return Error(Code::kInvalidArgument, message); }
+
+const client_internal::TensorRecord& Require(const Tensor& t, const char* what) {
+  const client_internal::TensorRecord* r = TensorFactory::Record(t);
+  if (!r) throw Invalid(std::string(what) + ": undefined tensor");
+  return *r;
+}
+
+std::string Join(const std::vector<Placement>& placements) {
+  std::string out = "[";
+  for (size_t i = 0; i < placements.size(); ++i) out += (i ? ", " : "") + placements[i].ToString();
+  return out + "]";
+}
+
+// `placements` on `mesh` as the one layout the sharding stage holds:
+// {layout, axis, worker...} (gt/op.h kRedistribute).
+std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements,
+                                 const char* what) {
+  const std::string where = std::string(what) + "(" + mesh.ToString() + ", " + Join(placements) + "): ";
+  if (placements.size() != mesh.ndim())
+    throw Invalid(where + "expected one placement per mesh axis (" + std::to_string(mesh.ndim()) + "), got " +
+                  std::to_string(placements.size()));
+  for (const Placement& p : placements)
+    if (p.is_partial())
+      throw Invalid(where + "Partial() cannot be asked for: gt sums the partial results of an op before the op ends, "
+                            "so no tensor is ever left partial");
+  // Every axis alike: one split (or one copy) over the flattened mesh.
+  const bool alike = std::all_of(placements.begin(), placements.end(), [&](const Placement& p) {
+    return p == placements[0];
+  });
+  if (!alike)
+    throw Error(Code::kUnimplemented,
+                where + "a 2-D mesh with different placements per axis is not supported yet: the sharding stage holds "
+                        "one split or one set of copies per tensor (use the same placement on every axis)");
+  const Placement& p = placements[0];
+  std::vector<int64_t> attrs = {p.is_shard() ? kSplit : kCopies, 0};
+  if (p.is_shard()) {
+    const int64_t rank = t.dim();
+    const int64_t dim = p.dim < 0 ? p.dim + rank : p.dim;
+    if (dim < 0 || dim >= rank)
+      throw Invalid(where + "Shard dim " + std::to_string(p.dim) + " is out of range for a tensor of shape " +
+                    ShapeToString(t.shape()));
+    attrs[1] = dim;
+  }
+  attrs.insert(attrs.end(), mesh.workers().begin(), mesh.workers().end());
+  return attrs;
+}
+
+Tensor IssueRedistribute(const Tensor& t, std::vector<int64_t> layout) {
+  const client_internal::TensorRecord& r = Require(t, "redistribute");
+  Instruction inst;
+  inst.op = Op::kRedistribute;
+  inst.attrs.axes = std::move(layout);
+  inst.attrs.shape = r.meta.shape;
+  inst.attrs.dtype = r.meta.dtype;
+  inst.signal = current_signal();
+  Tensor out = TensorFactory::Make(Session::Get()->Issue(inst, {&r}));
+  client_internal::RecordForAutograd(Op::kRedistribute, inst.attrs, {t}, out);
+  return out;
+}
+
+std::vector<int64_t> Values(const client_internal::FetchedData& data) {
+  if (data.dtype != DType::kInt64 || data.shape.size() != 1 || !data.bytes ||
+      data.bytes->size() != static_cast<size_t>(data.shape[0]) * sizeof(int64_t))
+    throw Error(Code::kInternal, "inspect: the dispatcher's answer is not an int64 vector");
+  std::vector<int64_t> values(static_cast<size_t>(data.shape[0]));
+  if (!values.empty()) std::memcpy(values.data(), data.bytes->data(), data.bytes->size());
+  return values;
+}
+
+Error Malformed() { return Error(Code::kInternal, "inspect: malformed answer from the dispatcher"); }
+
+std::vector<int> Workers(const std::vector<int64_t>& v, size_t from, size_t n) {
+  if (from + n > v.size()) throw Malformed();
+  std::vector<int> out;
+  for (size_t i = 0; i < n; ++i) out.push_back(static_cast<int>(v[from + i]));
+  return out;
+}
+
+}  // namespace
+
+// ---- placements and meshes ---------------------------------------------------
+
+std::string Placement::ToString() const {
+  switch (kind) {
+    case Kind::kShard: return "Shard(dim=" + std::to_string(dim) + ")";
+    case Kind::kReplicate: return "Replicate()";
+    case Kind::kPartial: return "Partial(sum)";
+  }
+  return "?";
+}
+
+Placement Shard(int64_t dim) { return Placement{Placement::Kind::kShard, dim}; }
+Placement Replicate() { return Placement{Placement::Kind::kReplicate, 0}; }
+Placement Partial() { return Placement{Placement::Kind::kPartial, 0}; }
+
+DeviceMesh::DeviceMesh(std::vector<int> workers, std::string axis_name) : axis_names_{std::move(axis_name)} {
+  shape_ = {static_cast<int64_t>(workers.size())};
+  AddRow(workers);
+}
+
+DeviceMesh::DeviceMesh(const std::vector<std::vector<int>>& workers, std::vector<std::string> axis_names)
+    : axis_names_(std::move(axis_names)) {
+  if (axis_names_.size() != 2)
+    throw Invalid("DeviceMesh: expected 2 axis names for a 2-D mesh, got " + std::to_string(axis_names_.size()));
+  if (axis_names_[0] == axis_names_[1]) throw Invalid("DeviceMesh: axis name '" + axis_names_[0] + "' is used twice");
+  if (workers.empty()) throw Invalid("DeviceMesh: no workers");
+  shape_ = {static_cast<int64_t>(workers.size()), static_cast<int64_t>(workers[0].size())};
+  for (const std::vector<int>& row : workers) {
+    if (row.size() != workers[0].size()) throw Invalid("DeviceMesh: rows of different lengths");
+    AddRow(row);
+  }
+}
+
+void DeviceMesh::AddRow(const std::vector<int>& row) {
+  if (row.empty()) throw Invalid("DeviceMesh: no workers");
+  for (int w : row) {
+    if (w < 0) throw Invalid("DeviceMesh: negative worker index " + std::to_string(w));
+    if (std::find(workers_.begin(), workers_.end(), w) != workers_.end())
+      throw Invalid("DeviceMesh: worker " + std::to_string(w) + " appears twice");
+    workers_.push_back(w);
+  }
+}
+
+std::string DeviceMesh::ToString() const {
+  std::string out = "DeviceMesh(";
+  auto row = [&](size_t from, size_t n) {
+    std::string r = "[";
+    for (size_t i = 0; i < n; ++i) r += (i ? ", " : "") + std::to_string(workers_[from + i]);
+    return r + "]";
+  };
+  if (ndim() == 1) {
+    out += row(0, workers_.size());
+  } else {
+    out += "[";
+    const size_t cols = static_cast<size_t>(shape_[1]);
+    for (size_t i = 0; i < static_cast<size_t>(shape_[0]); ++i) out += (i ? ", " : "") + row(i * cols, cols);
+    out += "]";
+  }
+  out += ", axes=(";
+  for (size_t i = 0; i < axis_names_.size(); ++i) out += (i ? ", " : "") + axis_names_[i];
+  return out + "))";
+}
+
+// ---- layouts -------------------------------------------------------------------
+
+Tensor distribute_tensor(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements) {
+  Require(t, "distribute_tensor");
+  return IssueRedistribute(t, LayoutAttrs(t, mesh, placements, "distribute_tensor"));
+}
+
+Tensor redistribute(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements) {
+  Require(t, "redistribute");
+  return IssueRedistribute(t, LayoutAttrs(t, mesh, placements, "redistribute"));
+}
+
+Tensor full_tensor(const Tensor& t) {
+  Require(t, "full_tensor");
+  return IssueRedistribute(t, {kWhole, 0, -1});  // -1: where its first piece lives
+}
+
+Layout layout(const Tensor& t) {
+  const client_internal::TensorRecord& r = Require(t, "layout");
+  Instruction inst;
+  inst.op = Op::kInspect;
+  inst.attrs.seed = 1;
+  const std::vector<int64_t> v = Values(Session::Get()->Inspect(std::move(inst), &r));
+  if (v.size() < 4 || v[2] < 1) throw Malformed();
+  const size_t n = static_cast<size_t>(v[2]);
+  std::vector<int> workers = Workers(v, 3, n);
+  Layout out{DeviceMesh(workers), {Replicate()}, {}};
+  if (v[0] == kSplit) {
+    out.placements = {Shard(v[1])};
+    if (v.size() != 3 + 2 * n) throw Malformed();
+    out.shard_sizes.assign(v.begin() + static_cast<std::ptrdiff_t>(3 + n), v.end());
+  }
+  return out;
+}
+
+// ---- recording ------------------------------------------------------------------
+
+void start_recording() {
+  Instruction inst;
+  inst.op = Op::kInspect;
+  inst.attrs.seed = 2;
+  Session::Get()->Inspect(std::move(inst), nullptr);
+}
+
+std::vector<CollectiveRecord> stop_recording() {
+  Instruction inst;
+  inst.op = Op::kInspect;
+  inst.attrs.seed = 3;
+  std::shared_ptr<Session> session = Session::Get();
+  const std::vector<int64_t> v = Values(session->Inspect(std::move(inst), nullptr));
+  if (v.empty()) throw Malformed();
+  std::vector<CollectiveRecord> out;
+  size_t at = 1;
+  for (int64_t i = 0; i < v[0]; ++i) {
+    if (at + 5 > v.size()) throw Malformed();
+    CollectiveRecord c;
+    c.seq = static_cast<uint64_t>(v[at]);
+    const int64_t op = v[at + 1];
+    if (op < 0 || op >= static_cast<int64_t>(Op::kCount)) throw Malformed();
+    c.kind = std::string(OpName(static_cast<Op>(op)));
+    if (static_cast<Op>(op) == Op::kAllReduce) c.reduce = v[at + 2] == 1 ? "max" : v[at + 2] == 2 ? "min" : "sum";
+    c.bytes = v[at + 3];
+    c.workers = Workers(v, at + 5, static_cast<size_t>(v[at + 4]));
+    at += 5 + c.workers.size();
+    Session::Origin origin = session->OriginOf(c.seq);
+    c.op = std::move(origin.op);
+    c.signal = std::move(origin.signal);
+    c.backward = origin.backward;
+    c.source = std::move(origin.source);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void set_source_hook(std::function<std::string()> hook) { Session::Get()->SetSourceHook(std::move(hook)); }
+
+}  // namespace gt::distributed

@@ -1,0 +1,352 @@
+"""gt.distributed: device meshes and placements with PyTorch DTensor's names,
+and a report of what a training step communicates.
+
+    mesh = gt.distributed.DeviceMesh([0, 1, 2, 3], ("data",))
+    x = gt.distributed.distribute_tensor(gt.randn(8, 4), mesh, [Shard(0)])
+    x.placements                       # [Shard(dim=0)]
+    y = x.redistribute(mesh, [Replicate()])   # an all-gather on the workers
+
+    with gt.distributed.record() as r:
+        train_step()
+    print(r.table())                   # every collective: kind, axis, bytes, source line
+
+Semantics, limits and the collectives each change of layout takes are the
+C++ client's (client/include/gt/distributed.h): 1-D meshes, and 2-D ones
+whose placements are alike on both axes; Partial() is never a tensor's
+placement (gt sums partial results inside the op that makes them).
+"""
+
+import contextlib
+import dataclasses
+import os
+import sys
+import weakref
+
+from . import _C
+from ._tensor import Tensor
+
+__all__ = ["DeviceMesh", "Placement", "Shard", "Replicate", "Partial", "distribute_tensor", "record", "explain",
+           "CollectiveRecord", "Recording"]
+
+
+class Placement:
+    """A tensor's placement along one mesh axis."""
+
+    __slots__ = ()
+
+    def is_shard(self, dim=None):
+        return False
+
+    def is_replicate(self):
+        return False
+
+    def is_partial(self):
+        return False
+
+
+class Shard(Placement):
+    """Split along `dim` over the mesh axis (torch.chunk sizes)."""
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim):
+        if not isinstance(dim, int) or isinstance(dim, bool):
+            raise TypeError(f"Shard: dim must be an int, got {type(dim).__name__}")
+        self.dim = dim
+
+    def is_shard(self, dim=None):
+        return dim is None or dim == self.dim
+
+    def __eq__(self, other):
+        return isinstance(other, Shard) and other.dim == self.dim
+
+    def __hash__(self):
+        return hash(("Shard", self.dim))
+
+    def __repr__(self):
+        return f"Shard(dim={self.dim})"
+
+
+class Replicate(Placement):
+    """A full copy on every worker of the mesh axis."""
+
+    __slots__ = ()
+
+    def is_replicate(self):
+        return True
+
+    def __eq__(self, other):
+        return isinstance(other, Replicate)
+
+    def __hash__(self):
+        return hash("Replicate")
+
+    def __repr__(self):
+        return "Replicate()"
+
+
+class Partial(Placement):
+    """A pending sum over the mesh axis. gt never leaves a tensor partial (an op's partial results are
+    all-reduced before it ends), so it is never a tensor's placement and cannot be asked for."""
+
+    __slots__ = ("reduce_op",)
+
+    def __init__(self, reduce_op="sum"):
+        if reduce_op != "sum":
+            raise ValueError(f"Partial: only 'sum' is supported, got {reduce_op!r}")
+        self.reduce_op = reduce_op
+
+    def is_partial(self):
+        return True
+
+    def __eq__(self, other):
+        return isinstance(other, Partial)
+
+    def __hash__(self):
+        return hash("Partial")
+
+    def __repr__(self):
+        return "Partial(sum)"
+
+
+_meshes = weakref.WeakSet()  # for naming the mesh axis of a recorded collective
+
+
+class DeviceMesh:
+    """Worker indexes on named axes: a list (1-D) or a list of equal rows (2-D).
+
+    DeviceMesh([0, 1, 2, 3], ("data",)); DeviceMesh([[0, 1], [2, 3]], ("data", "model")).
+    """
+
+    def __init__(self, workers, mesh_dim_names=None, _register=True):
+        rows = [list(r) for r in workers] if workers and isinstance(workers[0], (list, tuple)) else None
+        flat = rows is None
+        if flat:
+            rows = [list(workers)]
+        for row in rows:
+            for w in row:
+                if not isinstance(w, int) or isinstance(w, bool):
+                    raise TypeError(f"DeviceMesh: worker indexes must be ints, got {w!r}")
+        if mesh_dim_names is None:
+            mesh_dim_names = ("workers",) if flat else ("dim0", "dim1")
+        names = tuple(mesh_dim_names)
+        if len(names) != (1 if flat else 2):
+            raise ValueError(f"DeviceMesh: {len(names)} axis names for a {1 if flat else 2}-D mesh")
+        self._description = _C.check_mesh(rows, list(names), flat)  # gt.Error for a bad mesh
+        self._rows = rows
+        self._flat = flat
+        self.mesh_dim_names = names
+        if _register:
+            _meshes.add(self)
+
+    @property
+    def shape(self):
+        return (len(self._rows[0]),) if self._flat else (len(self._rows), len(self._rows[0]))
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def size(self, mesh_dim=None):
+        """Workers along `mesh_dim` (an index or a name); all of them with None."""
+        if mesh_dim is None:
+            return len(self._rows) * len(self._rows[0])
+        if isinstance(mesh_dim, str):
+            mesh_dim = self.mesh_dim_names.index(mesh_dim)
+        return self.shape[mesh_dim]
+
+    @property
+    def workers(self):
+        """The worker indexes, as given (a list, or a list of rows)."""
+        return list(self._rows[0]) if self._flat else [list(r) for r in self._rows]
+
+    def groups(self, mesh_dim):
+        """The worker groups along `mesh_dim`: the sets of workers a collective over that axis joins."""
+        if self._flat:
+            return [list(self._rows[0])]
+        if mesh_dim == 1:
+            return [list(r) for r in self._rows]
+        return [[r[c] for r in self._rows] for c in range(len(self._rows[0]))]
+
+    def __eq__(self, other):
+        return isinstance(other, DeviceMesh) and other._rows == self._rows and \
+            other.mesh_dim_names == self.mesh_dim_names
+
+    def __hash__(self):
+        return hash((str(self._rows), self.mesh_dim_names))
+
+    def __repr__(self):
+        return self._description
+
+
+def _placement_pairs(placements):
+    pairs = []
+    for p in placements:
+        if isinstance(p, Shard):
+            pairs.append((0, p.dim))
+        elif isinstance(p, Replicate):
+            pairs.append((1, 0))
+        elif isinstance(p, Partial):
+            pairs.append((2, 0))
+        else:
+            raise TypeError(f"expected Shard, Replicate or Partial placements, got {p!r}")
+    return pairs
+
+
+def distribute_tensor(tensor, device_mesh, placements):
+    """A copy of `tensor` laid out on `device_mesh` by `placements`, one per mesh axis (DTensor's
+    distribute_tensor). The dispatcher moves the data: a broadcast and local slices to split a whole
+    tensor, an all-gather to assemble a split one. Differentiable (the gradient passes through)."""
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"distribute_tensor: expected a gt Tensor, got {type(tensor).__name__}")
+    if not isinstance(device_mesh, DeviceMesh):
+        raise TypeError(f"distribute_tensor: expected a DeviceMesh, got {type(device_mesh).__name__}")
+    pairs = _placement_pairs(list(placements))
+    return tensor._wrap(_C.redistribute(tensor._c, device_mesh._rows, list(device_mesh.mesh_dim_names),
+                                        device_mesh._flat, pairs))
+
+
+def _layout(tensor):
+    """(1-D DeviceMesh of the workers holding `tensor`, [placement]) from the dispatcher."""
+    workers, kind, dim, _sizes = _C.layout(tensor._c)
+    return DeviceMesh(list(workers), _register=False), [Shard(dim) if kind == 0 else Replicate()]
+
+
+# ---- what a step communicates ---------------------------------------------------
+
+
+@dataclasses.dataclass
+class CollectiveRecord:
+    """One collective the dispatcher ran for an op of this client."""
+    kind: str          # "all_reduce", "all_gather", "broadcast"
+    reduce: str        # all_reduce: "sum", "max" or "min"; else ""
+    workers: list      # the members, in rank order
+    bytes: int         # the bytes of the whole tensor reduced, gathered or broadcast
+    op: str            # the op that caused it ("matmul", "sum", "redistribute", ...)
+    phase: str         # "backward" (issued by backward()) or "forward" (anything else)
+    source: str        # "file.py:LINE" of the user code that issued the op
+    axis: str          # the mesh axis (a DeviceMesh's name) or signal whose workers it joined; "" if none
+    seq: int           # the op's sequence number in this client's stream
+
+    @property
+    def name(self):
+        return f"{self.kind}({self.reduce})" if self.reduce else self.kind
+
+
+class Recording:
+    """The collectives of a recorded block (gt.distributed.record), as data and as a table."""
+
+    def __init__(self):
+        self.records = []
+
+    def __iter__(self):
+        return iter(self.records)
+
+    def __len__(self):
+        return len(self.records)
+
+    def totals(self):
+        """{(phase, collective name): (count, bytes)}."""
+        out = {}
+        for r in self.records:
+            count, size = out.get((r.phase, r.name), (0, 0))
+            out[(r.phase, r.name)] = (count + 1, size + r.bytes)
+        return out
+
+    def count(self, kind=None, phase=None):
+        return sum(1 for r in self.records if (kind is None or r.kind == kind) and (phase is None or r.phase == phase))
+
+    def pattern(self):
+        """The gradient-synchronisation pattern the records imply, in words (seed 003's patterns)."""
+        fwd = self.count("all_reduce", "forward")
+        bwd = self.count("all_reduce", "backward")
+        gathers = self.count("all_gather")
+        if not self.records:
+            return "no communication: every op ran where its operands were"
+        lines = []
+        if bwd and not fwd:
+            lines.append(f"data parallel: {bwd} all-reduces in backward (gradients of replicated parameters "
+                         "summed over the split batch)")
+        elif bwd and fwd:
+            lines.append(f"all-reduces in forward ({fwd}) and backward ({bwd}): tensor-parallel blocks "
+                         "(partial sums of split contractions), or data parallel with reductions over the batch "
+                         "in forward")
+        elif fwd:
+            lines.append(f"{fwd} all-reduces in forward only: reductions over a split dim")
+        if gathers:
+            lines.append(f"{gathers} all-gathers: split tensors assembled (a layout change, or an op with no "
+                         "split strategy)")
+        broadcasts = self.count("broadcast")
+        if broadcasts:
+            lines.append(f"{broadcasts} broadcasts: whole tensors copied to workers (distribution, replication)")
+        return "; ".join(lines)
+
+    def table(self):
+        """Every collective, then totals per phase and kind, as text."""
+        rows = [("#", "phase", "collective", "axis", "workers", "bytes", "op", "source")]
+        for i, r in enumerate(self.records):
+            rows.append((str(i), r.phase, r.name, r.axis or "-", str(r.workers), str(r.bytes), r.op, r.source or "-"))
+        widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+        lines.append("")
+        total_count = total_bytes = 0
+        for (phase, name), (count, size) in sorted(self.totals().items()):
+            lines.append(f"{phase:9} {name:16} {count:6} x  {size:12} bytes")
+            total_count += count
+            total_bytes += size
+        lines.append(f"{'total':9} {'':16} {total_count:6} x  {total_bytes:12} bytes")
+        lines.append("pattern: " + self.pattern())
+        return "\n".join(lines)
+
+    def __repr__(self):
+        return f"Recording({len(self.records)} collectives)"
+
+
+_package_dir = os.path.dirname(os.path.abspath(__file__))
+
+
+def _caller_source():
+    """file:line of the innermost frame outside the gt package."""
+    frame = sys._getframe(1)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_package_dir):
+        frame = frame.f_back
+    if frame is None:
+        return ""
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+def _axis_of(workers, signal):
+    members = sorted(workers)
+    for mesh in list(_meshes):
+        for d, name in enumerate(mesh.mesh_dim_names):
+            if any(sorted(g) == members for g in mesh.groups(d)):
+                return name
+    return signal
+
+
+@contextlib.contextmanager
+def record():
+    """Records every collective the dispatcher runs for this client's ops inside the block; yields a
+    Recording, filled when the block ends (a sync point)."""
+    recording = Recording()
+    _C.set_source_hook(_caller_source)
+    _C.start_recording()
+    try:
+        yield recording
+    finally:
+        try:
+            raw = _C.stop_recording()
+        finally:
+            _C.set_source_hook(None)
+        recording.records = [
+            CollectiveRecord(kind=d["kind"], reduce=d["reduce"], workers=list(d["workers"]), bytes=d["bytes"],
+                             op=d["op"], phase="backward" if d["backward"] else "forward", source=d["source"],
+                             axis=_axis_of(d["workers"], d["signal"]), seq=d["seq"])
+            for d in raw]
+
+
+def explain(step_fn, *args, **kwargs):
+    """Runs `step_fn(*args, **kwargs)` once under record() and returns the Recording."""
+    with record() as r:
+        step_fn(*args, **kwargs)
+    return r

@@ -1,0 +1,86 @@
+// gt::distributed (client/include/gt/distributed.h) as plain functions over
+// plain values: python/gt/distributed.py gives them DTensor's classes
+// (DeviceMesh, Shard, Replicate, Partial) and checks nothing itself, so the
+// rules live once, in the C++ client.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+
+#include "bindings.h"
+#include "gt/distributed.h"
+
+namespace py = pybind11;
+
+namespace gt::python {
+namespace {
+
+namespace gd = gt::distributed;
+
+// rows: one list of worker indexes (1-D) or several (2-D).
+gd::DeviceMesh MakeMesh(const std::vector<std::vector<int>>& rows, const std::vector<std::string>& axis_names, bool flat) {
+  if (flat) return gd::DeviceMesh(rows.empty() ? std::vector<int>{} : rows[0], axis_names.empty() ? "workers" : axis_names[0]);
+  return gd::DeviceMesh(rows, axis_names);
+}
+
+// (kind, dim) pairs: kind 0 Shard, 1 Replicate, 2 Partial.
+std::vector<gd::Placement> MakePlacements(const std::vector<std::pair<int, int64_t>>& placements) {
+  std::vector<gd::Placement> out;
+  for (const auto& [kind, dim] : placements)
+    out.push_back(kind == 0 ? gd::Shard(dim) : kind == 1 ? gd::Replicate() : gd::Partial());
+  return out;
+}
+
+py::dict RecordAsDict(const gd::CollectiveRecord& c) {
+  py::dict d;
+  d["kind"] = c.kind;
+  d["reduce"] = c.reduce;
+  d["workers"] = py::cast(c.workers);
+  d["bytes"] = c.bytes;
+  d["seq"] = c.seq;
+  d["op"] = c.op;
+  d["signal"] = c.signal;
+  d["backward"] = c.backward;
+  d["source"] = c.source;
+  return d;
+}
+
+}  // namespace
+
+void BindDistributed(py::module_& m) {
+  m.def("check_mesh", [](const std::vector<std::vector<int>>& rows, const std::vector<std::string>& names, bool flat) {
+    return MakeMesh(rows, names, flat).ToString();
+  }, "Validates a mesh (gt::distributed::DeviceMesh) and returns its description");
+  m.def("redistribute", [](const Tensor& t, const std::vector<std::vector<int>>& rows,
+                           const std::vector<std::string>& names, bool flat,
+                           const std::vector<std::pair<int, int64_t>>& placements) {
+    return gd::redistribute(t, MakeMesh(rows, names, flat), MakePlacements(placements));
+  }, "gt::distributed::redistribute: placements as (kind 0 Shard / 1 Replicate / 2 Partial, dim)");
+  m.def("full_tensor", &gd::full_tensor);
+  m.def("layout", [](const Tensor& t) {
+    std::optional<gd::Layout> layout;
+    {
+      py::gil_scoped_release release;  // a sync point
+      layout = gd::layout(t);
+    }
+    const gd::Layout& l = *layout;
+    const gd::Placement& p = l.placements.at(0);
+    return py::make_tuple(l.mesh.workers(), p.is_shard() ? 0 : 1, p.dim, l.shard_sizes);
+  }, "gt::distributed::layout: (workers, kind 0 Shard / 1 Replicate, dim, shard sizes)");
+  m.def("start_recording", &gd::start_recording);
+  m.def("stop_recording", [] {
+    std::vector<gd::CollectiveRecord> records;
+    {
+      py::gil_scoped_release release;
+      records = gd::stop_recording();
+    }
+    py::list out;
+    for (const gd::CollectiveRecord& c : records) out.append(RecordAsDict(c));
+    return out;
+  });
+  m.def("set_source_hook", [](std::optional<std::function<std::string()>> hook) {
+    gd::set_source_hook(hook ? *hook : std::function<std::string()>());
+  });
+}
+
+}  // namespace gt::python
