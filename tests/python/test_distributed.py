@@ -1,0 +1,237 @@
+"""gt.distributed on four workers: every change of layout against NumPy,
+the collectives each one takes (from the client's record and from the
+workers' gt_collectives_total, which must agree), ops and gradients through
+distributed tensors, and the errors of impossible requests. Each scenario
+runs in a fresh client process, on the embedded default (GT_WORKERS=4) and
+on a process cluster (a gt-dispatcher and four gt-worker processes)."""
+
+import json
+
+import pytest
+
+import gt
+from gt.distributed import DeviceMesh, Partial, Replicate, Shard
+
+PROGRAM = r"""
+import json, time
+import numpy as np
+import gt
+from gt.distributed import DeviceMesh, Shard, Replicate, Partial, distribute_tensor, record
+
+if ADDRESS:
+    gt.connect(ADDRESS)
+
+
+def metric_counts():
+    counts = {}
+    for name, h in gt.debug.get_worker_stats().items():
+        if h is None or h["host"] != "worker":
+            continue
+        for s in h["samples"]:
+            if s["name"] == "gt_collectives_total":
+                kind = s["labels"]["collective"]
+                counts[kind] = counts.get(kind, 0) + s["value"]
+    return counts
+
+
+deadline = time.monotonic() + 30
+while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
+    assert time.monotonic() < deadline, "four workers did not register"
+    time.sleep(0.1)
+
+out = {"transitions": [], "errors": {}}
+
+
+def step(name, fn, expected):
+    before = metric_counts()
+    with record() as r:
+        t = fn()
+    after = metric_counts()  # a sync point: t is made
+    value = t.numpy()  # (a split tensor's fetch gathers it: not part of the change)
+    members = {}
+    for c in r:
+        members[c.kind] = members.get(c.kind, 0) + len(c.workers)
+    out["transitions"].append({
+        "name": name, "equal": bool(np.array_equal(value, expected)),
+        "placements": repr(t.placements), "workers": t.device_mesh.workers,
+        "collectives": [c.name for c in r], "record_members": members,
+        "metric_members": {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)},
+        "sources_here": all(c.source.startswith("<string>:") for c in r)})
+    return t
+
+
+a = np.arange(60, dtype=np.float32).reshape(10, 6)
+mesh = DeviceMesh([0, 1, 2, 3], ("data",))
+x = gt.from_numpy(a)
+rows = step("whole->Shard(0)", lambda: gt.distributed.distribute_tensor(x, mesh, [Shard(0)]), a)
+cols = step("Shard(0)->Shard(1)", lambda: rows.redistribute(mesh, [Shard(1)]), a)
+rep = step("Shard(0)->Replicate", lambda: rows.redistribute(mesh, [Replicate()]), a)
+step("Replicate->Shard(0)", lambda: rep.redistribute(mesh, [Shard(0)]), a)
+step("Shard(0)->Shard(0)", lambda: rows.redistribute(mesh, [Shard(0)]), a)
+step("Shard(-1)", lambda: rows.redistribute(mesh, [Shard(-1)]), a)
+step("Shard(1)->full_tensor", lambda: cols.full_tensor(), a)
+pair = step("Shard(0) on [1, 3]", lambda: rows.redistribute(DeviceMesh([1, 3]), [Shard(0)]), a)
+step("[1, 3]->[0, 2]", lambda: pair.redistribute(DeviceMesh([0, 2]), [Shard(0)]), a)
+grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
+step("2-D [Shard(0), Shard(0)]", lambda: gt.distributed.distribute_tensor(x, grid, [Shard(0), Shard(0)]), a)
+step("2-D [Replicate(), Replicate()]", lambda: gt.distributed.distribute_tensor(x, grid, [Replicate(), Replicate()]), a)
+out["shard_sizes"] = list(gt._C.layout(rows._c)[3])
+
+# Ops follow the placement: a split batch times replicated weights stays split, with no collective.
+b = np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32)
+w = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
+xb = gt.distributed.distribute_tensor(gt.from_numpy(b), mesh, [Shard(0)])
+wr = gt.distributed.distribute_tensor(gt.from_numpy(w), mesh, [Replicate()])
+with record() as r:
+    y = xb @ wr
+    total = y.sum(0)
+yv, tv = y.numpy(), total.numpy()
+out["ops"] = {"y": repr(y.placements), "total": repr(total.placements), "collectives": [c.name for c in r],
+              "y_ok": bool(np.allclose(yv, b @ w, atol=1e-5)), "total_ok": bool(np.allclose(tv, (b @ w).sum(0), atol=1e-5))}
+
+# Gradients pass through a redistribute.
+xg = gt.from_numpy(b).requires_grad_()
+loss = (gt.distributed.distribute_tensor(xg, mesh, [Shard(0)]) ** 2).sum()
+loss.backward()
+out["grad_ok"] = bool(np.allclose(xg.grad.numpy(), 2 * b, atol=1e-5))
+
+# A data-parallel SGD step: the record against the metrics, by phase.
+gt.register_config("batch", gt.SignalConfig(shard=gt.ShardConfig(axis=0, workers=[0, 1, 2, 3])))
+gt.register_config("params", gt.SignalConfig(replicated=True))
+with gt.signal.context("params"):
+    w1 = gt.randn(4, 8).requires_grad_()
+    w2 = gt.randn(8, 2).requires_grad_()
+with gt.signal.context("batch"):
+    xs = gt.randn(16, 4)
+    ts = gt.randn(16, 2)
+before = metric_counts()
+with record() as r:
+    pred = (xs @ w1).relu() @ w2
+    mse = ((pred - ts) ** 2).mean()
+    mse.backward()
+    with gt.no_grad():
+        for p in (w1, w2):
+            p -= 0.1 * p.grad
+    mse.item()
+after = metric_counts()
+members = {}
+for c in r:
+    members[c.kind] = members.get(c.kind, 0) + len(c.workers)
+out["dp"] = {"totals": {f"{ph}/{k}": v[0] for (ph, k), v in r.totals().items()},
+             "record_members": members,
+             "metric_members": {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)},
+             "table": r.table()}
+
+
+def error_of(fn):
+    try:
+        fn()
+    except gt.Error as e:
+        return str(e)
+    return None
+
+
+out["errors"]["partial"] = error_of(lambda: gt.distributed.distribute_tensor(x, mesh, [Partial()]))
+out["errors"]["mixed_2d"] = error_of(lambda: gt.distributed.distribute_tensor(x, grid, [Shard(0), Replicate()]))
+out["errors"]["count"] = error_of(lambda: gt.distributed.distribute_tensor(x, mesh, [Shard(0), Shard(1)]))
+out["errors"]["dim"] = error_of(lambda: gt.distributed.distribute_tensor(x, mesh, [Shard(2)]))
+out["errors"]["not_live"] = error_of(lambda: gt.distributed.distribute_tensor(x, DeviceMesh([0, 9]), [Shard(0)]).numpy())
+out["after_error_ok"] = bool(np.array_equal(rows.numpy(), a))
+print(json.dumps(out))
+"""
+
+
+def run(python, address=None, env=None):
+    r = python(f"ADDRESS = {address!r}\n" + PROGRAM, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# name: (placements, mesh workers, collectives)
+EXPECTED = {
+    "whole->Shard(0)": ("[Shard(dim=0)]", [0, 1, 2, 3], ["broadcast"]),
+    "Shard(0)->Shard(1)": ("[Shard(dim=1)]", [0, 1, 2], ["all_gather"]),  # 6 columns: torch.chunk gives 3
+    "Shard(0)->Replicate": ("[Replicate()]", [0, 1, 2, 3], ["all_gather"]),
+    "Replicate->Shard(0)": ("[Shard(dim=0)]", [0, 1, 2, 3], []),
+    "Shard(0)->Shard(0)": ("[Shard(dim=0)]", [0, 1, 2, 3], []),
+    "Shard(-1)": ("[Shard(dim=1)]", [0, 1, 2], ["all_gather"]),
+    "Shard(1)->full_tensor": ("[Replicate()]", [0], ["all_gather"]),
+    "Shard(0) on [1, 3]": ("[Shard(dim=0)]", [1, 3], ["all_gather"]),  # gathered on 0..3: 1 and 3 hold it
+    "[1, 3]->[0, 2]": ("[Shard(dim=0)]", [0, 2], ["all_gather", "broadcast"]),  # gathered on 1, 3, sent to 0, 2
+    "2-D [Shard(0), Shard(0)]": ("[Shard(dim=0)]", [0, 1, 2, 3], ["broadcast"]),
+    "2-D [Replicate(), Replicate()]": ("[Replicate()]", [0, 1, 2, 3], ["broadcast"]),
+}
+
+
+def check(got):
+    names = [t["name"] for t in got["transitions"]]
+    assert names == list(EXPECTED)
+    for t in got["transitions"]:
+        placements, workers, collectives = EXPECTED[t["name"]]
+        assert t["equal"], t
+        assert t["placements"] == placements, t
+        assert t["workers"] == workers, t
+        assert t["collectives"] == collectives, t
+        # The client's record and the workers' counters see the same collectives (one count per member).
+        assert t["record_members"] == t["metric_members"], t
+        assert t["sources_here"], t
+    assert got["shard_sizes"] == [3, 3, 3, 1]
+    ops = got["ops"]
+    assert ops["y"] == "[Shard(dim=0)]" and ops["total"] == "[Replicate()]", ops
+    assert ops["collectives"] == ["all_reduce(sum)"], ops
+    assert ops["y_ok"] and ops["total_ok"], ops
+    assert got["grad_ok"]
+    dp = got["dp"]
+    assert dp["record_members"] == dp["metric_members"], dp
+    # Forward: the mean over the split batch. Backward: one per parameter's gradient (the weight
+    # gradients contract over the split batch). (The record also shows a broadcast in the backward:
+    # the mean's gradient is made whole and sent to the shards.)
+    totals = dp["totals"]
+    assert totals["forward/all_reduce(sum)"] == 1 and totals["backward/all_reduce(sum)"] == 2, dp["table"]
+    assert "all_gather" not in str(totals), dp["table"]
+    assert "<string>:" in dp["table"] and "pattern:" in dp["table"], dp["table"]
+    errors = got["errors"]
+    assert "Partial() cannot be asked for" in errors["partial"], errors
+    assert "not supported yet" in errors["mixed_2d"], errors
+    assert "one placement per mesh axis" in errors["count"], errors
+    assert "out of range" in errors["dim"], errors
+    assert errors["not_live"] and "worker 9 is not a live worker" in errors["not_live"], errors
+    assert got["after_error_ok"]
+
+
+def test_distributed_embedded(python):
+    check(run(python, env={"GT_WORKERS": "4"}))
+
+
+def test_distributed_process_cluster(python, processes):
+    with processes(workers=4) as port:
+        check(run(python, address=f"127.0.0.1:{port}"))
+
+
+def test_placements_compare_and_print():
+    assert Shard(0) == Shard(0) and Shard(0) != Shard(1) and Shard(1) != Replicate()
+    assert Replicate() == Replicate() and Partial() == Partial() and Partial() != Replicate()
+    assert [repr(p) for p in (Shard(1), Replicate(), Partial())] == ["Shard(dim=1)", "Replicate()", "Partial(sum)"]
+    assert len({Shard(0), Shard(0), Replicate()}) == 2
+    assert Shard(0).is_shard() and Shard(0).is_shard(0) and not Shard(0).is_shard(1) and Replicate().is_replicate()
+
+
+def test_meshes():
+    grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
+    assert grid.shape == (2, 2) and grid.ndim == 2 and grid.size() == 4 and grid.size("model") == 2
+    assert grid.groups(0) == [[0, 2], [1, 3]] and grid.groups(1) == [[0, 1], [2, 3]]
+    assert repr(grid) == "DeviceMesh([[0, 1], [2, 3]], axes=(data, model))"
+    line = DeviceMesh([3, 1])
+    assert line.shape == (2,) and line.workers == [3, 1] and line == DeviceMesh([3, 1])
+    with pytest.raises(gt.Error, match="appears twice"):
+        DeviceMesh([0, 0])
+    with pytest.raises(gt.Error, match="rows of different lengths"):
+        DeviceMesh([[0, 1], [2]], ("a", "b"))
+    with pytest.raises(gt.Error, match="negative worker index"):
+        DeviceMesh([-1])
+    with pytest.raises(gt.Error, match="used twice"):
+        DeviceMesh([[0, 1], [2, 3]], ("a", "a"))
+    with pytest.raises(ValueError, match="axis names"):
+        DeviceMesh([0, 1], ("a", "b"))
+    with pytest.raises(TypeError):
+        DeviceMesh([0.5])
