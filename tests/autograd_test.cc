@@ -23,6 +23,7 @@
 
 #include "aten_bridge.h"
 #include "connected_cluster.h"
+#include "gt/distributed.h"
 #include "gt/gt.h"
 #include "gt/nn.h"
 #include "gt/op.h"
@@ -288,6 +289,11 @@ std::vector<GradCase> UnaryCases() {
       {"neg_operator", {Normal({3, 5}, 58)}, [](const V& v) { return -v[0]; }},
       {"abs", {Distinct({3, 5}, 59)}, [](const V& v) { return v[0].abs(); }},
       {"clone", {Normal({3, 5}, 60)}, [](const V& v) { return v[0].clone() * v[0]; }},
+      {"redistribute", {Normal({4, 3}, 64)},  // one worker here: the layout is whole, the gradient passes through
+       [](const V& v) {
+         namespace gd = gt::distributed;
+         return gd::distribute_tensor(v[0], gd::DeviceMesh({0}), {gd::Shard(0)}) * v[0];
+       }},
       {"softmax_dim1", {Normal({3, 4}, 61)}, [](const V& v) { return v[0].softmax(1); }},
       {"softmax_dim_neg1", {Normal({3, 4}, 62)}, [](const V& v) { return v[0].softmax(-1); }},
       {"softmax_dim0", {Normal({3, 4}, 63)}, [](const V& v) { return v[0].softmax(0); }},

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "connected_cluster.h"
+#include "gt/distributed.h"
 #include "gt/gt.h"
 #include "gt/op.h"
 
@@ -409,6 +410,11 @@ std::vector<Case> Cases() {
   add("abs_int64", {Op::kAbs}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].abs(); },
       [](const A& a) { return at::abs(a[0]); });
   add("clone", {Op::kClone}, x, [](const V& v) { return v[0].clone(); }, [](const A& a) { return a[0].clone(); });
+  add("redistribute", {Op::kRedistribute}, x,  // a copy (one worker: the layout is whole)
+      [](const V& v) {
+        return gt::distributed::redistribute(v[0], gt::distributed::DeviceMesh({0}), {gt::distributed::Replicate()});
+      },
+      [](const A& a) { return a[0].clone(); });
   add("min_axis1_keepdims", {Op::kMin}, cube, [](const V& v) { return v[0].min({1}, true); },
       [](const A& a) { return at::amin(a[0], at::IntArrayRef{1}, true); });
   add("min_all", {Op::kMin}, cube, [](const V& v) { return v[0].min(); }, [](const A& a) { return at::min(a[0]); });
