@@ -68,6 +68,14 @@
 //   Elementwise also runs where (condition, a, b), and adam_step when its
 //   parameter and optimizer state are laid out alike (else an error).
 //
+//   Redistribute (gt.distributed: the layout is the instruction's, whatever x's)
+//   x to whole on a worker               gathered (all-gather if split), copied there
+//   x to a copy on each of workers        broadcast to those without one (all-gather first
+//                                         if split)
+//   x to split along a dim over workers   copies where needed as above, each worker slicing
+//                                         its piece (none when x is split so already)
+//   Each piece is then cloned into the result's own tensor.
+//
 //   Whole (every other op, and any op whose operands are all whole)
 //   anything else                         operands assembled whole on one worker
 //
@@ -76,6 +84,8 @@
 //     workers                             (sharded: cut on the config's axis; whole: to its
 //                                         first worker; replicated: copied)
 //   fetch of a sharded tensor             all-gather, fetch from the first shard's worker
+//   inspect (gt/op.h)                     a tensor's layout, or the client's collective
+//                                         record, made on its worker and fetched
 //
 // A client that never registered a config (and with auto-sharding off) costs
 // next to nothing: its tensors are all whole on one worker, so the stage
