@@ -25,8 +25,8 @@ import weakref
 from . import _C
 from ._tensor import Tensor
 
-__all__ = ["DeviceMesh", "Placement", "Shard", "Replicate", "Partial", "distribute_tensor", "record", "explain",
-           "CollectiveRecord", "Recording"]
+__all__ = ["DeviceMesh", "Placement", "Shard", "Replicate", "Partial", "distribute_tensor", "fully_shard", "record",
+           "explain", "CollectiveRecord", "Recording"]
 
 
 class Placement:
@@ -206,6 +206,39 @@ def distribute_tensor(tensor, device_mesh, placements):
                                         device_mesh._flat, pairs))
 
 
+def fully_shard(module, mesh):
+    """FSDP / ZeRO-3 over a 1-D mesh: every parameter of `module` (and its sub-modules) is replaced by
+    a copy split along dim 0 over `mesh` (a 0-d one is copied to every worker), buffers are copied to
+    every worker, and each parameter's gradient is split like it after every backward(), so an
+    optimizer made afterwards keeps its state split alike and updates each piece where it lives.
+    Feed it batches split along dim 0 over the same mesh (data parallel).
+
+    What moves: an op needing a whole weight (a matmul) all-gathers it, in the forward and again
+    in the backward; a weight's gradient is summed over the split batch by an all-reduce, and the
+    hook keeps each worker's piece of it (no communication). A true reduce-scatter (half the
+    bytes) needs a pending-sum placement gt does not keep yet. Returns `module`."""
+    from .nn import Module
+    if not isinstance(module, Module):
+        raise TypeError(f"fully_shard: expected a gt.nn.Module, got {type(module).__name__}")
+    if not isinstance(mesh, DeviceMesh) or mesh.ndim != 1:
+        raise ValueError(f"fully_shard: expected a 1-D DeviceMesh, got {mesh!r}")
+    params = {id(p) for p in module.parameters()}
+    buffers = {id(b) for b in module.buffers()}
+    for _, owner in module.named_modules():
+        for name, value in list(vars(owner).items()):
+            if not isinstance(value, Tensor):
+                continue
+            if id(value) in params:
+                placements = [Shard(0)] if value.ndim else [Replicate()]
+                sharded = distribute_tensor(value.detach(), mesh, placements).requires_grad_()
+                sharded.register_post_accumulate_grad_hook(
+                    lambda p, placements=placements: setattr(p, "grad", p.grad.redistribute(mesh, placements)))
+                setattr(owner, name, sharded)
+            elif id(value) in buffers:
+                setattr(owner, name, distribute_tensor(value, mesh, [Replicate()]))
+    return module
+
+
 def _layout(tensor):
     """(1-D DeviceMesh of the workers holding `tensor`, [placement]) from the dispatcher."""
     workers, kind, dim, _sizes = _C.layout(tensor._c)
@@ -253,32 +286,38 @@ class Recording:
             out[(r.phase, r.name)] = (count + 1, size + r.bytes)
         return out
 
-    def count(self, kind=None, phase=None):
-        return sum(1 for r in self.records if (kind is None or r.kind == kind) and (phase is None or r.phase == phase))
+    def count(self, kind=None, phase=None, ops=None):
+        return sum(1 for r in self.records if (kind is None or r.kind == kind) and (phase is None or r.phase == phase)
+                   and (ops is None or r.op in ops))
 
     def pattern(self):
-        """The gradient-synchronisation pattern the records imply, in words (seed 003's patterns)."""
-        fwd = self.count("all_reduce", "forward")
-        bwd = self.count("all_reduce", "backward")
-        gathers = self.count("all_gather")
+        """The gradient-synchronisation pattern the records imply, in words (seed 003's patterns:
+        data-parallel gradient all-reduce, FSDP weight all-gathers, tensor-parallel all-reduce per block)."""
         if not self.records:
             return "no communication: every op ran where its operands were"
+        contraction = ("matmul",)
+        gathered_weights = self.count("all_gather", "forward", contraction)
+        forward_partials = self.count("all_reduce", "forward", contraction)
+        backward_partials = self.count("all_reduce", "backward")
         lines = []
-        if bwd and not fwd:
-            lines.append(f"data parallel: {bwd} all-reduces in backward (gradients of replicated parameters "
-                         "summed over the split batch)")
-        elif bwd and fwd:
-            lines.append(f"all-reduces in forward ({fwd}) and backward ({bwd}): tensor-parallel blocks "
-                         "(partial sums of split contractions), or data parallel with reductions over the batch "
-                         "in forward")
-        elif fwd:
-            lines.append(f"{fwd} all-reduces in forward only: reductions over a split dim")
-        if gathers:
-            lines.append(f"{gathers} all-gathers: split tensors assembled (a layout change, or an op with no "
-                         "split strategy)")
-        broadcasts = self.count("broadcast")
-        if broadcasts:
-            lines.append(f"{broadcasts} broadcasts: whole tensors copied to workers (distribution, replication)")
+        if gathered_weights and backward_partials:
+            lines.append(f"fully sharded (FSDP / ZeRO-3): {gathered_weights} weights all-gathered for the forward and "
+                         f"{self.count('all_gather', 'backward', contraction)} for the backward; {backward_partials} "
+                         "gradient all-reduces in the backward")
+        elif forward_partials:
+            lines.append(f"tensor parallel: {forward_partials} all-reduces of split contractions in the forward "
+                         f"(one per row-parallel block), {backward_partials} in the backward")
+        elif backward_partials:
+            lines.append(f"data parallel: {backward_partials} gradient all-reduces in the backward (parameters "
+                         "replicated, the batch split)")
+        reductions = self.count("all_reduce", "forward") - forward_partials
+        if reductions:
+            lines.append(f"{reductions} all-reduces of reductions (sum, mean, max) over a split dim in the forward")
+        moves = self.count("broadcast") + self.count("all_gather") - gathered_weights - \
+            self.count("all_gather", "backward", contraction)
+        if moves:
+            lines.append(f"{moves} broadcasts or all-gathers moving tensors (layout changes, whole tensors meeting "
+                         "split ones)")
         return "; ".join(lines)
 
     def table(self):

@@ -1,7 +1,38 @@
 """gt.Tensor's autograd surface: requires_grad, .grad, backward(), detach().
 The tape itself is the C++ client's."""
 
+import weakref
+
 from .base import TensorBase, data_to_c
+
+# Leaves with post-accumulate-grad hooks: id(tensor) -> (weakref to it, [hook]).
+_grad_hooks = {}
+
+
+def _grad_id(t):
+    g = t._c.grad()
+    return None if g is None else g.id()
+
+
+def _watched():
+    """(tensor, hooks, its grad's id) for every live leaf with hooks."""
+    out = []
+    for key, (ref, hooks) in list(_grad_hooks.items()):
+        t = ref()
+        if t is None:
+            del _grad_hooks[key]
+        else:
+            out.append((t, hooks, _grad_id(t)))
+    return out
+
+
+class _HookHandle:
+    def __init__(self, hooks, hook):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self):
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
 
 
 class AutogradOps:
@@ -49,7 +80,27 @@ class AutogradOps:
         g = None
         if gradient is not None:
             g = gradient._c if isinstance(gradient, TensorBase) else data_to_c(gradient, self.dtype)
+        watched = _watched() if _grad_hooks else ()
         self._c.backward(g, bool(retain_graph))
+        for t, hooks, before in watched:
+            if _grad_id(t) not in (None, before):  # this backward gave it a new gradient
+                for hook in list(hooks):
+                    hook(t)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Calls hook(self) after each backward() that gives this leaf a new .grad (PyTorch's
+        register_post_accumulate_grad_hook; gt.distributed.fully_shard reshards gradients so).
+        Returns a handle whose remove() unregisters it."""
+        if not callable(hook):
+            raise TypeError(f"register_post_accumulate_grad_hook: expected a callable, got {type(hook).__name__}")
+        if not (self.requires_grad and self.is_leaf):
+            raise RuntimeError("register_post_accumulate_grad_hook: only a leaf that requires grad has a .grad")
+        entry = _grad_hooks.get(id(self))
+        if entry is None or entry[0]() is not self:
+            entry = (weakref.ref(self), [])
+            _grad_hooks[id(self)] = entry
+        entry[1].append(hook)
+        return _HookHandle(entry[1], hook)
 
     def detach(self):
         return self._wrap(self._c.detach())
