@@ -14,3 +14,8 @@ add_dependencies(sharding_session_test gt-dispatcher gt-worker gt_torch gt_shard
 # and collectives each row of the strategy table emits. No hosts, no LibTorch.
 gt_add_test(sharding_strategy_test sharding_strategy_test.cc)
 target_link_libraries(sharding_strategy_test PRIVATE gt_sharding_runtime)
+
+# redistribute / inspect from a raw-wire client that lies about its tensors,
+# on four worker processes.
+gt_add_test(redistribute_wire_test redistribute_wire_test.cc)
+add_dependencies(redistribute_wire_test gt-dispatcher gt-worker gt_torch gt_sharding)

@@ -209,9 +209,13 @@ std::vector<CollectiveRecord> stop_recording() {
   inst.attrs.seed = 3;
   std::shared_ptr<Session> session = Session::Get();
   const std::vector<int64_t> v = Values(session->Inspect(std::move(inst), nullptr));
-  if (v.empty()) throw Malformed();
+  if (v.size() < 2) throw Malformed();
+  if (v[1] > 0)
+    throw Error(Code::kResourceExhausted, "stop_recording: the dispatcher keeps at most 4 Mi values of a recording; " +
+                                              std::to_string(v[1]) + " collectives past them were dropped (record "
+                                              "a shorter block)");
   std::vector<CollectiveRecord> out;
-  size_t at = 1;
+  size_t at = 2;
   for (int64_t i = 0; i < v[0]; ++i) {
     if (at + 5 > v.size()) throw Malformed();
     CollectiveRecord c;

@@ -56,7 +56,13 @@ Status Router::Accept(Instruction inst) {
     if (inst.operands.empty()) return Status::Ok();
   }
   if (inst.op == Op::kFree) return Free(c, inst);
-  if (Status s = CheckIds(c, inst); !s.ok()) return Refuse(c, inst, s);
+  if (Status s = CheckIds(c, inst); !s.ok()) {
+    // The other members of a collective wait for this one: its worker takes
+    // part all the same, with a stand-in for the operand it does not have.
+    if (KindOf(inst.op) == OpKind::kCollective && inst.worker >= 0 && workers_.IsAlive(static_cast<size_t>(inst.worker)))
+      Enqueue(static_cast<size_t>(inst.worker), c, inst);
+    return Refuse(c, inst, s);
+  }
   Result<size_t> target = TargetWorker(c, inst);
   if (!target.ok()) return Refuse(c, inst, target.status());
   if (inst.op == Op::kRunUnit) {

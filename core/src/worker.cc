@@ -151,6 +151,9 @@ class Worker::Impl final : public Terminal, public ReplySink {
     if (std::optional<FailedTensors::Use> use = failed.FindFailedOperand(inst)) {
       failed.RecordResults(inst, use->failed_seq);
       if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
+      // The other members of a collective are waiting for this one: the
+      // backend takes part with a stand-in for the missing operand.
+      if (KindOf(inst.op) == OpKind::kCollective) (void)backend_->Execute(inst, *this);
       return FailedTensors::UseError(inst, *use);
     }
     Clock::time_point start = Clock::now();

@@ -43,8 +43,13 @@ struct Client {
   // {seq, op, reduce, bytes, members, member...}, for the client's report.
   bool recording = false;
   std::vector<int64_t> collective_log;
+  uint64_t collectives_dropped = 0;  // past kMaxCollectiveLog: not noted, only counted
+
 };
 
+// A recording client's log holds at most this many values (32 MiB): a
+// client may not grow the dispatcher's memory without bound.
+inline constexpr size_t kMaxCollectiveLog = size_t{1} << 22;
 // A fresh id for a shard, copy or temporary of `c`.
 inline TensorId NewId(Client& c) { return c.next_physical++; }
 

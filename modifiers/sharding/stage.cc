@@ -329,13 +329,15 @@ Status ShardingStage::Inspect(Client& c, Instruction&& inst, Emitter& out) {
     case 2:  // record from here on
       c.recording = true;
       c.collective_log.clear();
+      c.collectives_dropped = 0;
       return Status::Ok();
-    case 3: {  // hand the record over: {entries, entry...}
-      std::vector<int64_t> values = {0};
+    case 3: {  // hand the record over: {entries, dropped, entry...}
+      std::vector<int64_t> values = {0, static_cast<int64_t>(c.collectives_dropped)};
       for (size_t i = 0; i + 4 < c.collective_log.size(); i += 5 + static_cast<size_t>(c.collective_log[i + 4])) ++values[0];
       values.insert(values.end(), c.collective_log.begin(), c.collective_log.end());
       c.recording = false;
-      c.collective_log.clear();
+      c.collective_log = {};  // its memory too
+      c.collectives_dropped = 0;
       Answer(c, inst, values, out);
       return Status::Ok();
     }
@@ -361,13 +363,22 @@ void ShardingStage::Answer(Client& c, const Instruction& inst, const std::vector
   FreeTemporaries(s);
 }
 
-const Tensor* ShardingStage::Adopt(Client& c, const Instruction& redistribute) {
-  if (c.default_worker < 0 || !workers_.IsLive(c.default_worker)) return nullptr;
-  const TensorId id = redistribute.operands.at(0);
-  Tensor& t = c.tensors[id];
-  t = Tensor{TensorMeta{redistribute.attrs.shape, redistribute.attrs.dtype},
-             Placement{Placement::Kind::kWhole, {c.default_worker}, {id}, 0, {}}};
-  return &t;
+void ShardingStage::Adopt(Step& s, Tensor& x) {
+  // The worker's redistribute kernel refuses an operand whose shape or dtype
+  // is not the one stated; a copy that was never made stands in with the
+  // stated shape in any collective, so no member waits or mismatches sizes.
+  const int worker = x.placement.workers[0];
+  Instruction check;
+  check.op = Op::kRedistribute;
+  check.attrs.axes = {0, 0, worker};
+  check.attrs.shape = x.meta.shape;
+  check.attrs.dtype = x.meta.dtype;
+  check.operands = {x.placement.ids[0]};
+  const TensorId copy = NewId(*s.client);
+  check.results = {copy};
+  EmitOn(s, worker, std::move(check));
+  s.temporaries.emplace_back(worker, copy);
+  x.placement.ids = {copy};
 }
 
 // A tensor stops being a constant when it may be written: as the destination
@@ -398,13 +409,17 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     in.push_back(it == c.tensors.end() ? nullptr : &it->second);
   }
   ForgetConstants(c, inst);
-  // A tensor from before the client's first config takes part as the client describes it.
+  // A tensor from before the client's first config takes part, for this op
+  // only, as the client describes it (Adopt: checked on its worker first).
+  std::optional<Tensor> adopted;
   if (unrecorded && inst.op == Op::kRedistribute) {
-    in[0] = Adopt(c, inst);
-    if (!in[0]) {
+    if (c.default_worker < 0 || !workers_.IsLive(c.default_worker)) {
       c.failed.Record(inst.results.at(0), inst.seq);
       return InvalidArgument(inst.Describe() + ": unknown tensor " + TensorName(inst.operands[0]));
     }
+    adopted = Tensor{TensorMeta{inst.attrs.shape, inst.attrs.dtype},
+                     Placement{Placement::Kind::kWhole, {c.default_worker}, {inst.operands[0]}, 0, {}}};
+    in[0] = &*adopted;
     unrecorded = false;
   }
   if (unrecorded) return Unrecorded(c, std::move(inst), in, out);
@@ -421,6 +436,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     meta = *m;
   }
   Step s = StepFor(c, inst, out);
+  if (adopted) Adopt(s, *adopted);
   // Inside a scope whose config names workers the op runs on them: operands
   // living elsewhere are moved in first (pipeline stages, backward signals).
   std::vector<Tensor> moved;

@@ -67,10 +67,10 @@ class ShardingStage final : public Stage {
   Status Inspect(Client& c, Instruction&& inst, Emitter& out);
   // `values` made on the client's worker and fetched under `inst`'s seq.
   void Answer(Client& c, const Instruction& inst, const std::vector<int64_t>& values, Emitter& out);
-  // A tensor without a record that a redistribute names: whole on the
-  // client's worker, with the shape and dtype the client states; null when
-  // the client never made a tensor.
-  const Tensor* Adopt(Client& c, const Instruction& redistribute);
+  // `x`, a tensor without a record that a redistribute names (whole on the
+  // client's worker, with the shape and dtype the client states), replaced
+  // by a copy made only if the worker finds it so.
+  void Adopt(Step& s, Tensor& x);
   void ForgetConstants(Client& c, const Instruction& inst);
   Status Compute(Client& c, Instruction inst, Emitter& out);
   // `inst`, whose operands are all whole on `worker`, sent there as it is.

@@ -28,6 +28,10 @@ Instruction Collective(Op op, CollectiveSpec spec, size_t rank) {
 void Note(Step& s, Op op, int reduce, const TensorMeta& meta, const std::vector<int>& members) {
   if (!s.client->recording) return;
   std::vector<int64_t>& log = s.client->collective_log;
+  if (log.size() + 5 + members.size() > kMaxCollectiveLog) {
+    ++s.client->collectives_dropped;
+    return;
+  }
   const int64_t bytes = NumElements(meta.shape) * static_cast<int64_t>(ElementSize(meta.dtype));
   log.insert(log.end(), {static_cast<int64_t>(s.inst->seq), static_cast<int64_t>(op), reduce, bytes,
                          static_cast<int64_t>(members.size())});

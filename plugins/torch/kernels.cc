@@ -175,8 +175,9 @@ Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
     case Op::kAbs: return at::abs(a);
     case Op::kClone: return at::clone(a);
     case Op::kRedistribute:  // only the dispatcher's sharding stage moves it; here it is a copy
-      if (std::vector<int64_t>(a.sizes().begin(), a.sizes().end()) != inst.attrs.shape)
-        return Invalid(inst, "the operand's shape is not the one the instruction states");
+      if (std::vector<int64_t>(a.sizes().begin(), a.sizes().end()) != inst.attrs.shape ||
+          !IsValid(inst.attrs.dtype) || a.scalar_type() != ToScalarType(inst.attrs.dtype))
+        return Invalid(inst, "the operand is not of the shape and dtype the instruction states");
       return at::clone(a);
     case Op::kErf: return at::erf(a);
     case Op::kTril:

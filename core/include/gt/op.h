@@ -127,8 +127,9 @@ enum class Op : uint16_t {
                   // dispatcher's sharding stage: attrs.seed = 1: operands {x}, x's layout
                   // {layout, axis, n, worker_1..n, size_1..n} (sizes along axis when split);
                   // 2: start recording the client's collectives (no answer); 3: the
-                  // recorded collectives, then stop: per collective {seq, op, reduce,
-                  // bytes, n, member_1..n}. Without a sharding stage the worker refuses it.
+                  // recorded collectives, then stop: {entries, dropped (past the stage's
+                  // cap)}, then per collective {seq, op, reduce, bytes, n, member_1..n}.
+                  // Without a sharding stage the worker refuses it.
   kCount
 };
 
