@@ -1,0 +1,121 @@
+"""FSDP (gt.distributed.fully_shard) against replicated data parallel on the
+same workers: the tensor bytes each worker holds for the model once a
+training step is done (gt_worker_resident_bytes, deltas from before the
+model was made), and the step time; the same model and batches on one
+worker as the baseline.
+
+An MLP of four Linear layers (256 -> 1024 -> 1024 -> 1024 -> 256, 2.6 M
+parameters), AdamW, batch 64 split along dim 0 over the workers;
+loss.item() every step. What a worker holds after a step is its parameters
+and the optimizer's two moment estimates (the gradients are set to None):
+replicated, three full copies of the parameters per worker; fully sharded,
+three quarters-of-a-copy on four workers. During the step an FSDP worker
+also holds the weights it gathered for the layer at hand.
+
+    GT_WORKERS=4 PYTHONPATH=build/python /usr/bin/python3 bench/fsdp_bench.py [runs] [steps]
+"""
+
+import gc
+import statistics
+import sys
+
+import numpy as np
+
+import gt
+from gt.distributed import DeviceMesh, Replicate, Shard, distribute_tensor, fully_shard
+
+sys.path.insert(0, __import__("os").path.dirname(__file__))
+from mlp_bench import median_step_seconds  # noqa: E402
+
+SIZES = [256, 1024, 1024, 1024, 256]
+BATCH = 64
+
+
+class MLP(gt.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = gt.nn.ModuleList([gt.nn.Linear(a, b) for a, b in zip(SIZES, SIZES[1:])])
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = x.relu()
+        return x
+
+
+def resident():
+    """{worker instance: gt_worker_resident_bytes} (a sync point)."""
+    out = {}
+    for name, h in gt.debug.get_worker_stats().items():
+        if h and h["host"] == "worker":
+            out[name] = sum(s["value"] for s in h["samples"] if s["name"] == "gt_worker_resident_bytes")
+    return out
+
+
+def measure(label, make_model, place, runs, steps, initial, data):
+    gc.collect()
+    before = resident()
+    model = make_model()
+    model.load_state_dict(initial) if not getattr(model, "_loaded", False) else None
+    opt = gt.optim.AdamW(model.parameters(), lr=1e-3)
+    x, t = place(data[0]), place(data[1])
+
+    def step():
+        loss = ((model(x) - t) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        return loss.item()
+
+    seconds = median_step_seconds(step, runs, steps)
+    after = resident()
+    held = sorted((after[w] - before.get(w, 0)) / 2**20 for w in after)
+    del model, opt, x, t, step
+    gc.collect()
+    gt.sync()
+    return label, seconds, held
+
+
+def main():
+    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    steps = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+    workers = len(resident())
+    mesh = DeviceMesh(list(range(workers)), ("data",))
+    rng = np.random.default_rng(0)
+    data = (rng.standard_normal((BATCH, SIZES[0])).astype(np.float32),
+            rng.standard_normal((BATCH, SIZES[-1])).astype(np.float32))
+    gt.manual_seed(0)
+    initial = {n: p.numpy() for n, p in MLP().named_parameters()}
+    params = sum(v.size for v in initial.values())
+    split = lambda a: distribute_tensor(gt.tensor(a), mesh, [Shard(0)])  # noqa: E731
+
+    def replicated():
+        m = MLP()
+        m.load_state_dict(initial)
+        for _, owner in m.named_modules():
+            for name, value in list(vars(owner).items()):
+                if isinstance(value, gt.Tensor) and value.requires_grad:
+                    setattr(owner, name, distribute_tensor(value.detach(), mesh, [Replicate()]).requires_grad_())
+        m._loaded = True
+        return m
+
+    def sharded():
+        m = MLP()
+        m.load_state_dict(initial)
+        m._loaded = True
+        return fully_shard(m, mesh)
+
+    rows = [measure("one worker (whole tensors)", MLP, gt.tensor, runs, steps, initial, data),
+            measure(f"data parallel, replicated, {workers} workers", replicated, split, runs, steps, initial, data),
+            measure(f"fully sharded (FSDP), {workers} workers", sharded, split, runs, steps, initial, data)]
+    print(f"gt FSDP benchmark: MLP {SIZES} ({params / 1e6:.2f} M parameters, {params * 4 / 2**20:.1f} MiB), "
+          f"batch {BATCH}, AdamW, median of {runs} runs x {steps} steps")
+    base = rows[0][1]
+    for label, seconds, held in rows:
+        print(f"  {label:38s} {seconds * 1e3:8.2f} ms/step ({seconds / base:.2f}x)   "
+              f"MiB held per worker after a step: {', '.join(f'{h:.1f}' for h in held)}")
+
+
+if __name__ == "__main__":
+    main()
