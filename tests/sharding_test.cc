@@ -187,7 +187,9 @@ TEST_F(ShardingTest, CollectiveBytesBypassTheDispatcher) {
   std::vector<double> reduced_before = PerWorker("gt_collective_bytes_total", {{"collective", "all_reduce"}});
   gt::Tensor a = In("inner", [] { return std::vector<gt::Tensor>{gt::ones({1024, 2048})}; })[0];
   gt::Tensor b = In("outer", [] { return std::vector<gt::Tensor>{gt::ones({2048, 1024})}; })[0];
-  gt::Tensor c = a.matmul(b);  // partial [1024, 1024] products (4 MiB each), all-reduced
+  // Partial [1024, 1024] products (4 MiB each): a pending sum, all-reduced
+  // when the relu needs its value.
+  gt::Tensor c = a.matmul(b).relu();
   gt::sync();
   const double tensor_bytes = 1024.0 * 1024 * 4;
   std::vector<double> reduced = Delta(PerWorker("gt_collective_bytes_total", {{"collective", "all_reduce"}}), reduced_before);
@@ -285,10 +287,18 @@ TEST_F(ShardingTest, BackwardSignalRunsGradientsOnItsWorkers) {
       gt::Tensor x = gt::randn({12, 16}, DType::kFloat32, 23);
       loss = ((x.matmul(w) + b).tanh() * 0.5).mean();
     }
-    if (forward) *forward = reduces_since(start, 2);
+    // The mean over the split rows, and the weight and bias gradients (sums
+    // over them), are pending sums until their values are needed: here.
+    if (forward) {
+      (void)loss.item();
+      *forward = reduces_since(start, 2);
+    }
     std::vector<double> before = PerWorker("gt_collectives_total", all_reduce);
     loss.backward();
-    if (backward) *backward = reduces_since(before, 2);
+    if (backward) {
+      gt::Tensor used = w.grad() * w.grad() + (b.grad() * b.grad()).sum();
+      *backward = reduces_since(before, 2);
+    }
     return std::make_tuple(w.grad(), b.grad(), loss);
   };
   std::vector<double> forward, backward;

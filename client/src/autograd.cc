@@ -46,7 +46,7 @@ bool Differentiable(Op op) {
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:
     case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
-    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:
+    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:
     case Op::kCount:
       return false;
   }

@@ -13,7 +13,7 @@ using client_internal::Session;
 using client_internal::TensorFactory;
 
 // The redistribute layouts of gt/op.h.
-enum WireLayout : int64_t { kWhole = 0, kSplit = 1, kCopies = 2 };
+enum WireLayout : int64_t { kWhole = 0, kSplit = 1, kCopies = 2, kPendingSum = 3 };
 
 Error Invalid(const std::string& message) { return Error(Code::kInvalidArgument, message); }
 
@@ -39,8 +39,8 @@ std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const 
                   std::to_string(placements.size()));
   for (const Placement& p : placements)
     if (p.is_partial())
-      throw Invalid(where + "Partial() cannot be asked for: gt sums the partial results of an op before the op ends, "
-                            "so no tensor is ever left partial");
+      throw Invalid(where + "Partial() cannot be asked for: a pending sum is what a contraction or a sum over a split "
+                            "dim makes; redistribute one to Shard() or Replicate()");
   // Every axis alike: one split (or one copy) over the flattened mesh.
   const bool alike = std::all_of(placements.begin(), placements.end(), [&](const Placement& p) {
     return p == placements[0];
@@ -186,6 +186,7 @@ Layout layout(const Tensor& t) {
   const size_t n = static_cast<size_t>(v[2]);
   std::vector<int> workers = Workers(v, 3, n);
   Layout out{DeviceMesh(workers), {Replicate()}, {}};
+  if (v[0] == kPendingSum) out.placements = {Partial()};
   if (v[0] == kSplit) {
     out.placements = {Shard(v[1])};
     if (v.size() != 3 + 2 * n) throw Malformed();
@@ -217,21 +218,26 @@ std::vector<CollectiveRecord> stop_recording() {
   std::vector<CollectiveRecord> out;
   size_t at = 2;
   for (int64_t i = 0; i < v[0]; ++i) {
-    if (at + 5 > v.size()) throw Malformed();
+    if (at + 6 > v.size()) throw Malformed();
     CollectiveRecord c;
     c.seq = static_cast<uint64_t>(v[at]);
-    const int64_t op = v[at + 1];
+    c.made_by = static_cast<uint64_t>(v[at + 1]);
+    const int64_t op = v[at + 2];
     if (op < 0 || op >= static_cast<int64_t>(Op::kCount)) throw Malformed();
     c.kind = std::string(OpName(static_cast<Op>(op)));
-    if (static_cast<Op>(op) == Op::kAllReduce) c.reduce = v[at + 2] == 1 ? "max" : v[at + 2] == 2 ? "min" : "sum";
-    c.bytes = v[at + 3];
-    c.workers = Workers(v, at + 5, static_cast<size_t>(v[at + 4]));
-    at += 5 + c.workers.size();
-    Session::Origin origin = session->OriginOf(c.seq);
+    if (static_cast<Op>(op) == Op::kAllReduce) c.reduce = v[at + 3] == 1 ? "max" : v[at + 3] == 2 ? "min" : "sum";
+    c.bytes = v[at + 4];
+    c.workers = Workers(v, at + 6, static_cast<size_t>(v[at + 5]));
+    at += 6 + c.workers.size();
+    Session::Origin origin = session->OriginOf(c.made_by);
     c.op = std::move(origin.op);
     c.signal = std::move(origin.signal);
     c.backward = origin.backward;
     c.source = std::move(origin.source);
+    if (c.made_by != c.seq) {
+      Session::Origin needed = session->OriginOf(c.seq);
+      c.needed_by = needed.op.empty() ? "" : needed.op + (needed.source.empty() ? "" : " at " + needed.source);
+    }
     out.push_back(std::move(c));
   }
   return out;

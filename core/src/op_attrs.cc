@@ -161,6 +161,7 @@ Instruction MakeCollective(Op op, const CollectiveSpec& spec) {
     case Op::kBroadcast: inst.attrs.axes.push_back(spec.root); break;
     case Op::kAllReduce: inst.attrs.scalar = static_cast<double>(spec.reduce); break;
     case Op::kAllGather:
+    case Op::kReduceScatter:
       inst.attrs.axes.push_back(spec.dim);
       inst.attrs.axes.insert(inst.attrs.axes.end(), spec.sizes.begin(), spec.sizes.end());
       break;
@@ -209,7 +210,9 @@ Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
       return spec;
     }
     case Op::kAllGather:
-      if (axes.size() != 2 + spec.group.size()) return Invalid(inst, "all_gather expects axes {rank, dim, sizes...}");
+    case Op::kReduceScatter:
+      if (axes.size() != 2 + spec.group.size())
+        return Invalid(inst, std::string(OpName(inst.op)) + " expects axes {rank, dim, sizes...}");
       spec.dim = axes[1];
       spec.sizes.assign(axes.begin() + 2, axes.end());
       return spec;

@@ -496,7 +496,7 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:  // change their operands, make nothing
     case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
-    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather:  // made only by dispatcher stages, which know their shapes
+    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:  // made only by dispatcher stages, which know their shapes
     case Op::kCount:
       break;
   }

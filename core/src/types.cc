@@ -155,6 +155,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kAdamStep, "adam_step", OpKind::kMutate},
     {Op::kRedistribute, "redistribute", OpKind::kUnary},
     {Op::kInspect, "inspect", OpKind::kControl},
+    {Op::kReduceScatter, "reduce_scatter", OpKind::kCollective, Sender::kHostOnly},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

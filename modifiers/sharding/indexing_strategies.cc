@@ -101,9 +101,10 @@ Result<Placement> IndexAdd(Step& s, const std::vector<const Tensor*>& in, const 
     std::vector<TensorId> bases = ZerosOn(s, base, others);
     bases.insert(bases.begin() + static_cast<int64_t>(holder), WholeOn(s, base, pi.workers[holder]));
     const std::vector<TensorId> sources = ShardLike(s, source, dim, pi);
+    // A pending sum (the base counted once, on the holder), reduced when its value is needed.
     std::vector<TensorId> partial = EmitEach(s, pi.workers, {bases, pi.ids, sources});
-    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(pi.workers[r], partial[r]);
-    return Placement{Placement::Kind::kReplicated, pi.workers, AllReduce(s, pi, partial, meta, 0), 0, {}};
+    if (pi.workers.size() == 1) return Placement{Placement::Kind::kReplicated, pi.workers, std::move(partial), 0, {}};
+    return Placement{Placement::Kind::kPartial, pi.workers, std::move(partial), 0, {}};
   }
   const Placement& pb = base.placement;
   if (pb.sharded() && pb.axis != dim) {

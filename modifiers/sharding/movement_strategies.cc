@@ -237,6 +237,18 @@ Result<Placement> Redistribute(Step& s, const std::vector<const Tensor*>& in, co
   Result<Placement> target = TargetLayout(*s.inst, x, *s.workers);
   if (!target.ok()) return target.status();
   Placement out = std::move(*target);
+  // A pending sum split over its own workers is reduce-scattered, copied to
+  // them all-reduced; anywhere else, summed first (Replicate does).
+  if (x.placement.partial() && out.workers == x.placement.workers) {
+    if (out.sharded()) {
+      out.ids = ReduceScatter(s, x, out);
+      return out;
+    }
+    if (out.replicated()) {
+      out.ids = AllReduce(s, x.placement, x.placement.ids, x.meta, 0, x.made_by);
+      return out;
+    }
+  }
   std::vector<TensorId> pieces;
   if (out.whole()) pieces = {WholeOn(s, x, out.workers[0])};
   if (out.replicated()) pieces = CopiesOn(s, x, out.workers);

@@ -23,6 +23,7 @@ std::string Placement::ToString() const {
   switch (kind) {
     case Kind::kWhole: return "whole on " + std::to_string(workers.empty() ? -1 : workers[0]);
     case Kind::kReplicated: return "replicated on " + WorkerList(workers);
+    case Kind::kPartial: return "partial(sum) on " + WorkerList(workers);
     case Kind::kSharded: {
       std::vector<int> sizes_as_int(sizes.begin(), sizes.end());
       return "sharded(axis " + std::to_string(axis) + ") on " + WorkerList(workers) + " sizes " +

@@ -5,8 +5,13 @@
 //                may differ; the last ones may be smaller); one id per shard
 //   replicated   a full copy on each of `workers`; one id per copy
 //
-// A partial-sum placement (every worker holds an addend) exists only inside
-// a strategy: the stage all-reduces it before the op ends.
+//   partial      a pending sum: each of `workers` holds an addend of the
+//                whole shape; one id per worker. Made by a contraction or a
+//                sum over a split dim; all-reduced when an op needs its value
+//                (the record then says replicated), reduce-scattered when a
+//                redistribute splits it, and carried through the ops that are
+//                linear in it (adding another alike, scaling, negating,
+//                copying), as DTensor's Partial.
 //
 // Thread-safety: plain values.
 #pragma once
@@ -22,7 +27,7 @@
 namespace gt::sharding {
 
 struct Placement {
-  enum class Kind : uint8_t { kWhole, kSharded, kReplicated };
+  enum class Kind : uint8_t { kWhole, kSharded, kReplicated, kPartial };
   Kind kind = Kind::kWhole;
   std::vector<int> workers;    // kWhole: exactly one
   std::vector<TensorId> ids;   // one per worker, same order
@@ -32,7 +37,9 @@ struct Placement {
   bool whole() const { return kind == Kind::kWhole; }
   bool sharded() const { return kind == Kind::kSharded; }
   bool replicated() const { return kind == Kind::kReplicated; }
-  // "whole on 0", "sharded(axis 0) on [0, 1] sizes [64, 64]", "replicated on [0, 1]".
+  bool partial() const { return kind == Kind::kPartial; }
+  // "whole on 0", "sharded(axis 0) on [0, 1] sizes [64, 64]", "replicated on [0, 1]",
+  // "partial(sum) on [0, 1]".
   std::string ToString() const;
 };
 
@@ -45,6 +52,9 @@ struct Tensor {
   // a copy or a piece of it elsewhere is made there, not sent (the zeros
   // and ones of gradient formulas meet shards without a collective).
   std::optional<Op> constant = std::nullopt;
+  // A pending sum: the seq of the op that made it (a record of collectives
+  // names it beside the op whose need for the value all-reduced it).
+  uint64_t made_by = 0;
 };
 
 // torch.chunk sizes of `length` split `parts` ways (fewer pieces when

@@ -3,8 +3,10 @@
 // collectives, following the client's signal configs (gt/config.h).
 //
 // Every tensor of a client has a placement (placement.h): whole on one
-// worker, sharded on an axis over a worker list (torch.chunk sizes), or
-// replicated over a worker list. Creation inside a scope with a config
+// worker, sharded on an axis over a worker list (torch.chunk sizes),
+// replicated over a worker list, or a pending sum over a worker list (the
+// partial products of a contraction along a split dim, kept until their
+// value is needed, as DTensor's Partial). Creation inside a scope with a config
 // makes the shards on their workers directly (Creation); every other op
 // takes its output placement and the collective it needs from its inputs'.
 // The strategy table (strategy_table.cc) maps each op to the strategy
@@ -19,12 +21,13 @@
 //                                         shard-local: attention heads, a batch
 //   A row-sharded @ B                     B replicated, shard-local (no communication)
 //   A row-sharded @ B sharded             all-gather B, then shard-local
-//   A inner-sharded @ B row-sharded       partial products, all-reduce (sum)
+//   A inner-sharded @ B row-sharded       partial products: a pending sum (partial)
 //   A @ B column-sharded                  A replicated, shard-local
 //
 //   Reduce (sum, mean, max, min, argmax, argmin)
-//   reduction over the sharded axis       local partial, all-reduce (mean weighted by count);
-//                                         argmax / argmin: whole
+//   sum / mean over the sharded axis      local sums (a mean's divided by the whole count):
+//                                         a pending sum (partial)
+//   max / min over the sharded axis       local, all-reduce (max / min); argmax / argmin: whole
 //   reduction over other axes             shard-local
 //
 //   Movement (reshape, transpose, unsqueeze, squeeze, permute)
@@ -56,7 +59,7 @@
 //   index_select by a cut index           x copied, the result cut like the index
 //   index_select of x cut on another dim  shard-local
 //   index_add with a cut index            member 0 adds into the base, the others into
-//                                         zeros; all-reduce (sum): replicated
+//                                         zeros: a pending sum (partial)
 //   index_add into a base cut on another  shard-local (the source cut alike)
 //     dim
 //   gather / scatter_add cut alike on a   shard-local
@@ -67,6 +70,15 @@
 //
 //   Elementwise also runs where (condition, a, b), and adam_step when its
 //   parameter and optimizer state are laid out alike (else an error).
+//
+//   Pending sums (partial: each member holds an addend)
+//   an op linear in it (copy, negation,   on each addend: a pending sum again
+//     sum or mean, a view, product or
+//     quotient by a number, the sum or
+//     difference of two alike)
+//   any other op, a fetch                 all-reduced first, once: the record says replicated
+//   redistribute to split over its        reduce-scatter
+//     workers / to copies on them         all-reduce
 //
 //   Redistribute (gt.distributed: the layout is the instruction's, whatever x's)
 //   x to whole on a worker               gathered (all-gather if split), copied there

@@ -290,6 +290,7 @@ Status ShardingStage::Fetch(Client& c, Instruction inst, Emitter& out) {
     return Status::Ok();
   }
   Step s = StepFor(c, inst, out);
+  Settle(c, s, inst);
   const Tensor& t = it->second;
   const int worker = t.placement.workers[0];
   TensorId whole = WholeOn(s, t, worker);
@@ -320,7 +321,8 @@ Status ShardingStage::Inspect(Client& c, Instruction&& inst, Emitter& out) {
         PerMember(s, p, Op::kUnsqueeze, front, [&](size_t) { return std::vector<TensorId>{inst.operands[0]}; }, true);
         FreeTemporaries(s);
       }
-      std::vector<int64_t> values = {p.whole() ? 0 : p.sharded() ? 1 : 2, p.axis, static_cast<int64_t>(p.workers.size())};
+      std::vector<int64_t> values = {p.whole() ? 0 : p.sharded() ? 1 : p.replicated() ? 2 : 3, p.axis,
+                                     static_cast<int64_t>(p.workers.size())};
       values.insert(values.end(), p.workers.begin(), p.workers.end());
       if (p.sharded()) values.insert(values.end(), p.sizes.begin(), p.sizes.end());
       Answer(c, inst, values, out);
@@ -333,7 +335,7 @@ Status ShardingStage::Inspect(Client& c, Instruction&& inst, Emitter& out) {
       return Status::Ok();
     case 3: {  // hand the record over: {entries, dropped, entry...}
       std::vector<int64_t> values = {0, static_cast<int64_t>(c.collectives_dropped)};
-      for (size_t i = 0; i + 4 < c.collective_log.size(); i += 5 + static_cast<size_t>(c.collective_log[i + 4])) ++values[0];
+      for (size_t i = 0; i + 5 < c.collective_log.size(); i += 6 + static_cast<size_t>(c.collective_log[i + 5])) ++values[0];
       values.insert(values.end(), c.collective_log.begin(), c.collective_log.end());
       c.recording = false;
       c.collective_log = {};  // its memory too
@@ -361,6 +363,13 @@ void ShardingStage::Answer(Client& c, const Instruction& inst, const std::vector
   s.temporaries.emplace_back(worker, id);
   EmitOn(s, worker, MakeFetch(inst.client, inst.seq, id));
   FreeTemporaries(s);
+}
+
+void ShardingStage::Settle(Client& c, Step& s, const Instruction& inst) {
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    if (it != c.tensors.end() && it->second.placement.partial()) Materialize(s, it->second);
+  }
 }
 
 void ShardingStage::Adopt(Step& s, Tensor& x) {
@@ -437,6 +446,7 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   Step s = StepFor(c, inst, out);
   if (adopted) Adopt(s, *adopted);
+  if (!CarriesPartial(inst, in, meta)) Settle(c, s, inst);
   // Inside a scope whose config names workers the op runs on them: operands
   // living elsewhere are moved in first (pipeline stages, backward signals).
   std::vector<Tensor> moved;
@@ -473,7 +483,17 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   Explain(s, in, *placed);
   FreeTemporaries(s);
-  if (produces) c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
+  if (produces) {
+    Tensor& made = c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
+    if (made.placement.partial()) {  // carried through a linear op, it keeps the op that made its addends
+      made.made_by = inst.seq;
+      for (const Tensor* t : in)
+        if (t->placement.partial() && t->made_by) {
+          made.made_by = t->made_by;
+          break;
+        }
+    }
+  }
   return Status::Ok();
 }
 
@@ -495,6 +515,7 @@ Status ShardingStage::Unrecorded(Client& c, Instruction inst, const std::vector<
   }
   const Instruction original = inst;
   Step s = StepFor(c, original, out);
+  Settle(c, s, original);
   // An optimizer step writes its state too: none of it may be a copy.
   if (inst.op == Op::kAdamStep) {
     for (size_t i : {size_t{0}, size_t{2}, size_t{3}})

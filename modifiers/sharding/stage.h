@@ -67,6 +67,9 @@ class ShardingStage final : public Stage {
   Status Inspect(Client& c, Instruction&& inst, Emitter& out);
   // `values` made on the client's worker and fetched under `inst`'s seq.
   void Answer(Client& c, const Instruction& inst, const std::vector<int64_t>& values, Emitter& out);
+  // The pending sums among `inst`'s operands all-reduced (their records
+  // become replicated): an op that needs their values, not their addends.
+  void Settle(Client& c, Step& s, const Instruction& inst);
   // `x`, a tensor without a record that a redistribute names (whole on the
   // client's worker, with the shape and dtype the client states), replaced
   // by a copy made only if the worker finds it so.

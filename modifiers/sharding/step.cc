@@ -25,16 +25,17 @@ Instruction Collective(Op op, CollectiveSpec spec, size_t rank) {
 
 // For a client that records its collectives (inspect 2): one entry per
 // collective, its bytes those of the whole tensor it moves or reduces.
-void Note(Step& s, Op op, int reduce, const TensorMeta& meta, const std::vector<int>& members) {
+void Note(Step& s, Op op, int reduce, const TensorMeta& meta, const std::vector<int>& members, uint64_t origin = 0) {
   if (!s.client->recording) return;
   std::vector<int64_t>& log = s.client->collective_log;
-  if (log.size() + 5 + members.size() > kMaxCollectiveLog) {
+  if (log.size() + 6 + members.size() > kMaxCollectiveLog) {
     ++s.client->collectives_dropped;
     return;
   }
   const int64_t bytes = NumElements(meta.shape) * static_cast<int64_t>(ElementSize(meta.dtype));
-  log.insert(log.end(), {static_cast<int64_t>(s.inst->seq), static_cast<int64_t>(op), reduce, bytes,
-                         static_cast<int64_t>(members.size())});
+  const uint64_t cause = s.inst->seq;
+  log.insert(log.end(), {static_cast<int64_t>(cause), static_cast<int64_t>(origin ? origin : cause),
+                         static_cast<int64_t>(op), reduce, bytes, static_cast<int64_t>(members.size())});
   log.insert(log.end(), members.begin(), members.end());
 }
 
@@ -88,6 +89,12 @@ std::vector<TensorId> EachMember(Step& s, const Placement& p) {
 std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers) {
   std::map<int, TensorId> out;
   const Placement& p = t.placement;
+  if (p.partial()) {  // its value is the sum: all-reduced here (the stage materializes records itself)
+    Tensor summed{t.meta,
+                  Placement{Placement::Kind::kReplicated, p.workers, AllReduce(s, p, p.ids, t.meta, 0, t.made_by), 0, {}}};
+    for (size_t r = 0; r < p.workers.size(); ++r) s.temporaries.emplace_back(p.workers[r], summed.placement.ids[r]);
+    return Replicate(s, summed, workers);
+  }
   if (t.constant) {
     std::vector<int> missing;
     for (int w : workers) {
@@ -203,9 +210,9 @@ std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Pl
 }
 
 std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
-                                int op) {
+                                int op, uint64_t origin) {
   s.collectives.push_back(std::string("all_reduce(") + (op == 1 ? "max" : op == 2 ? "min" : "sum") + ") " + WorkerList(p.workers));
-  Note(s, Op::kAllReduce, op, meta, p.workers);
+  Note(s, Op::kAllReduce, op, meta, p.workers, origin);
   CollectiveSpec spec = GroupSpec(s, p.workers);
   spec.reduce = static_cast<ReduceOp>(op);
   std::vector<TensorId> out;
@@ -217,6 +224,35 @@ std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<T
     TensorId id = NewId(*s.client);
     a.results = {id};
     EmitOn(s, p.workers[r], a);
+    out.push_back(id);
+  }
+  return out;
+}
+
+void Materialize(Step& s, Tensor& t) {
+  Placement& p = t.placement;
+  for (size_t r = 0; r < p.workers.size(); ++r) s.temporaries.emplace_back(p.workers[r], p.ids[r]);
+  std::vector<TensorId> summed = AllReduce(s, p, p.ids, t.meta, 0, t.made_by);
+  p.kind = Placement::Kind::kReplicated;
+  p.ids = std::move(summed);
+}
+
+std::vector<TensorId> ReduceScatter(Step& s, const Tensor& t, const Placement& like) {
+  const Placement& p = t.placement;
+  s.collectives.push_back("reduce_scatter " + WorkerList(p.workers) + " to " + like.ToString());
+  Note(s, Op::kReduceScatter, 0, t.meta, p.workers, t.made_by);
+  CollectiveSpec spec = GroupSpec(s, p.workers);
+  spec.dim = like.axis;
+  spec.sizes = like.sizes;
+  std::vector<TensorId> out;
+  for (size_t r = 0; r < p.workers.size(); ++r) {
+    Instruction rs = Collective(Op::kReduceScatter, spec, r);
+    rs.attrs.shape = t.meta.shape;  // the whole tensor (a member whose addend failed stands in with one)
+    rs.attrs.dtype = t.meta.dtype;
+    rs.operands = {p.ids[r]};
+    TensorId id = NewId(*s.client);
+    rs.results = {id};
+    EmitOn(s, p.workers[r], rs);
     out.push_back(id);
   }
   return out;

@@ -65,8 +65,18 @@ TensorId WholeOn(Step& s, const Tensor& t, int worker);
 std::vector<TensorId> ShardLike(Step& s, const Tensor& t, int64_t axis, const Placement& like);
 // Member r's `ids[r]` all-reduced over the members of `p` by `op` (0 sum,
 // 1 max, 2 min); `meta`: each operand's shape and dtype.
+// `origin`: the seq of the op that made the addends, when not s.inst's (a
+// pending sum reduced for a later op).
 std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<TensorId>& ids, const TensorMeta& meta,
-                                int op);
+                                int op, uint64_t origin = 0);
+// `t`, a pending sum (REQUIRES: t.placement.partial()), all-reduced into a
+// copy on each of its workers: `t` says so afterwards (its record changes),
+// and its addends are freed when the step ends.
+void Materialize(Step& s, Tensor& t);
+// `t`'s pending sum (REQUIRES: t.placement.partial()) split like `like`
+// (its workers, in order; axis and sizes): member r keeps the sum's piece r.
+// The ids are the caller's (not temporaries).
+std::vector<TensorId> ReduceScatter(Step& s, const Tensor& t, const Placement& like);
 // `t` moved onto the workers of `config` (whole: onto its first worker;
 // sharded: cut on the config's axis, else replicated); nullopt when every
 // worker of `t` is one of them already.

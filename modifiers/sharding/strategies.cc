@@ -7,6 +7,12 @@
 namespace gt::sharding {
 namespace {
 
+// Addends `ids` on `workers`: a pending sum, or with one worker its value.
+Placement Pending(const std::vector<int>& workers, std::vector<TensorId> ids) {
+  const auto kind = workers.size() == 1 ? Placement::Kind::kReplicated : Placement::Kind::kPartial;
+  return Placement{kind, workers, std::move(ids), 0, {}};
+}
+
 // softmax(x) = exp(x - max) / sum(exp(x - max)) and
 // log_softmax(x) = (x - max) - log(sum(exp(x - max))), with the max and the
 // sum over the whole dim: local ones all-reduced (max, then sum).
@@ -147,12 +153,9 @@ Result<Placement> Matmul(Step& s, const std::vector<const Tensor*>& in, const Te
     }
     return ids;
   };
+  // Partial products: a pending sum, all-reduced when (and if) its value is needed.
   auto summed = [&](const Placement& p, const std::vector<TensorId>& ia, const std::vector<TensorId>& ib) {
-    std::vector<TensorId> partial = emit(p.workers, ia, ib);
-    for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(p.workers[r], partial[r]);
-    Placement out{Placement::Kind::kReplicated, p.workers, {}, 0, {}};
-    out.ids = AllReduce(s, p, partial, meta, 0);
-    return out;
+    return Pending(p.workers, emit(p.workers, ia, ib));
   };
   // A batch dim cut (attention heads, a data-parallel batch): the other
   // operand cut alike along its matching dim, or copied where it broadcasts.
@@ -268,28 +271,73 @@ Result<Placement> Reduce(Step& s, const Tensor& t, const TensorMeta& meta) {
       out.axis -= std::count_if(axes->begin(), axes->end(), [&](int64_t a) { return a < p.axis; });
     return out;
   }
-  // Partial results, then an all-reduce; a mean is a sum scaled by 1/count.
+  // A sum's partial results stay a pending sum (a mean's scaled by 1/count
+  // first); a max's or min's are all-reduced at once.
   const Op partial_op = inst.op == Op::kMean ? Op::kSum : inst.op;
   std::vector<TensorId> partial = local(partial_op);
-  for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(p.workers[r], partial[r]);
-  const int reduce = inst.op == Op::kMax ? 1 : inst.op == Op::kMin ? 2 : 0;
-  Placement out{Placement::Kind::kReplicated, p.workers, {}, 0, {}};
-  std::vector<TensorId> reduced = AllReduce(s, p, partial, meta, reduce);
-  if (inst.op != Op::kMean) {
-    out.ids = reduced;
+  if (inst.op == Op::kSum) return Pending(p.workers, partial);
+  if (inst.op == Op::kMean) {
+    double count = 1;
+    for (int64_t a : *axes) count *= static_cast<double>(t.meta.shape[a]);
+    Placement out = Pending(p.workers, {});
+    for (size_t r = 0; r < p.workers.size(); ++r) {
+      s.temporaries.emplace_back(p.workers[r], partial[r]);
+      Instruction scale = MakeScalarBinary(Op::kDiv, count, ScalarSide::kRight);
+      scale.operands = {partial[r]};
+      TensorId id = NewId(*s.client);
+      scale.results = {id};
+      EmitOn(s, p.workers[r], scale);
+      out.ids.push_back(id);
+    }
     return out;
   }
-  double count = 1;
-  for (int64_t a : *axes) count *= static_cast<double>(t.meta.shape[a]);
-  for (size_t r = 0; r < p.workers.size(); ++r) {
-    s.temporaries.emplace_back(p.workers[r], reduced[r]);
-    Instruction scale = MakeScalarBinary(Op::kDiv, count, ScalarSide::kRight);
-    scale.operands = {reduced[r]};
-    TensorId id = NewId(*s.client);
-    scale.results = {id};
-    EmitOn(s, p.workers[r], scale);
-    out.ids.push_back(id);
+  for (size_t r = 0; r < partial.size(); ++r) s.temporaries.emplace_back(p.workers[r], partial[r]);
+  const int reduce = inst.op == Op::kMax ? 1 : inst.op == Op::kMin ? 2 : 0;
+  return Placement{Placement::Kind::kReplicated, p.workers, AllReduce(s, p, partial, meta, reduce), 0, {}};
+}
+
+bool CarriesPartial(const Instruction& inst, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  switch (inst.op) {
+    case Op::kRedistribute:
+      return true;
+    case Op::kClone:
+    case Op::kNeg:
+    case Op::kSum:  // sums and views of a pending sum: the gradient formulas' reshapes and transposes
+    case Op::kMean:
+    case Op::kReshape:
+    case Op::kTranspose:
+    case Op::kPermute:
+    case Op::kUnsqueeze:
+    case Op::kSqueeze:
+    case Op::kSlice:
+    case Op::kSelect:
+      return in.size() == 1;
+    case Op::kMul:
+      return in.size() == 1 && inst.attrs.scalar_side != ScalarSide::kNone;
+    case Op::kDiv:
+      return in.size() == 1 && inst.attrs.scalar_side == ScalarSide::kRight;
+    case Op::kAdd:
+    case Op::kSub:
+      if (in.size() != 2 || inst.attrs.scalar_side != ScalarSide::kNone) return false;
+      for (const Tensor* t : in)
+        if (!t || !t->placement.partial() || t->placement.workers != in[0]->placement.workers ||
+            t->meta.shape != meta.shape || t->meta.dtype != meta.dtype)
+          return false;
+      return true;
+    default:
+      return false;
   }
+}
+
+Result<Placement> CarryPartial(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  (void)meta;
+  const Placement& p = in.at(0)->placement;
+  Placement out{Placement::Kind::kPartial, p.workers, {}, 0, {}};
+  out.ids = PerMember(s, p, s.inst->op, s.inst->attrs, [&in](size_t r) {
+    std::vector<TensorId> ids;
+    for (const Tensor* t : in) ids.push_back(t->placement.ids[r]);
+    return ids;
+  }, false);
   return out;
 }
 

@@ -118,6 +118,7 @@ Strategy StrategyFor(Op op) {
     case Op::kBroadcast:
     case Op::kAllReduce:
     case Op::kAllGather:
+    case Op::kReduceScatter:
     case Op::kCount:
       return &Whole;
   }
@@ -126,6 +127,8 @@ Strategy StrategyFor(Op op) {
 
 Result<Placement> RunStrategy(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   if (s.inst->op == Op::kRedistribute) return Redistribute(s, in, meta);
+  for (const Tensor* t : in)  // the stage all-reduced those that CarriesPartial does not carry
+    if (t->placement.partial()) return CarryPartial(s, in, meta);
   bool all_whole = true;
   for (const Tensor* t : in) all_whole = all_whole && t->placement.whole();
   if (all_whole || in.empty()) return Whole(s, in, meta);

@@ -23,7 +23,9 @@ namespace {
 
 Status Invalid(const Instruction& inst, const std::string& why) { return InvalidArgument(inst.Describe() + ": " + why); }
 
-size_t KindIndex(Op op) { return op == Op::kBroadcast ? 0 : op == Op::kAllReduce ? 1 : 2; }
+size_t KindIndex(Op op) {
+  return op == Op::kBroadcast ? 0 : op == Op::kAllReduce ? 1 : op == Op::kAllGather ? 2 : 3;
+}
 
 // What the members of one group see of the rendezvous store: the group's own
 // keys, waited for in short slices between which it looks for the
@@ -189,6 +191,10 @@ Result<at::Tensor> Collectives::Run(const Instruction& inst, const at::Tensor* o
       if (!operand) return Invalid(inst, "all_gather needs an operand");
       out = AllGather(*spec, **group, *operand, inst);
       break;
+    case Op::kReduceScatter:
+      if (!operand) return Invalid(inst, "reduce_scatter needs an operand");
+      out = ReduceScatter(*spec, **group, *operand, inst);
+      break;
     default: return out;
   }
   if (out.ok()) {
@@ -208,7 +214,8 @@ Status Collectives::StandIn(const Instruction& inst, at::ScalarType dtype, const
     if (d < 0) return failed;
   Result<CollectiveSpec> spec = ReadCollective(inst);
   const bool all_gather_shape_ok =
-      spec.ok() && (inst.op != Op::kAllGather || (spec->dim >= 0 && spec->dim < static_cast<int64_t>(shape.size())));
+      spec.ok() && ((inst.op != Op::kAllGather && inst.op != Op::kReduceScatter) ||
+                    (spec->dim >= 0 && spec->dim < static_cast<int64_t>(shape.size())));
   if (!all_gather_shape_ok) return failed;  // nothing sensible to stand in with: the others time out
   const at::TensorOptions options = at::TensorOptions().dtype(dtype);
   const at::Tensor stand_in = at::isFloatingType(dtype) ? at::full(shape, NAN, options) : at::zeros(shape, options);
@@ -308,6 +315,35 @@ Result<at::Tensor> Collectives::AllGather(const CollectiveSpec& spec, Group& gro
   std::vector<at::Tensor> trimmed;
   for (int r = 0; r < group.size; ++r) trimmed.push_back(outputs[0][r].narrow(dim, 0, sizes[r]));
   return FromWire(at::cat(trimmed, dim), operand.scalar_type());
+}
+
+Result<at::Tensor> Collectives::ReduceScatter(const CollectiveSpec& spec, Group& group, const at::Tensor& operand,
+                                                const Instruction& inst) {
+  const std::vector<int64_t>& sizes = spec.sizes;  // one per member: ReadCollective checked it
+  const int64_t dim = spec.dim;
+  if (dim < 0 || dim >= operand.dim()) return Invalid(inst, "dim " + std::to_string(dim) + " out of range");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size < 0) return Invalid(inst, "negative piece size");
+    total += size;
+  }
+  if (operand.size(dim) != total) return Invalid(inst, "the piece sizes do not add up to the operand's dim");
+  if (operand.scalar_type() == at::kBool) return Invalid(inst, "reduce_scatter of a bool tensor");
+  // Rows along `dim` first, so that the pieces are runs of rows all-to-all can split.
+  at::Tensor rows = ToWire(operand.movedim(dim, 0).contiguous());
+  std::vector<int64_t> received_shape(rows.sizes().begin(), rows.sizes().end());
+  received_shape[0] = sizes[static_cast<size_t>(group.rank)] * group.size;
+  at::Tensor received = at::empty(received_shape, rows.options());
+  std::vector<int64_t> send_splits(sizes.begin(), sizes.end());
+  std::vector<int64_t> receive_splits(static_cast<size_t>(group.size), sizes[static_cast<size_t>(group.rank)]);
+  c10d::AllToAllOptions options;
+  if (Status s = Await(group, group.pg->alltoall_base(received, rows, receive_splits, send_splits, options)); !s.ok())
+    return s;
+  std::vector<int64_t> stacked = received_shape;
+  stacked[0] = sizes[static_cast<size_t>(group.rank)];
+  stacked.insert(stacked.begin(), group.size);
+  at::Tensor piece = received.reshape(stacked).sum(0, false, rows.scalar_type()).movedim(0, dim).contiguous();
+  return FromWire(piece, operand.scalar_type());
 }
 
 }  // namespace gt::torch_backend

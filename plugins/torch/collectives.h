@@ -58,8 +58,8 @@ struct CollectiveOptions {
 // Per kind of collective (broadcast, all_reduce, all_gather): how many ran and
 // the tensor bytes this worker contributed. Owned by the plugin's registry.
 struct CollectiveCounters {
-  std::array<prometheus::Counter*, 3> calls{};
-  std::array<prometheus::Counter*, 3> bytes{};
+  std::array<prometheus::Counter*, 4> calls{};
+  std::array<prometheus::Counter*, 4> bytes{};
 };
 
 class Collectives {
@@ -90,6 +90,10 @@ class Collectives {
                                const Instruction& inst, at::ScalarType dtype);
   Result<at::Tensor> AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand);
   Result<at::Tensor> AllGather(const CollectiveSpec& spec, Group& group, const at::Tensor& operand, const Instruction& inst);
+  // Gloo's c10d group in LibTorch 1.13 has no reduce_scatter: an all-to-all
+  // of the pieces (member r receives everyone's piece r), summed locally.
+  Result<at::Tensor> ReduceScatter(const CollectiveSpec& spec, Group& group, const at::Tensor& operand,
+                                   const Instruction& inst);
   // Waits for a collective of `group` to finish; Unavailable, and the group
   // broken for good, when the dispatcher marks a member lost meanwhile.
   Status Await(Group& group, const c10::intrusive_ptr<c10d::Work>& work);

@@ -368,7 +368,8 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kScatterAdd: return Movement(inst, source);
     case Op::kBroadcast:
     case Op::kAllReduce:
-    case Op::kAllGather: return Collective(inst, source, collectives);
+    case Op::kAllGather:
+    case Op::kReduceScatter: return Collective(inst, source, collectives);
     // No tensor of their own: Mutate(), or the backend's control path.
     case Op::kCopyInto:
     case Op::kFill:

@@ -69,7 +69,7 @@ prometheus::Counter* MakeQuotaMetrics(const StageContext& context, uint64_t limi
 }
 
 // Collectives by kind, in the order CollectiveCounters indexes them.
-constexpr const char* kCollectiveKinds[] = {"broadcast", "all_reduce", "all_gather"};
+constexpr const char* kCollectiveKinds[] = {"broadcast", "all_reduce", "all_gather", "reduce_scatter"};
 
 CollectiveCounters MakeCounters(const StageContext& context) {
   CollectiveCounters counters;

@@ -152,7 +152,8 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kCat:
     case Op::kBroadcast:
     case Op::kAllReduce:
-    case Op::kAllGather: return ComputeAndStore(inst, operands);
+    case Op::kAllGather:
+    case Op::kReduceScatter: return ComputeAndStore(inst, operands);
     // In place, no result (kernels.h).
     case Op::kCopyInto:
     case Op::kFill:

@@ -86,8 +86,10 @@ class Replicate(Placement):
 
 
 class Partial(Placement):
-    """A pending sum over the mesh axis. gt never leaves a tensor partial (an op's partial results are
-    all-reduced before it ends), so it is never a tensor's placement and cannot be asked for."""
+    """A pending sum over the mesh axis: each worker holds an addend. A matmul contracting a split dim,
+    or a sum over one, makes it; an op that needs the value all-reduces it (once: the tensor is then
+    Replicate()), redistributing it to Shard(d) reduce-scatters it, and adding two alike, scaling or
+    negating keeps it pending. It cannot be asked for with distribute_tensor."""
 
     __slots__ = ("reduce_op",)
 
@@ -214,9 +216,9 @@ def fully_shard(module, mesh):
     Feed it batches split along dim 0 over the same mesh (data parallel).
 
     What moves: an op needing a whole weight (a matmul) all-gathers it, in the forward and again
-    in the backward; a weight's gradient is summed over the split batch by an all-reduce, and the
-    hook keeps each worker's piece of it (no communication). A true reduce-scatter (half the
-    bytes) needs a pending-sum placement gt does not keep yet. Returns `module`."""
+    in the backward; a weight's gradient, a sum over the split batch, is left pending (Partial) by
+    the backward, and the hook's redistribute reduce-scatters it into the parameter's pieces.
+    Returns `module`."""
     from .nn import Module
     if not isinstance(module, Module):
         raise TypeError(f"fully_shard: expected a gt.nn.Module, got {type(module).__name__}")
@@ -242,7 +244,7 @@ def fully_shard(module, mesh):
 def _layout(tensor):
     """(1-D DeviceMesh of the workers holding `tensor`, [placement]) from the dispatcher."""
     workers, kind, dim, _sizes = _C.layout(tensor._c)
-    return DeviceMesh(list(workers), _register=False), [Shard(dim) if kind == 0 else Replicate()]
+    return DeviceMesh(list(workers), _register=False), [Shard(dim) if kind == 0 else Partial() if kind == 2 else Replicate()]
 
 
 # ---- what a step communicates ---------------------------------------------------
@@ -255,11 +257,12 @@ class CollectiveRecord:
     reduce: str        # all_reduce: "sum", "max" or "min"; else ""
     workers: list      # the members, in rank order
     bytes: int         # the bytes of the whole tensor reduced, gathered or broadcast
-    op: str            # the op that caused it ("matmul", "sum", "redistribute", ...)
-    phase: str         # "backward" (issued by backward()) or "forward" (anything else)
-    source: str        # "file.py:LINE" of the user code that issued the op
+    op: str            # the op that made what it moves ("matmul", "sum", "redistribute", ...)
+    phase: str         # "backward" (that op was issued by backward()) or "forward" (anything else)
+    source: str        # "file.py:LINE" of the user code that issued that op
     axis: str          # the mesh axis (a DeviceMesh's name) or signal whose workers it joined; "" if none
-    seq: int           # the op's sequence number in this client's stream
+    seq: int           # the sequence number of the op it ran for, in this client's stream
+    needed_by: str = ""  # a pending sum (Partial) reduced later: "op at file:LINE" of the op that needed it
 
     @property
     def name(self):
@@ -292,29 +295,33 @@ class Recording:
 
     def pattern(self):
         """The gradient-synchronisation pattern the records imply, in words (seed 003's patterns:
-        data-parallel gradient all-reduce, FSDP weight all-gathers, tensor-parallel all-reduce per block)."""
+        data-parallel gradient all-reduce, FSDP weight all-gathers and gradient reduce-scatters,
+        tensor-parallel all-reduce per block). A record's phase is that of the op that made what it
+        moves, so a gradient summed when the optimizer needs it counts as the backward's."""
         if not self.records:
             return "no communication: every op ran where its operands were"
         contraction = ("matmul",)
-        gathered_weights = self.count("all_gather", "forward", contraction)
+        gathered = self.count("all_gather", "forward", contraction)
+        regathered = self.count("all_gather", "backward", contraction)
+        scattered = self.count("reduce_scatter", "backward")
         forward_partials = self.count("all_reduce", "forward", contraction)
         backward_partials = self.count("all_reduce", "backward")
         lines = []
-        if gathered_weights and backward_partials:
-            lines.append(f"fully sharded (FSDP / ZeRO-3): {gathered_weights} weights all-gathered for the forward and "
-                         f"{self.count('all_gather', 'backward', contraction)} for the backward; {backward_partials} "
-                         "gradient all-reduces in the backward")
+        if gathered and (scattered or backward_partials):
+            lines.append(f"fully sharded (FSDP / ZeRO-3): {gathered} weights all-gathered for the forward and "
+                         f"{regathered} for the backward; gradients reduce-scattered ({scattered}) or all-reduced "
+                         f"({backward_partials})")
         elif forward_partials:
             lines.append(f"tensor parallel: {forward_partials} all-reduces of split contractions in the forward "
                          f"(one per row-parallel block), {backward_partials} in the backward")
-        elif backward_partials:
-            lines.append(f"data parallel: {backward_partials} gradient all-reduces in the backward (parameters "
-                         "replicated, the batch split)")
+        elif backward_partials or scattered:
+            lines.append(f"data parallel: {backward_partials} gradient all-reduces"
+                         + (f" and {scattered} reduce-scatters" if scattered else "")
+                         + " (parameters replicated, the batch split)")
         reductions = self.count("all_reduce", "forward") - forward_partials
         if reductions:
             lines.append(f"{reductions} all-reduces of reductions (sum, mean, max) over a split dim in the forward")
-        moves = self.count("broadcast") + self.count("all_gather") - gathered_weights - \
-            self.count("all_gather", "backward", contraction)
+        moves = self.count("broadcast") + self.count("all_gather") - gathered - regathered
         if moves:
             lines.append(f"{moves} broadcasts or all-gathers moving tensors (layout changes, whole tensors meeting "
                          "split ones)")
@@ -322,9 +329,10 @@ class Recording:
 
     def table(self):
         """Every collective, then totals per phase and kind, as text."""
-        rows = [("#", "phase", "collective", "axis", "workers", "bytes", "op", "source")]
+        rows = [("#", "phase", "collective", "axis", "workers", "bytes", "op", "source", "needed by")]
         for i, r in enumerate(self.records):
-            rows.append((str(i), r.phase, r.name, r.axis or "-", str(r.workers), str(r.bytes), r.op, r.source or "-"))
+            rows.append((str(i), r.phase, r.name, r.axis or "-", str(r.workers), str(r.bytes), r.op, r.source or "-",
+                         r.needed_by or "-"))
         widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
         lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
         lines.append("")
@@ -380,7 +388,7 @@ def record():
         recording.records = [
             CollectiveRecord(kind=d["kind"], reduce=d["reduce"], workers=list(d["workers"]), bytes=d["bytes"],
                              op=d["op"], phase="backward" if d["backward"] else "forward", source=d["source"],
-                             axis=_axis_of(d["workers"], d["signal"]), seq=d["seq"])
+                             axis=_axis_of(d["workers"], d["signal"]), seq=d["seq"], needed_by=d["needed_by"])
             for d in raw]
 
 

@@ -38,6 +38,8 @@ py::dict RecordAsDict(const gd::CollectiveRecord& c) {
   d["workers"] = py::cast(c.workers);
   d["bytes"] = c.bytes;
   d["seq"] = c.seq;
+  d["made_by"] = c.made_by;
+  d["needed_by"] = c.needed_by;
   d["op"] = c.op;
   d["signal"] = c.signal;
   d["backward"] = c.backward;
@@ -65,8 +67,8 @@ void BindDistributed(py::module_& m) {
     }
     const gd::Layout& l = *layout;
     const gd::Placement& p = l.placements.at(0);
-    return py::make_tuple(l.mesh.workers(), p.is_shard() ? 0 : 1, p.dim, l.shard_sizes);
-  }, "gt::distributed::layout: (workers, kind 0 Shard / 1 Replicate, dim, shard sizes)");
+    return py::make_tuple(l.mesh.workers(), p.is_shard() ? 0 : p.is_partial() ? 2 : 1, p.dim, l.shard_sizes);
+  }, "gt::distributed::layout: (workers, kind 0 Shard / 1 Replicate / 2 Partial, dim, shard sizes)");
   m.def("start_recording", &gd::start_recording);
   m.def("stop_recording", [] {
     std::vector<gd::CollectiveRecord> records;

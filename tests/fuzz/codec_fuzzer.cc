@@ -60,7 +60,8 @@ void ReadAttributes(const Instruction& inst) {
       break;
     case Op::kBroadcast:
     case Op::kAllReduce:
-    case Op::kAllGather: (void)ReadCollective(inst); break;
+    case Op::kAllGather:
+    case Op::kReduceScatter: (void)ReadCollective(inst); break;
     default: break;
   }
   if (!ProducesTensor(inst.op)) return;

@@ -79,15 +79,35 @@ out["shard_sizes"] = list(gt._C.layout(rows._c)[3])
 
 # Ops follow the placement: a split batch times replicated weights stays split, with no collective.
 b = np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32)
-w = np.random.default_rng(2).standard_normal((4, 3)).astype(np.float32)
+w = np.random.default_rng(2).standard_normal((4, 8)).astype(np.float32)
 xb = gt.distributed.distribute_tensor(gt.from_numpy(b), mesh, [Shard(0)])
 wr = gt.distributed.distribute_tensor(gt.from_numpy(w), mesh, [Replicate()])
 with record() as r:
     y = xb @ wr
-    total = y.sum(0)
-yv, tv = y.numpy(), total.numpy()
-out["ops"] = {"y": repr(y.placements), "total": repr(total.placements), "collectives": [c.name for c in r],
-              "y_ok": bool(np.allclose(yv, b @ w, atol=1e-5)), "total_ok": bool(np.allclose(tv, (b @ w).sum(0), atol=1e-5))}
+    total = y.sum(0)  # over the split batch: a pending sum, nothing sent yet
+    twice = total * 2  # linear in it: still pending
+out["ops"] = {"y": repr(y.placements), "total": repr(total.placements), "twice": repr(twice.placements),
+              "collectives": [c.name for c in r]}
+with record() as r:
+    split = twice.redistribute(mesh, [Shard(0)])  # a reduce-scatter: each worker keeps its piece of the sum
+    used = total.relu()  # needs the value: one all-reduce, after which total is a copy on each worker
+    again = total.relu()
+out["ops"].update({"split": repr(split.placements), "split_workers": split.device_mesh.workers,
+                   "total_after": repr(total.placements), "later": [c.name for c in r]})
+# A contraction over a split dim, uneven pieces: [10, 8] split on columns @ [8, 3] split on rows.
+left = np.random.default_rng(3).standard_normal((10, 8)).astype(np.float32)
+right = np.random.default_rng(4).standard_normal((8, 3)).astype(np.float32)
+product = (distribute_tensor(gt.from_numpy(left), mesh, [Shard(1)]) @
+           distribute_tensor(gt.from_numpy(right), mesh, [Shard(0)]))
+with record() as r:
+    rows4 = product.redistribute(mesh, [Shard(0)])  # 10 rows: pieces of 3, 3, 3, 1
+out["ops"].update({"product": repr(product.placements), "rows4": [c.name for c in r],
+                   "rows4_sizes": list(gt._C.layout(rows4._c)[3]),
+                   "rows4_ok": bool(np.allclose(rows4.numpy(), left @ right, atol=1e-4))})
+yv, tv, sv = y.numpy(), total.numpy(), split.numpy()
+out["ops"].update({"y_ok": bool(np.allclose(yv, b @ w, atol=1e-5)),
+                   "total_ok": bool(np.allclose(tv, (b @ w).sum(0), atol=1e-5)),
+                   "split_ok": bool(np.allclose(sv, 2 * (b @ w).sum(0), atol=1e-5))})
 
 # Gradients pass through a redistribute.
 xg = gt.from_numpy(b).requires_grad_()
@@ -177,9 +197,14 @@ def check(got):
         assert t["sources_here"], t
     assert got["shard_sizes"] == [3, 3, 3, 1]
     ops = got["ops"]
-    assert ops["y"] == "[Shard(dim=0)]" and ops["total"] == "[Replicate()]", ops
-    assert ops["collectives"] == ["all_reduce(sum)"], ops
-    assert ops["y_ok"] and ops["total_ok"], ops
+    assert ops["y"] == "[Shard(dim=0)]" and ops["total"] == "[Partial(sum)]" and ops["twice"] == "[Partial(sum)]", ops
+    assert ops["collectives"] == [], ops
+    assert ops["split"] == "[Shard(dim=0)]" and ops["split_workers"] == [0, 1, 2, 3], ops
+    assert ops["later"] == ["reduce_scatter", "all_reduce(sum)"], ops
+    assert ops["total_after"] == "[Replicate()]", ops
+    assert ops["y_ok"] and ops["total_ok"] and ops["split_ok"], ops
+    assert ops["product"] == "[Partial(sum)]" and ops["rows4"] == ["reduce_scatter"], ops
+    assert ops["rows4_sizes"] == [3, 3, 3, 1] and ops["rows4_ok"], ops
     assert got["grad_ok"]
     dp = got["dp"]
     assert dp["record_members"] == dp["metric_members"], dp

@@ -12,14 +12,15 @@ the numbers agree and that the work ran where the parallelism puts it:
 
 - data parallel (the batch split in two, parameters replicated): the
   forward and backward run on both workers; the forward's only collectives
-  are the loss's two all-reduces (its sum and its count); the backward
-  all-reduces each parameter's gradient once and gathers nothing;
+  are the loss's two all-reduces (its sum and its count); each parameter's
+  gradient, a pending sum, is all-reduced once (when first needed: in the
+  backward or at clip_grad_norm_) and nothing is gathered;
 - tensor parallel (query/key/value and the first MLP linear split by
   output features, the attention output projection and the second MLP
   linear by input features, so each worker holds half the heads): one
-  all-reduce per attention block and one per MLP block in the forward,
-  one per column-parallel linear in the backward, and nothing gathered or
-  broadcast.
+  all-reduce per attention block and one per MLP block in the forward and
+  again in the backward (the query, key and value input gradients summed
+  as pending sums first), and nothing gathered or broadcast.
 """
 
 import json
@@ -83,7 +84,9 @@ def train(model, place, record):
         opt.zero_grad()
         losses.append(loss.item())
         if record:
-            phases.append({"forward": delta(forward, before), "backward": delta(backward, forward)})
+            done = worker_counts()
+            phases.append({"forward": delta(forward, before), "backward": delta(backward, forward),
+                           "step": delta(done, backward)})
     return losses, phases
 
 
@@ -154,25 +157,33 @@ def two_workers(phase):
 
 
 def assert_data_parallel(phases, parameters):
+    # Forward: the loss's two reductions over the split batch. Each gradient, a pending sum over the
+    # split batch, is all-reduced once, when its value is first needed: in the backward for the
+    # position embedding's (an index_add of it), at clip_grad_norm_ for the others.
     for step in phases:
-        for phase, all_reduces in (("forward", 2), ("backward", parameters)):
+        for phase in ("forward", "backward", "step"):
             for counts in two_workers(step[phase]):
-                assert counts["all_reduce"] == all_reduces, (phase, counts)
                 assert counts["all_gather"] == 0 and counts["broadcast"] == 0, (phase, counts)
+                assert counts["reduce_scatter"] == 0, (phase, counts)
                 assert counts["instructions"] > 50, (phase, counts)
+        for forward, backward, done in zip(*(two_workers(step[p]) for p in ("forward", "backward", "step"))):
+            assert forward["all_reduce"] == 2, forward
+            assert backward["all_reduce"] + done["all_reduce"] == parameters, (backward, done)
 
 
 def assert_tensor_parallel(phases, parameters):
-    # Forward: one per attention block and one per MLP block (their
-    # row-parallel linears' partial sums). Backward: one per column-parallel
-    # linear's input gradient (query, key, value, fc); the attention's three
-    # are reduced each, not summed first (that needs a pending-sum placement).
+    # Forward: one per attention block and one per MLP block (their row-parallel linears' partial
+    # sums). Backward: one per attention block (the query, key and value linears' input gradients,
+    # pending sums, added before their one all-reduce) and one per MLP block (fc's). The step's are
+    # clip_grad_norm_'s sums of squares over the cut gradients.
     for step in phases:
-        for phase, all_reduces in (("forward", 2 * LAYERS), ("backward", 4 * LAYERS)):
+        for phase, all_reduces in (("forward", 2 * LAYERS), ("backward", 2 * LAYERS)):
             for counts in two_workers(step[phase]):
                 assert counts["all_reduce"] == all_reduces, (phase, counts)
                 assert counts["all_gather"] == 0 and counts["broadcast"] == 0, (phase, counts)
                 assert counts["instructions"] > 50, (phase, counts)
+        for counts in two_workers(step["step"]):
+            assert counts["all_gather"] == 0 and counts["broadcast"] == 0, counts
 
 
 @pytest.mark.parametrize("mode", ["dp", "tp"])

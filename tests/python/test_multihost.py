@@ -495,7 +495,7 @@ class TestNamespacesAsHosts:
             assert lines, f"no explain line for [{signal_name}]"
             for line in lines:
                 assert re.search(rf"-> (whole on {worker}\b|sharded\(axis \d\) on \[{worker}\]|replicated on "
-                                 rf"\[{worker}\])", line), line
+                                 rf"\[{worker}\]|partial\(sum\) on \[{worker}\])", line), line
 
     def test_http_metrics_at_the_worker_addresses_match_the_stats(self, cluster, hosts):
         out = cluster["out"]

@@ -171,9 +171,11 @@ def test_pipeline_gradient_ops_run_on_the_backward_workers(python):
     backward = [l for l in lines if "[stage_1_backward]" in l]
     assert forward and backward, r.stderr
     for line in forward:  # every result on the forward workers
-        assert re.search(r"-> (sharded\(axis \d\) on|replicated on|whole on) \[?0, 1\]|-> whole on [01];", line), line
+        assert re.search(r"-> (sharded\(axis \d\) on|replicated on|partial\(sum\) on|whole on) \[?0, 1\]|-> whole on [01];",
+                         line), line
     for line in backward:  # every gradient op's result on the backward workers
-        assert re.search(r"-> (sharded\(axis \d\) on \[2, 3\]|replicated on \[2, 3\]|whole on [23];)", line), line
+        assert re.search(r"-> (sharded\(axis \d\) on \[2, 3\]|(replicated|partial\(sum\)) on \[2, 3\]|whole on [23];)",
+                         line), line
 
 
 # ---- hybrid ---------------------------------------------------------------------------

@@ -9,15 +9,21 @@
 // A placement per mesh axis: Shard(dim) splits dim over the axis as
 // torch.chunk does (fewer pieces than workers when the dim is short: the
 // last workers then hold none), Replicate() puts a copy on each worker of
-// the axis. Partial() (a pending sum) exists inside the dispatcher's
-// strategies only: an op that makes partial sums all-reduces them before it
-// ends, so no tensor is ever Partial and none can be made so.
+// the axis. Partial() is a pending sum, each worker holding an addend: a
+// matmul contracting a split dim, or a sum over one, makes it (no
+// communication yet); the first op that needs its value all-reduces it once
+// (the tensor is Replicate() from then on), a redistribute to Shard(d)
+// reduce-scatters it (half the bytes), and ops linear in it (adding another
+// alike, scaling by a number, negating, copying) keep it pending, as
+// DTensor's. It cannot be asked for.
 //
 // The dispatcher's sharding stage performs every change of layout (one
 // `redistribute` instruction, gt/op.h) with the collectives it needs:
 // whole or replicated -> split: a broadcast to the workers missing a copy,
 // then each slices its piece; split -> replicated or whole: an all-gather;
-// split along one dim -> along another: an all-gather, then slices. The
+// split along one dim -> along another: an all-gather, then slices;
+// partial -> split over its workers: a reduce-scatter; -> replicated: an
+// all-reduce. The
 // result is a new tensor; ops on it follow its placement (the table in
 // modifiers/sharding/sharding.h), and its gradient keeps the layout it
 // arrives in.
@@ -117,11 +123,15 @@ struct CollectiveRecord {
   std::string reduce;        // all_reduce: "sum", "max" or "min"; else empty
   std::vector<int> workers;  // its members, in rank order
   int64_t bytes = 0;         // the whole tensor's bytes it reduces, gathers or broadcasts
-  uint64_t seq = 0;          // the instruction that caused it
-  std::string op;            // that instruction's op ("matmul", "redistribute", ...)
+  uint64_t seq = 0;          // the instruction it ran for
+  // The instruction that made what it moves: `seq`'s own, or for a pending
+  // sum reduced later, the op that made the sum (a matmul in backward, say).
+  uint64_t made_by = 0;
+  std::string op;            // made_by's op ("matmul", "redistribute", ...)
   std::string signal;        // its signal scope; empty outside any
-  bool backward = false;     // issued by backward()
-  std::string source;        // the front end's source location (see set_source_hook); may be empty
+  bool backward = false;     // made_by was issued by backward()
+  std::string source;        // made_by's source location (see set_source_hook); may be empty
+  std::string needed_by;     // a pending sum's: "op at source" of seq, the op that needed its value; else empty
 };
 // Starts recording this client's collectives (anything recorded before is
 // dropped). Queued like an op: no wait.

@@ -128,8 +128,11 @@ enum class Op : uint16_t {
                   // {layout, axis, n, worker_1..n, size_1..n} (sizes along axis when split);
                   // 2: start recording the client's collectives (no answer); 3: the
                   // recorded collectives, then stop: {entries, dropped (past the stage's
-                  // cap)}, then per collective {seq, op, reduce, bytes, n, member_1..n}.
+                  // cap)}, then per collective {seq, origin, op, reduce, bytes, n,
+                  // member_1..n} (origin: the seq of the op that made a pending sum
+                  // it reduces; else seq).
                   // Without a sharding stage the worker refuses it.
+  kReduceScatter,  // collective: the members' tensors summed, member r keeping piece r along a dim
   kCount
 };
 
@@ -153,6 +156,9 @@ enum class OpKind : uint8_t { kCreate, kBinary, kContract, kUnary, kReduce, kMov
 //   kBroadcast: axes = {rank, root rank}; operands = {tensor} on the root,
 //               none elsewhere; attrs.shape/dtype = the tensor's.
 //   kAllReduce: axes = {rank}; operands = {local tensor}; attrs.scalar = op.
+//   kReduceScatter: axes = {rank, dim, size_0, ..., size_n-1}: every member's
+//               operand has the whole shape (attrs.shape); member r's result
+//               is the sum's piece r, size_r along dim.
 //   kAllGather: axes = {rank, dim, size_0, ..., size_n-1}: every member's
 //               piece size along dim (pieces may differ in that dim only).
 
