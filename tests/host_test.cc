@@ -289,7 +289,7 @@ TEST_F(HostTest, EveryHostOnlyKindIsRefusedFromAClientAlsoInsideAUnit) {
         << done->errors(0).message();
     EXPECT_NE(done->errors(1).message().find("its body holds " + name), std::string::npos) << done->errors(1).message();
   }
-  EXPECT_EQ(refused, 5);  // drop_client, membership, broadcast, all_reduce, all_gather
+  EXPECT_EQ(refused, 6);  // drop_client, membership, broadcast, all_reduce, all_gather, reduce_scatter
   // A unit whose body picks a worker is refused too.
   UnitTemplate placed;
   placed.inputs = 1;

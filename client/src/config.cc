@@ -18,13 +18,15 @@
 #include <string_view>
 #include <vector>
 
+#include "gt/distributed.h"
 #include "gt/gt.h"
 #include "session.h"
 
 namespace gt {
 namespace {
 
-constexpr const char* kSignalKeys = "shard, replicated, backward, compile";
+constexpr const char* kSignalKeys = "shard, replicated, placements, backward, compile";
+constexpr const char* kMeshKeys = "workers, axes";
 constexpr const char* kShardKeys = "axis, workers";
 
 // Problems of `config` in itself, each as "PATH: what" with PATH under `where`.
@@ -41,6 +43,15 @@ std::vector<std::string> Problems(const std::string& where, const SignalConfig& 
         out.push_back(where + ".shard.workers: lists worker " + std::to_string(workers[i]) + " twice");
     }
     if (config.replicated) out.push_back(where + ": shard and replicated: true exclude each other");
+  }
+  if (!config.replicas.empty() && !config.replicated) out.push_back(where + ".replicas: only with replicated: true");
+  for (size_t i = 0; i < config.replicas.size(); ++i) {
+    if (config.replicas[i] < 0)
+      out.push_back(where + ".replicas[" + std::to_string(i) + "]: worker index must be >= 0, got " +
+                    std::to_string(config.replicas[i]));
+    else if (std::find(config.replicas.begin(), config.replicas.begin() + static_cast<std::ptrdiff_t>(i),
+                       config.replicas[i]) != config.replicas.begin() + static_cast<std::ptrdiff_t>(i))
+      out.push_back(where + ".replicas: lists worker " + std::to_string(config.replicas[i]) + " twice");
   }
   return out;
 }
@@ -213,6 +224,95 @@ std::optional<ShardConfig> ReadShard(const YAML::Node& value, const std::string&
   return shard;
 }
 
+// A list of worker indexes (`node` a sequence); nullopt after a problem.
+std::optional<std::vector<int>> ReadWorkers(const YAML::Node& node, const std::string& source, const std::string& path,
+                                            std::vector<std::string>& problems) {
+  const size_t before = problems.size();
+  std::vector<int> workers;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string where = At(source, node[i], path + "[" + std::to_string(i) + "]");
+    std::optional<int64_t> w = ReadInt(node[i], where, problems);
+    if (w && (*w < 0 || *w > INT_MAX)) problems.push_back(where + ": worker index " + std::to_string(*w) + " is out of range");
+    else if (w) workers.push_back(static_cast<int>(*w));
+  }
+  if (problems.size() != before) return std::nullopt;
+  return workers;
+}
+
+// The file's `mesh:` (gt::distributed::DeviceMesh); nullopt after a problem.
+std::optional<distributed::DeviceMesh> ReadMesh(const YAML::Node& key, const YAML::Node& value,
+                                                const std::string& source, std::vector<std::string>& problems) {
+  const std::string here = At(source, key, "mesh");
+  if (!value.IsMap() || !value["workers"] || !value["workers"].IsSequence() || value["workers"].size() == 0) {
+    problems.push_back(here + ": expected a mapping with keys " + kMeshKeys + " (workers: a list of worker indexes, " +
+                       "or of rows of them), got " + Describe(value));
+    return std::nullopt;
+  }
+  const size_t before = problems.size();
+  for (const auto& field : value)
+    if (field.first.Scalar() != "workers" && field.first.Scalar() != "axes")
+      problems.push_back(At(source, field.first, "mesh." + field.first.Scalar()) + ": unknown key '" +
+                         field.first.Scalar() + "' (known: " + kMeshKeys + ")");
+  const YAML::Node workers = value["workers"];
+  const bool grid = workers[0].IsSequence();
+  std::vector<std::vector<int>> rows;
+  for (size_t r = 0; r < (grid ? workers.size() : 1); ++r) {
+    const YAML::Node row = grid ? workers[r] : workers;
+    const std::string path = grid ? "mesh.workers[" + std::to_string(r) + "]" : "mesh.workers";
+    if (!row.IsSequence()) {
+      problems.push_back(At(source, row, path) + ": expected a list of worker indexes, got " + Describe(row));
+      continue;
+    }
+    if (std::optional<std::vector<int>> read = ReadWorkers(row, source, path, problems)) rows.push_back(std::move(*read));
+  }
+  std::vector<std::string> axes;
+  if (const YAML::Node names = value["axes"]) {
+    if (!names.IsSequence()) problems.push_back(At(source, names, "mesh.axes") + ": expected a list of names, got " + Describe(names));
+    for (size_t i = 0; names.IsSequence() && i < names.size(); ++i) axes.push_back(names[i].Scalar());
+  } else {
+    axes = grid ? std::vector<std::string>{"dim0", "dim1"} : std::vector<std::string>{"workers"};
+  }
+  if (problems.size() != before) return std::nullopt;
+  try {
+    if (grid) return distributed::DeviceMesh(rows, axes);
+    if (axes.size() != 1) throw Error(Code::kInvalidArgument, "expected 1 axis name for a 1-D mesh, got " + std::to_string(axes.size()));
+    return distributed::DeviceMesh(rows[0], axes[0]);
+  } catch (const Error& e) {
+    problems.push_back(here + ": " + e.what());
+    return std::nullopt;
+  }
+}
+
+// `placements: [shard(0), replicate]`: one per mesh axis; nullopt after a problem.
+std::optional<std::vector<distributed::Placement>> ReadPlacements(const YAML::Node& value, const std::string& where,
+                                                                  std::vector<std::string>& problems) {
+  if (!value.IsSequence() || value.size() == 0) {
+    problems.push_back(where + ": expected a list of placements (shard(DIM), replicate), got " + Describe(value));
+    return std::nullopt;
+  }
+  std::vector<distributed::Placement> out;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const std::string text = value[i].IsScalar() ? value[i].Scalar() : "";
+    const std::string item = where + "[" + std::to_string(i) + "]";
+    if (text == "replicate" || text == "replicate()") {
+      out.push_back(distributed::Replicate());
+    } else if (text == "partial" || text == "partial()") {
+      problems.push_back(item + ": partial cannot be asked for (a pending sum is what a contraction over a split dim makes)");
+    } else if (text.rfind("shard(", 0) == 0 && text.back() == ')' && text.size() > 7 &&
+               IsIntText(std::string_view(text).substr(6, text.size() - 7))) {
+      try {
+        out.push_back(distributed::Shard(std::stoll(text.substr(6, text.size() - 7))));
+      } catch (const std::exception&) {
+        problems.push_back(item + ": dim " + text.substr(6, text.size() - 7) + " is out of range");
+      }
+    } else {
+      problems.push_back(item + ": expected shard(DIM) or replicate, got " + Describe(value[i]));
+    }
+  }
+  if (out.size() != value.size()) return std::nullopt;
+  return out;
+}
+
 ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
   ParsedConfigs out;
   std::vector<std::string>& problems = out.problems;
@@ -221,10 +321,19 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
     problems.push_back(At(source, root, "") + "expected a mapping of signal names to configs, got " + Describe(root));
     return out;
   }
+  std::optional<distributed::DeviceMesh> mesh;
+  bool mesh_given = false;
+  for (const auto& entry : root) {
+    if (entry.first.IsScalar() && entry.first.Scalar() == "mesh") {
+      mesh_given = true;
+      mesh = ReadMesh(entry.first, entry.second, source, problems);
+    }
+  }
   for (const auto& entry : root) {
     const YAML::Node& body = entry.second;
     const size_t before = problems.size();
     const std::string name = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    if (name == "mesh") continue;  // read above: not a signal
     if (KindOf(entry.first) != "str" || name.empty()) {
       problems.push_back(At(source, entry.first, name.empty() ? "<key>" : name) +
                          ": a signal name must be a non-empty string, got " + Describe(entry.first));
@@ -236,6 +345,8 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
       continue;
     }
     SignalConfig config;
+    std::optional<std::vector<distributed::Placement>> placements;
+    std::string placements_where;
     for (const auto& field : body) {
       const std::string key = field.first.Scalar();
       const YAML::Node& value = field.second;
@@ -249,6 +360,9 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
         config.shard = ReadShard(value, name, source, problems);
       } else if (key == "replicated") {
         if (auto b = ReadBool(value, where, problems)) config.replicated = *b;
+      } else if (key == "placements") {
+        placements_where = where;
+        placements = ReadPlacements(value, where, problems);
       } else if (key == "compile") {
         if (auto b = ReadBool(value, where, problems)) config.compile = *b;
       } else if (key == "backward") {
@@ -259,6 +373,22 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
           config.backward = value.Scalar();
       } else {
         problems.push_back(where + ": unknown key '" + key + "' (known: " + kSignalKeys + ")");
+      }
+    }
+    if (placements) {
+      if (config.shard || config.replicated) {
+        problems.push_back(placements_where + ": placements exclude shard and replicated");
+      } else if (!mesh) {
+        if (!mesh_given) problems.push_back(placements_where + ": placements need the file's mesh: section");
+      } else {
+        try {
+          const SignalConfig placed = distributed::signal_config(*mesh, *placements);
+          config.shard = placed.shard;
+          config.replicated = placed.replicated;
+          config.replicas = placed.replicas;
+        } catch (const Error& e) {
+          problems.push_back(placements_where + ": " + e.what());
+        }
       }
     }
     for (std::string& p : Problems(here, config)) problems.push_back(std::move(p));  // shard with replicated

@@ -29,11 +29,15 @@ std::string Join(const std::vector<Placement>& placements) {
   return out + "]";
 }
 
-// `placements` on `mesh` as the one layout the sharding stage holds:
-// {layout, axis, worker...} (gt/op.h kRedistribute).
-std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements,
-                                 const char* what) {
-  const std::string where = std::string(what) + "(" + mesh.ToString() + ", " + Join(placements) + "): ";
+// `placements` on `mesh` as the one layout the sharding stage holds: one
+// split (or one set of copies) over the flattened mesh. Throws for what it
+// cannot hold. `where` prefixes the errors.
+struct FlatLayout {
+  bool split = false;
+  int64_t dim = 0;  // as given (may count from the end)
+  std::vector<int> workers;
+};
+FlatLayout Flatten(const DeviceMesh& mesh, const std::vector<Placement>& placements, const std::string& where) {
   if (placements.size() != mesh.ndim())
     throw Invalid(where + "expected one placement per mesh axis (" + std::to_string(mesh.ndim()) + "), got " +
                   std::to_string(placements.size()));
@@ -41,7 +45,6 @@ std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const 
     if (p.is_partial())
       throw Invalid(where + "Partial() cannot be asked for: a pending sum is what a contraction or a sum over a split "
                             "dim makes; redistribute one to Shard() or Replicate()");
-  // Every axis alike: one split (or one copy) over the flattened mesh.
   const bool alike = std::all_of(placements.begin(), placements.end(), [&](const Placement& p) {
     return p == placements[0];
   });
@@ -49,17 +52,24 @@ std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const 
     throw Error(Code::kUnimplemented,
                 where + "a 2-D mesh with different placements per axis is not supported yet: the sharding stage holds "
                         "one split or one set of copies per tensor (use the same placement on every axis)");
-  const Placement& p = placements[0];
-  std::vector<int64_t> attrs = {p.is_shard() ? kSplit : kCopies, 0};
-  if (p.is_shard()) {
+  return FlatLayout{placements[0].is_shard(), placements[0].dim, mesh.workers()};
+}
+
+// {layout, axis, worker...} (gt/op.h kRedistribute) for `t`.
+std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements,
+                                 const char* what) {
+  const std::string where = std::string(what) + "(" + mesh.ToString() + ", " + Join(placements) + "): ";
+  const FlatLayout flat = Flatten(mesh, placements, where);
+  std::vector<int64_t> attrs = {flat.split ? kSplit : kCopies, 0};
+  if (flat.split) {
     const int64_t rank = t.dim();
-    const int64_t dim = p.dim < 0 ? p.dim + rank : p.dim;
+    const int64_t dim = flat.dim < 0 ? flat.dim + rank : flat.dim;
     if (dim < 0 || dim >= rank)
-      throw Invalid(where + "Shard dim " + std::to_string(p.dim) + " is out of range for a tensor of shape " +
+      throw Invalid(where + "Shard dim " + std::to_string(flat.dim) + " is out of range for a tensor of shape " +
                     ShapeToString(t.shape()));
     attrs[1] = dim;
   }
-  attrs.insert(attrs.end(), mesh.workers().begin(), mesh.workers().end());
+  attrs.insert(attrs.end(), flat.workers.begin(), flat.workers.end());
   return attrs;
 }
 
@@ -244,5 +254,17 @@ std::vector<CollectiveRecord> stop_recording() {
 }
 
 void set_source_hook(std::function<std::string()> hook) { Session::Get()->SetSourceHook(std::move(hook)); }
+
+SignalConfig signal_config(const DeviceMesh& mesh, const std::vector<Placement>& placements) {
+  const FlatLayout flat = Flatten(mesh, placements, "placements " + Join(placements) + " on " + mesh.ToString() + ": ");
+  SignalConfig config;
+  if (flat.split) {
+    config.shard = ShardConfig{flat.dim, flat.workers};
+  } else {
+    config.replicated = true;
+    config.replicas = flat.workers;
+  }
+  return config;
+}
 
 }  // namespace gt::distributed

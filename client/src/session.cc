@@ -256,6 +256,7 @@ void Session::SendConfigLocked(const std::string& name, const std::optional<Sign
       spec.workers.assign(config->shard->workers.begin(), config->shard->workers.end());
     }
     spec.replicated = config->replicated;
+    if (config->replicated) spec.workers.assign(config->replicas.begin(), config->replicas.end());
     spec.compile = config->compile;
     spec.backward = config->backward;
   }

@@ -12,6 +12,14 @@ code (gt.register_config with SignalConfig / ShardConfig). The format:
     params:
       replicated: true          # a full copy on every worker
 
+or with a device mesh and DTensor placements (gt.distributed), one per mesh axis:
+
+    mesh: {workers: [0, 1, 2, 3], axes: [data]}
+    batch:
+      placements: [shard(0)]    # as shard: {axis: 0, workers: [0, 1, 2, 3]}
+    params:
+      placements: [replicate]   # a copy on each mesh worker
+
 Configs are kept per process (so per client: one user's signal names never
 reach another's). Every problem is reported at once, naming the signal and
 the field (and, for YAML, the file and line).
@@ -91,7 +99,8 @@ class SignalConfig:
     signal whose config the backward pass uses; whether it is a compile
     boundary. `backward` is the YAML spelling of `backward_signal`."""
 
-    def __init__(self, shard=None, backward_signal=None, compile=False, replicated=False, backward=None):
+    def __init__(self, shard=None, backward_signal=None, compile=False, replicated=False, backward=None,
+                 replicas=None, mesh=None, placements=None):
         problems = []
         if backward is not None and backward_signal is not None and backward != backward_signal:
             problems.append(f"SignalConfig: backward={backward!r} and backward_signal={backward_signal!r} disagree")
@@ -99,9 +108,27 @@ class SignalConfig:
         self.backward_signal = backward_signal if backward_signal is not None else backward
         self.compile = compile
         self.replicated = replicated
+        self.replicas = list(replicas) if replicas else []  # with replicated: the workers holding a copy
+        if placements is not None or mesh is not None:
+            if shard is not None or replicated or replicas:
+                raise ConfigError("invalid SignalConfig", ["SignalConfig: placements exclude shard and replicated"])
+            self._place(mesh, placements)
         problems += _format(self._problems("SignalConfig"))
         if problems:
             raise ConfigError("invalid SignalConfig", problems)
+
+    def _place(self, mesh, placements):
+        """shard / replicated from DTensor placements on a gt.distributed.DeviceMesh (the C++ client's rule)."""
+        from .distributed import DeviceMesh, _placement_pairs
+        if not isinstance(mesh, DeviceMesh):
+            raise ConfigError("invalid SignalConfig", [f"SignalConfig.mesh: expected a DeviceMesh, got {_type_name(mesh)}"])
+        try:
+            shard, replicated, replicas = _C.signal_config(mesh._rows, list(mesh.mesh_dim_names), mesh._flat,
+                                                           _placement_pairs(list(placements or [])))
+        except _C.Error as e:
+            raise ConfigError("invalid SignalConfig", [f"SignalConfig.placements: {e}"]) from None
+        self.shard = ShardConfig(axis=shard[0], workers=shard[1]) if shard is not None else None
+        self.replicated, self.replicas = replicated, list(replicas)
 
     @property
     def backward(self):
@@ -118,6 +145,11 @@ class SignalConfig:
             out.append((f"{where}.replicated", f"expected bool, got {_type_name(self.replicated)} {self.replicated!r}"))
         elif self.replicated and self.shard is not None:
             out.append((where, "shard and replicated: true exclude each other"))
+        if self.replicas and not self.replicated:
+            out.append((f"{where}.replicas", "only with replicated=True"))
+        for i, w in enumerate(self.replicas):
+            if not isinstance(w, int) or isinstance(w, bool) or w < 0:
+                out.append((f"{where}.replicas[{i}]", f"expected a worker index (int >= 0), got {w!r}"))
         if self.backward_signal is not None and (not isinstance(self.backward_signal, str) or not self.backward_signal):
             out.append((f"{where}.backward", f"expected a signal name (str), got "
                        f"{_type_name(self.backward_signal)} {self.backward_signal!r}"))
@@ -127,12 +159,13 @@ class SignalConfig:
 
     def __eq__(self, other):
         return isinstance(other, SignalConfig) and (
-            (self.shard, self.backward_signal, self.compile, self.replicated)
-            == (other.shard, other.backward_signal, other.compile, other.replicated))
+            (self.shard, self.backward_signal, self.compile, self.replicated, self.replicas)
+            == (other.shard, other.backward_signal, other.compile, other.replicated, other.replicas))
 
     def __repr__(self):
+        replicas = f", replicas={self.replicas!r}" if self.replicas else ""
         return (f"SignalConfig(shard={self.shard!r}, backward_signal={self.backward_signal!r}, "
-                f"compile={self.compile!r}, replicated={self.replicated!r})")
+                f"compile={self.compile!r}, replicated={self.replicated!r}{replicas})")
 
 
 _lock = threading.Lock()
@@ -164,7 +197,8 @@ def _send(name, config):
     shard = config.shard
     _C.register_config(name, shard.axis if shard is not None else None,
                        list(shard.workers or []) if shard is not None else [],
-                       bool(config.replicated), config.backward_signal or "", bool(config.compile))
+                       bool(config.replicated), config.backward_signal or "", bool(config.compile),
+                       list(config.replicas))
 
 
 def get_config(name):
@@ -190,12 +224,12 @@ def _register_parsed(source, signals, problems):
     if problems:
         raise ConfigError(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
     found = {}
-    for name, shard, replicated, backward, compile in signals:
+    for name, shard, replicated, backward, compile, replicas in signals:
         if shard is not None:
             axis, workers = shard
             shard = ShardConfig(axis=axis, workers=workers or None)  # no workers: every worker
         found[name] = SignalConfig(shard=shard, backward_signal=backward or None, compile=compile,
-                                   replicated=replicated)
+                                   replicated=replicated, replicas=replicas)
     with _lock:
         for name, config in found.items():
             _send(name, config)

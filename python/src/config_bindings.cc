@@ -21,13 +21,14 @@ namespace gt::python {
 namespace {
 
 // (signals, problems): signals as (name, shard, replicated, backward,
-// compile) with shard None or (axis, workers), in file order.
+// compile, replicas) with shard None or (axis, workers), in file order.
 py::tuple ToPython(const ParsedConfigs& parsed) {
   py::list signals;
   for (const auto& [name, config] : parsed.signals) {
     py::object shard = py::none();
     if (config.shard) shard = py::make_tuple(config.shard->axis, py::cast(config.shard->workers));
-    signals.append(py::make_tuple(name, shard, config.replicated, config.backward, config.compile));
+    signals.append(py::make_tuple(name, shard, config.replicated, config.backward, config.compile,
+                                  py::cast(config.replicas)));
   }
   return py::make_tuple(signals, py::cast(parsed.problems));
 }
@@ -50,7 +51,7 @@ py::tuple ParseFile(const std::string& path) {
 void BindConfig(py::module_& m) {
   m.def("parse_config_file", &ParseFile, py::arg("path"),
         "Reads the signal configs of a YAML file, registering nothing: (signals, problems), signals as "
-        "(name, shard: None or (axis, workers), replicated, backward, compile), problems as 'FILE:LINE: PATH: what'. "
+        "(name, shard: None or (axis, workers), replicated, backward, compile, replicas), problems as 'FILE:LINE: PATH: what'. "
         "OSError for a file that cannot be read.");
   m.def(
       "parse_config_string",
@@ -61,16 +62,17 @@ void BindConfig(py::module_& m) {
   m.def(
       "register_config",
       [](const std::string& name, std::optional<int64_t> axis, std::vector<int> workers, bool replicated,
-         const std::string& backward, bool compile) {
+         const std::string& backward, bool compile, std::vector<int> replicas) {
         SignalConfig config;
         if (axis) config.shard = ShardConfig{*axis, std::move(workers)};
         config.replicated = replicated;
+        config.replicas = std::move(replicas);
         config.backward = backward;
         config.compile = compile;
         register_config(name, config);
       },
       py::arg("name"), py::arg("axis"), py::arg("workers"), py::arg("replicated"), py::arg("backward"),
-      py::arg("compile"), "Registers a signal config with the C++ client (sent to the dispatcher); axis None: no shard");
+      py::arg("compile"), py::arg("replicas") = std::vector<int>{}, "Registers a signal config with the C++ client (sent to the dispatcher); axis None: no shard");
   m.def("clear_configs", &clear_configs, "Forgets every signal config of this client");
 }
 

@@ -59,6 +59,13 @@ void BindDistributed(py::module_& m) {
     return gd::redistribute(t, MakeMesh(rows, names, flat), MakePlacements(placements));
   }, "gt::distributed::redistribute: placements as (kind 0 Shard / 1 Replicate / 2 Partial, dim)");
   m.def("full_tensor", &gd::full_tensor);
+  m.def("signal_config", [](const std::vector<std::vector<int>>& rows, const std::vector<std::string>& names, bool flat,
+                            const std::vector<std::pair<int, int64_t>>& placements) {
+    const SignalConfig c = gd::signal_config(MakeMesh(rows, names, flat), MakePlacements(placements));
+    py::object shard = py::none();
+    if (c.shard) shard = py::make_tuple(c.shard->axis, py::cast(c.shard->workers));
+    return py::make_tuple(shard, c.replicated, c.replicas);
+  }, "gt::distributed::signal_config: (shard None or (axis, workers), replicated, replicas)");
   m.def("layout", [](const Tensor& t) {
     std::optional<gd::Layout> layout;
     {

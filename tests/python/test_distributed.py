@@ -260,3 +260,65 @@ def test_meshes():
         DeviceMesh([0, 1], ("a", "b"))
     with pytest.raises(TypeError):
         DeviceMesh([0.5])
+
+
+CONFIG_YAML = """
+mesh:
+  workers: [[0, 1], [2, 3]]
+  axes: [data, model]
+batch:
+  placements: [shard(0), shard(0)]
+params:
+  placements: [replicate, replicate]
+"""
+
+
+def test_yaml_placements_on_a_mesh_become_signal_configs():
+    found = gt.load_config_string(CONFIG_YAML, "mesh.yaml")
+    assert set(found) == {"batch", "params"}  # `mesh` names no signal
+    assert gt.get_config("batch") == gt.SignalConfig(shard=gt.ShardConfig(axis=0, workers=[0, 1, 2, 3]))
+    assert gt.get_config("params") == gt.SignalConfig(replicated=True, replicas=[0, 1, 2, 3])
+    with gt.signal.context("batch"):
+        x = gt.randn(8, 3)
+    assert x.placements == [Shard(0)] and x.device_mesh.workers == [0, 1, 2, 3]
+    # A copy on the mesh's workers only, through the same config path.
+    line = DeviceMesh([1, 3], ("pair",))
+    gt.register_config("pair", gt.SignalConfig(mesh=line, placements=[Replicate()]))
+    assert gt.get_config("pair") == gt.SignalConfig(replicated=True, replicas=[1, 3])
+    with gt.signal.context("pair"):
+        y = gt.ones(2, 2)
+    assert y.placements == [Replicate()] and y.device_mesh.workers == [1, 3]
+    assert y.numpy().tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+@pytest.mark.parametrize("text, problem", [
+    ("a:\n  placements: [shard(0)]\n", "mesh.yaml:2: a.placements: placements need the file's mesh: section"),
+    ("mesh: {workers: [0, 1]}\na:\n  placements: [shard(0)]\n  replicated: true\n",
+     "a.placements: placements exclude shard and replicated"),
+    ("mesh: {workers: [[0, 1], [2, 3]], axes: [d, m]}\na:\n  placements: [shard(0), replicate]\n",
+     "a 2-D mesh with different placements per axis is not supported yet"),
+    ("mesh: {workers: [0, 1]}\na:\n  placements: [shard(0), shard(1)]\n", "expected one placement per mesh axis (1), got 2"),
+    ("mesh: {workers: [0, 1]}\na:\n  placements: [shard(x)]\n", "a.placements[0]: expected shard(DIM) or replicate"),
+    ("mesh: {workers: [0, 1]}\na:\n  placements: [partial]\n", "a.placements[0]: partial cannot be asked for"),
+    ("mesh: {workers: [0, 0]}\n", "mesh.yaml:1: mesh: DeviceMesh: worker 0 appears twice"),
+    ("mesh: {workers: [0, -1]}\n", "mesh.workers[1]: worker index -1 is out of range"),
+    ("mesh: {workers: [0, 1], shape: 2}\n", "mesh.shape: unknown key 'shape' (known: workers, axes)"),
+    ("mesh: [0, 1]\n", "mesh: expected a mapping with keys workers, axes"),
+])
+def test_yaml_placement_problems_name_the_line_and_field(text, problem):
+    with pytest.raises(gt.ConfigError) as e:
+        gt.load_config_string(text, "mesh.yaml")
+    assert any(problem in p for p in e.value.problems), e.value.problems
+    assert gt.get_config("a") is None
+
+
+def test_python_signal_config_placements_follow_the_same_rules():
+    mesh = DeviceMesh([0, 1, 2, 3])
+    assert gt.SignalConfig(mesh=mesh, placements=[Shard(-1)]).shard == gt.ShardConfig(axis=-1, workers=[0, 1, 2, 3])
+    with pytest.raises(gt.ConfigError, match="placements exclude shard and replicated"):
+        gt.SignalConfig(replicated=True, mesh=mesh, placements=[Replicate()])
+    with pytest.raises(gt.ConfigError) as e:
+        gt.SignalConfig(mesh=DeviceMesh([[0, 1], [2, 3]], ("a", "b")), placements=[Shard(0), Replicate()])
+    assert "not supported yet" in str(e.value.problems)
+    with pytest.raises(gt.ConfigError, match="replicas"):
+        gt.register_config("r", gt.SignalConfig(replicas=[0]))

@@ -572,7 +572,8 @@ LAUNCH_CLIENT = textwrap.dedent('''
     b = np.linspace(-1, 1, 8 * 5, dtype=np.float32).reshape(8, 5)
     with gt.signal.context("dp"):
         c = gt.tensor(a) @ gt.tensor(b)
-        total = c.sum()
+        total = c.sum()  # a pending sum: all-reduced when its value is fetched
+    total = total.item()
     got = c.numpy()
     err = float(np.abs(got - a @ b).max())
     hosts = {k: h for k, h in gt.debug.get_worker_stats(timeout=5).items() if h is None or h["host"] == "worker"}
@@ -581,7 +582,7 @@ LAUNCH_CLIENT = textwrap.dedent('''
                 "all_reduce": sum(s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total"
                                   and s["labels"]["collective"] == "all_reduce")} if h else None
             for k, h in hosts.items()}
-    print(json.dumps({"err": err, "total": total.item(), "want_total": float((a @ b).sum()), "work": work}))
+    print(json.dumps({"err": err, "total": total, "want_total": float((a @ b).sum()), "work": work}))
 ''')
 
 

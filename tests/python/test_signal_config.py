@@ -49,7 +49,7 @@ def test_every_problem_is_reported_with_line_and_path():
         f"{path}:4: layer1.shard.workers[2]: worker index must be >= 0, got -2",
         f"{path}:5: layer1.backward: expected a signal name (str), got int 7",
         f"{path}:6: layer1.compile: expected bool, got str 'maybe'",
-        f"{path}:8: layer2.sharding: unknown key 'sharding' (known: shard, replicated, backward, compile)",
+        f"{path}:8: layer2.sharding: unknown key 'sharding' (known: shard, replicated, placements, backward, compile)",
         f"{path}:10: layer3: shard and replicated: true exclude each other",
     ]
     for line in expected:

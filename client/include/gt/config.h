@@ -11,7 +11,16 @@
 //     backward: backward_layer1                 # the config the gradient computation uses
 //     compile: true                             # a compile boundary
 //   params:
-//     replicated: true                          # a full copy on every (listed) worker
+//     replicated: true                          # a full copy on every worker
+//
+// Or, with DTensor's names (gt/distributed.h), a device mesh for the file and
+// one placement per mesh axis for a signal (`mesh` names no signal):
+//
+//   mesh: {workers: [[0, 1], [2, 3]], axes: [data, model]}   # or a flat list
+//   batch:
+//     placements: [shard(0), shard(0)]          # as shard: {axis: 0, workers: [0, 1, 2, 3]}
+//   weights:
+//     placements: [replicate, replicate]        # a copy on each mesh worker
 //
 // Configs belong to the client: they are kept by this process's session and
 // sent to the dispatcher, which keeps them per client, so two clients may
@@ -43,7 +52,8 @@ struct ShardConfig {
 
 struct SignalConfig {
   std::optional<ShardConfig> shard;  // split tensors made in the scope
-  bool replicated = false;           // a full copy on every live worker; excludes `shard`
+  bool replicated = false;           // a full copy on every live worker (or `replicas`); excludes `shard`
+  std::vector<int> replicas;         // with `replicated`: the workers holding a copy; empty: every live one
   std::string backward;              // the signal whose config gradients use; "" for none
   bool compile = false;              // a compile boundary
 };

@@ -47,6 +47,7 @@
 #include <string>
 #include <vector>
 
+#include "gt/config.h"
 #include "gt/gt.h"
 
 namespace gt::distributed {
@@ -138,6 +139,12 @@ struct CollectiveRecord {
 void start_recording();
 // Stops recording and returns what was recorded, in stream order (a sync point).
 std::vector<CollectiveRecord> stop_recording();
+// The signal config that places what a scope makes as `placements` on
+// `mesh` (the YAML `placements:` of gt/config.h): a split for Shard(d), a
+// copy on each mesh worker for Replicate(). Throws as distribute_tensor (the
+// Shard dim is checked where a tensor is made, as shard.axis is).
+SignalConfig signal_config(const DeviceMesh& mesh, const std::vector<Placement>& placements);
+
 // While recording, called once per op issued, before it is queued, for its
 // CollectiveRecord::source (the Python package passes the caller's
 // file:line). Empty function: none.
