@@ -243,9 +243,13 @@ std::optional<std::vector<int>> ReadWorkers(const YAML::Node& node, const std::s
 std::optional<distributed::DeviceMesh> ReadMesh(const YAML::Node& key, const YAML::Node& value,
                                                 const std::string& source, std::vector<std::string>& problems) {
   const std::string here = At(source, key, "mesh");
-  if (!value.IsMap() || !value["workers"] || !value["workers"].IsSequence() || value["workers"].size() == 0) {
-    problems.push_back(here + ": expected a mapping with keys " + kMeshKeys + " (workers: a list of worker indexes, " +
-                       "or of rows of them), got " + Describe(value));
+  if (!value.IsMap()) {
+    problems.push_back(here + ": the file's device mesh (mesh names no signal): expected a mapping with keys " +
+                       kMeshKeys + ", got " + Describe(value));
+    return std::nullopt;
+  }
+  if (!value["workers"] || !value["workers"].IsSequence() || value["workers"].size() == 0) {
+    problems.push_back(here + ".workers: expected a non-empty list of worker indexes, or of rows of them");
     return std::nullopt;
   }
   const size_t before = problems.size();
@@ -287,7 +291,8 @@ std::optional<distributed::DeviceMesh> ReadMesh(const YAML::Node& key, const YAM
 std::optional<std::vector<distributed::Placement>> ReadPlacements(const YAML::Node& value, const std::string& where,
                                                                   std::vector<std::string>& problems) {
   if (!value.IsSequence() || value.size() == 0) {
-    problems.push_back(where + ": expected a list of placements (shard(DIM), replicate), got " + Describe(value));
+    problems.push_back(where + ": expected a non-empty list of placements (shard(DIM), replicate), one per mesh axis, got " +
+                       Describe(value));
     return std::nullopt;
   }
   std::vector<distributed::Placement> out;
@@ -299,7 +304,7 @@ std::optional<std::vector<distributed::Placement>> ReadPlacements(const YAML::No
     } else if (text == "partial" || text == "partial()") {
       problems.push_back(item + ": partial cannot be asked for (a pending sum is what a contraction over a split dim makes)");
     } else if (text.rfind("shard(", 0) == 0 && text.back() == ')' && text.size() > 7 &&
-               IsIntText(std::string_view(text).substr(6, text.size() - 7))) {
+               AllOf(WithoutSign(std::string_view(text).substr(6, text.size() - 7)), IsDigit)) {
       try {
         out.push_back(distributed::Shard(std::stoll(text.substr(6, text.size() - 7))));
       } catch (const std::exception&) {

@@ -55,6 +55,13 @@ struct Tensor {
   // A pending sum: the seq of the op that made it (a record of collectives
   // names it beside the op whose need for the value all-reduced it).
   uint64_t made_by = 0;
+  // A pending sum that is a view of another (a reshape, transpose, slice,
+  // ... of each addend): the view ops from the first pending sum it views
+  // (operand 0 of the first: that base's client id) to it. When either is
+  // summed, the view is made again from the summed base, so that the two
+  // still share data (a write into one shows in the other), even when the
+  // views between them are gone.
+  std::vector<Instruction> view_of = {};
 };
 
 // torch.chunk sizes of `length` split `parts` ways (fewer pieces when

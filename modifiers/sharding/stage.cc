@@ -16,6 +16,15 @@
 #include "strategy_table.h"
 
 namespace gt::sharding {
+namespace {
+
+// Ops whose result a worker makes as a view of operand 0.
+bool IsView(Op op) {
+  return op == Op::kSlice || op == Op::kSelect || op == Op::kTranspose || op == Op::kPermute || op == Op::kUnsqueeze ||
+         op == Op::kSqueeze || op == Op::kReshape;
+}
+
+}  // namespace
 
 // ---- setup -----------------------------------------------------------------
 
@@ -368,8 +377,28 @@ void ShardingStage::Answer(Client& c, const Instruction& inst, const std::vector
 void ShardingStage::Settle(Client& c, Step& s, const Instruction& inst) {
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);
-    if (it != c.tensors.end() && it->second.placement.partial()) Materialize(s, it->second);
+    if (it != c.tensors.end() && it->second.placement.partial()) SettleOne(c, s, it->second);
   }
+}
+
+void ShardingStage::SettleOne(Client& c, Step& s, Tensor& t) {
+  auto base = t.view_of.empty() ? c.tensors.end() : c.tensors.find(t.view_of[0].operands.at(0));
+  if (base == c.tensors.end()) {  // not a view, or its base is gone (nothing can write into it then)
+    Materialize(s, t);
+    t.view_of.clear();
+    return;
+  }
+  if (base->second.placement.partial()) SettleOne(c, s, base->second);
+  for (size_t r = 0; r < t.placement.workers.size(); ++r) s.temporaries.emplace_back(t.placement.workers[r], t.placement.ids[r]);
+  Placement view = base->second.placement;  // a copy on each of the same workers now
+  for (size_t i = 0; i < t.view_of.size(); ++i) {  // the views between them, made again (temporaries), then t
+    const bool last = i + 1 == t.view_of.size();
+    view.ids = PerMember(s, view, t.view_of[i].op, t.view_of[i].attrs, [&view](size_t r) {
+      return std::vector<TensorId>{view.ids[r]};
+    }, !last);
+  }
+  t.placement = view;
+  t.view_of.clear();
 }
 
 void ShardingStage::Adopt(Step& s, Tensor& x) {
@@ -395,8 +424,7 @@ void ShardingStage::Adopt(Step& s, Tensor& x) {
 // it is viewed (a view shares its data: a write through it writes the base).
 void ShardingStage::ForgetConstants(Client& c, const Instruction& inst) {
   const Op op = inst.op;
-  const bool views = op == Op::kSlice || op == Op::kSelect || op == Op::kTranspose || op == Op::kPermute ||
-                     op == Op::kUnsqueeze || op == Op::kSqueeze || op == Op::kReshape;
+  const bool views = IsView(op);
   const bool writes = KindOf(op) == OpKind::kMutate && op != Op::kAdamStep;  // operand 0 only
   if (!views && !writes && op != Op::kRunUnit && op != Op::kAdamStep) return;
   for (size_t i = 0; i < inst.operands.size() && (i == 0 || !writes); ++i) {
@@ -487,6 +515,10 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     Tensor& made = c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
     if (made.placement.partial()) {  // carried through a linear op, it keeps the op that made its addends
       made.made_by = inst.seq;
+      if (IsView(inst.op)) {  // a view of a view keeps the first base and every op from it
+        made.view_of = in[0]->view_of;
+        made.view_of.push_back(inst);
+      }
       for (const Tensor* t : in)
         if (t->placement.partial() && t->made_by) {
           made.made_by = t->made_by;

@@ -70,6 +70,9 @@ class ShardingStage final : public Stage {
   // The pending sums among `inst`'s operands all-reduced (their records
   // become replicated): an op that needs their values, not their addends.
   void Settle(Client& c, Step& s, const Instruction& inst);
+  // One pending sum `t` summed; a view of another made again from the
+  // summed base (which is summed first).
+  void SettleOne(Client& c, Step& s, Tensor& t);
   // `x`, a tensor without a record that a redistribute names (whole on the
   // client's worker, with the shape and dtype the client states), replaced
   // by a copy made only if the worker finds it so.

@@ -1,6 +1,7 @@
 #include "strategies.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "gt/op_attrs.h"
 
@@ -312,10 +313,11 @@ bool CarriesPartial(const Instruction& inst, const std::vector<const Tensor*>& i
     case Op::kSlice:
     case Op::kSelect:
       return in.size() == 1;
-    case Op::kMul:
-      return in.size() == 1 && inst.attrs.scalar_side != ScalarSide::kNone;
+    case Op::kMul:  // by a finite number (inf times a zero addend is NaN, not the sum's inf)
+      return in.size() == 1 && inst.attrs.scalar_side != ScalarSide::kNone && std::isfinite(inst.attrs.scalar);
     case Op::kDiv:
-      return in.size() == 1 && inst.attrs.scalar_side == ScalarSide::kRight;
+      return in.size() == 1 && inst.attrs.scalar_side == ScalarSide::kRight && std::isfinite(inst.attrs.scalar) &&
+             inst.attrs.scalar != 0;
     case Op::kAdd:
     case Op::kSub:
       if (in.size() != 2 || inst.attrs.scalar_side != ScalarSide::kNone) return false;

@@ -66,10 +66,10 @@ Result<Placement> CarryPartial(Step& s, const std::vector<const Tensor*>& in, co
 // True when `inst` on `in` keeps its pending-sum operands pending: a
 // redistribute (which reduce-scatters or all-reduces them itself), a copy,
 // a negation, a sum or mean over dims, a view (reshape, transpose, permute,
-// unsqueeze, squeeze, slice, select: of each addend, so a write into the
-// pending sum's base after it was summed does not reach the view), a
-// product or quotient by a number, a sum or difference of two pending sums
-// alike (same workers, shape and dtype as the result).
+// unsqueeze, squeeze, slice, select: of each addend; the stage makes it again
+// from the summed base when either is summed), a product or quotient by a
+// finite nonzero number, a sum or difference of two pending sums alike (same
+// workers, shape and dtype as the result).
 bool CarriesPartial(const Instruction& inst, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // redistribute: x copied into the layout the instruction names (gt/op.h),
 // by the collectives that change needs (none when x is there already: each

@@ -7,6 +7,7 @@ on a process cluster (a gt-dispatcher and four gt-worker processes)."""
 
 import json
 
+import numpy as np
 import pytest
 
 import gt
@@ -303,7 +304,8 @@ def test_yaml_placements_on_a_mesh_become_signal_configs():
     ("mesh: {workers: [0, 0]}\n", "mesh.yaml:1: mesh: DeviceMesh: worker 0 appears twice"),
     ("mesh: {workers: [0, -1]}\n", "mesh.workers[1]: worker index -1 is out of range"),
     ("mesh: {workers: [0, 1], shape: 2}\n", "mesh.shape: unknown key 'shape' (known: workers, axes)"),
-    ("mesh: [0, 1]\n", "mesh: expected a mapping with keys workers, axes"),
+    ("mesh: [0, 1]\n", "mesh: the file's device mesh (mesh names no signal): expected a mapping with keys workers, axes"),
+    ("mesh: {workers: []}\n", "mesh.workers: expected a non-empty list of worker indexes"),
 ])
 def test_yaml_placement_problems_name_the_line_and_field(text, problem):
     with pytest.raises(gt.ConfigError) as e:
@@ -322,3 +324,39 @@ def test_python_signal_config_placements_follow_the_same_rules():
     assert "not supported yet" in str(e.value.problems)
     with pytest.raises(gt.ConfigError, match="replicas"):
         gt.register_config("r", gt.SignalConfig(replicas=[0]))
+
+
+def _pending(b):
+    """sum over a split dim: a pending sum (Partial) on four workers."""
+    p = gt.distributed.distribute_tensor(gt.from_numpy(b), DeviceMesh([0, 1, 2, 3]), [Shard(0)]).sum(0)
+    assert p.placements == [Partial()]
+    return p
+
+
+def test_a_view_of_a_pending_sum_still_shares_data_with_its_base():
+    # Found by review: each was summed on its own, so a write into one no longer reached the other.
+    b = np.random.default_rng(5).standard_normal((8, 2, 2)).astype(np.float32)
+    p = _pending(b)
+    v = p.reshape(4)
+    assert v.placements == [Partial()]
+    p += 1
+    np.testing.assert_allclose(v.numpy(), b.sum(0).reshape(4) + 1, rtol=1e-5, atol=1e-5)
+    q = _pending(b)
+    w = q[0].transpose(0, 0)  # a view of a view
+    row = q[0]
+    row += 1
+    np.testing.assert_allclose(q.numpy(), b.sum(0) + np.array([[1, 1], [0, 0]]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(w.numpy(), b.sum(0)[0] + 1, rtol=1e-5, atol=1e-5)
+
+
+def test_a_pending_sum_scaled_by_a_non_finite_number_is_summed_first():
+    b = np.zeros((8, 3), np.float32)
+    b[0] = 2  # one worker's addend is 2, the others' 0
+    np.testing.assert_array_equal((_pending(b) * float("inf")).numpy(), np.full(3, np.inf, np.float32))
+    np.testing.assert_array_equal((_pending(b) / 0.0).numpy(), np.full(3, np.inf, np.float32))
+
+
+def test_yaml_shard_dim_is_decimal():
+    with pytest.raises(gt.ConfigError) as e:
+        gt.load_config_string("mesh: {workers: [0, 1]}\na:\n  placements: [shard(0x1)]\n", "m.yaml")
+    assert any("expected shard(DIM) or replicate" in p for p in e.value.problems), e.value.problems
