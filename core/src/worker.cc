@@ -141,6 +141,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     if (inst.op == Op::kSync) return AcknowledgeSync(inst);
     if (inst.op == Op::kDropClient) {
       failed_.erase(inst.client);
+      failed_collectives_.erase(inst.client);
       errors_.erase(inst.client);
       return backend_->Execute(inst, *this);
     }
@@ -152,8 +153,12 @@ class Worker::Impl final : public Terminal, public ReplySink {
       failed.RecordResults(inst, use->failed_seq);
       if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
       // The other members of a collective are waiting for this one: the
-      // backend takes part with a stand-in for the missing operand.
-      if (KindOf(inst.op) == OpKind::kCollective) (void)backend_->Execute(inst, *this);
+      // backend takes part with a stand-in for the missing operand. Not when
+      // what failed first was a collective: its group broke (a member was
+      // lost), the others fail alike, and forming it again would wait on a
+      // member that is gone.
+      if (KindOf(inst.op) == OpKind::kCollective && !failed_collectives_[inst.client].count(use->failed_seq))
+        (void)backend_->Execute(inst, *this);
       return FailedTensors::UseError(inst, *use);
     }
     Clock::time_point start = Clock::now();
@@ -162,7 +167,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
     op_seconds_[static_cast<size_t>(inst.op)].Observe(seconds);
     GT_LOG(kWorker, manifest_.id << ": ran " << OpName(inst.op) << " #" << inst.seq << " of client " << inst.client << " in "
                                  << seconds * 1e3 << " ms" << (status.ok() ? "" : " (failed)"));
-    if (!status.ok()) failed.RecordResults(inst, inst.seq);
+    if (!status.ok()) {
+      failed.RecordResults(inst, inst.seq);
+      if (KindOf(inst.op) == OpKind::kCollective) failed_collectives_[inst.client].insert(inst.seq);
+    }
     if (pipeline_->events().enabled()) RecordDone(inst, seconds, status);
     return status;
   }
@@ -397,6 +405,8 @@ class Worker::Impl final : public Terminal, public ReplySink {
   // (added with the gauges), and per client namespace:
   std::array<HistogramTally, static_cast<size_t>(Op::kCount)> op_seconds_;
   std::unordered_map<ClientId, FailedTensors> failed_;
+  // Per client, the seqs of collectives that failed here (their groups broke).
+  std::unordered_map<ClientId, std::unordered_set<uint64_t>> failed_collectives_;
   std::unordered_map<ClientId, std::vector<wire::OpError>> errors_;               // until the next sync
 };
 
