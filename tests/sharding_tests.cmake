@@ -19,3 +19,8 @@ target_link_libraries(sharding_strategy_test PRIVATE gt_sharding_runtime)
 # on four worker processes.
 gt_add_test(redistribute_wire_test redistribute_wire_test.cc)
 add_dependencies(redistribute_wire_test gt-dispatcher gt-worker gt_torch gt_sharding)
+
+# gt::distributed from C++ against four worker processes.
+gt_add_test(distributed_test distributed_test.cc)
+target_link_libraries(distributed_test PRIVATE gt_client)
+add_dependencies(distributed_test gt-dispatcher gt-worker gt_torch gt_sharding)
