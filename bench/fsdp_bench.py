@@ -53,11 +53,10 @@ def resident():
     return out
 
 
-def measure(label, make_model, place, runs, steps, initial, data):
+def measure(label, make_model, place, runs, steps, data):
     gc.collect()
     before = resident()
     model = make_model()
-    model.load_state_dict(initial) if not getattr(model, "_loaded", False) else None
     opt = gt.optim.AdamW(model.parameters(), lr=1e-3)
     x, t = place(data[0]), place(data[1])
 
@@ -90,25 +89,23 @@ def main():
     params = sum(v.size for v in initial.values())
     split = lambda a: distribute_tensor(gt.tensor(a), mesh, [Shard(0)])  # noqa: E731
 
-    def replicated():
+    def whole():
         m = MLP()
         m.load_state_dict(initial)
+        return m
+
+    def replicated():
+        m = whole()
         for _, owner in m.named_modules():
             for name, value in list(vars(owner).items()):
                 if isinstance(value, gt.Tensor) and value.requires_grad:
                     setattr(owner, name, distribute_tensor(value.detach(), mesh, [Replicate()]).requires_grad_())
-        m._loaded = True
         return m
 
-    def sharded():
-        m = MLP()
-        m.load_state_dict(initial)
-        m._loaded = True
-        return fully_shard(m, mesh)
-
-    rows = [measure("one worker (whole tensors)", MLP, gt.tensor, runs, steps, initial, data),
-            measure(f"data parallel, replicated, {workers} workers", replicated, split, runs, steps, initial, data),
-            measure(f"fully sharded (FSDP), {workers} workers", sharded, split, runs, steps, initial, data)]
+    rows = [measure("one worker (whole tensors)", whole, gt.tensor, runs, steps, data),
+            measure(f"data parallel, replicated, {workers} workers", replicated, split, runs, steps, data),
+            measure(f"fully sharded (FSDP), {workers} workers", lambda: fully_shard(whole(), mesh), split, runs, steps,
+                    data)]
     print(f"gt FSDP benchmark: MLP {SIZES} ({params / 1e6:.2f} M parameters, {params * 4 / 2**20:.1f} MiB), "
           f"batch {BATCH}, AdamW, median of {runs} runs x {steps} steps")
     base = rows[0][1]

@@ -474,7 +474,8 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   }
   Step s = StepFor(c, inst, out);
   if (adopted) Adopt(s, *adopted);
-  if (!CarriesPartial(inst, in, meta)) Settle(c, s, inst);
+  const bool pending = std::any_of(in.begin(), in.end(), [](const Tensor* t) { return t->placement.partial(); });
+  if (pending && !CarriesPartial(inst, in, meta)) Settle(c, s, inst);
   // Inside a scope whose config names workers the op runs on them: operands
   // living elsewhere are moved in first (pipeline stages, backward signals).
   std::vector<Tensor> moved;
