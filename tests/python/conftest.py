@@ -9,6 +9,7 @@ subprocess with the same interpreter and PYTHONPATH.
 import contextlib
 import os
 import pathlib
+import select
 import socket
 import subprocess
 import sys
@@ -47,6 +48,31 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def next_output_line(proc, timeout):
+    """The next line `proc` writes to its stdout pipe (without the newline),
+    None when none comes within `timeout` s, "" at its end.
+
+    Reads the pipe's descriptor itself and keeps what follows the line for
+    the next call: a select() on the pipe cannot see lines that a buffered
+    readline() already took in along with an earlier one, so two lines
+    arriving together would leave the second unseen until the timeout."""
+    fd = proc.stdout.fileno()
+    pending = getattr(proc, "_unread_output", b"")
+    deadline = time.monotonic() + timeout
+    while b"\n" not in pending:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            proc._unread_output = pending
+            return None
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            proc._unread_output = b""
+            return pending.decode()
+        pending += chunk
+    line, proc._unread_output = pending.split(b"\n", 1)
+    return line.decode()
 
 
 def stop_processes(procs):

@@ -34,7 +34,6 @@ import json
 import os
 import pathlib
 import random
-import selectors
 import signal
 import subprocess
 import sys
@@ -45,7 +44,7 @@ import urllib.request
 import pytest
 
 import gt
-from conftest import _free_port, stop_processes
+from conftest import _free_port, next_output_line, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -215,11 +214,7 @@ CLIENT = textwrap.dedent(r"""
 
 def read_json_line(proc, timeout):
     """The next JSON line `proc` prints, or None after `timeout` s or at its exit."""
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            return None
-    line = proc.stdout.readline()
+    line = next_output_line(proc, timeout)
     return json.loads(line) if line else None
 
 

@@ -26,7 +26,7 @@ import urllib.request
 import pytest
 
 import gt
-from conftest import _free_port, stop_processes
+from conftest import _free_port, next_output_line, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -158,13 +158,10 @@ def run_client(endpoint, body, env=None, timeout=120):
 
 def read_line(proc, timeout=60.0):
     """The next JSON line a client prints (its stderr on failure)."""
-    import selectors
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        if not sel.select(timeout):
-            proc.kill()
-            raise AssertionError(f"client said nothing for {timeout} s:\n{proc.stderr.read()}")
-    line = proc.stdout.readline()
+    line = next_output_line(proc, timeout)
+    if line is None:
+        proc.kill()
+        raise AssertionError(f"client said nothing for {timeout} s:\n{proc.stderr.read()}")
     if not line:
         proc.wait()
         raise AssertionError(f"client exited ({proc.returncode}):\n{proc.stderr.read()}")
