@@ -197,6 +197,7 @@ void Session::EnsureStartedLocked() {
     }
   }
   socket_->connect(endpoint);
+  inproc_ = endpoint.rfind("inproc://", 0) == 0;
   GT_LOG(kClient, "connected to " << (address_.empty() ? "the embedded cluster at " : "") << endpoint
                                   << (!address_.empty() && endpoint.rfind("ipc://", 0) == 0 &&
                                               address_.find("://") == std::string::npos
@@ -486,6 +487,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
       data->dtype = static_cast<DType>(std::min<uint32_t>(env.dtype(), static_cast<uint32_t>(DType::kCount) - 1));
       data->shape.assign(env.shape().begin(), env.shape().end());
       data->bytes = msg->frames[0];
+      data->shares_worker_memory = inproc_;
       have_data = true;
     } else if (env.kind() == wire::Envelope::SYNC_DONE && env.sync_id() == sync_id) {
       errors.insert(errors.end(), env.errors().begin(), env.errors().end());

@@ -62,6 +62,10 @@ struct FetchedData {
   DType dtype;
   Shape shape;
   BlobPtr bytes;
+  // Over inproc (the embedded default) a fetched frame is the worker's own
+  // tensor memory, passed along without a copy; over a socket it is a buffer
+  // ZeroMQ filled for this client alone.
+  bool shares_worker_memory = false;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -177,6 +181,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<zmq::context_t> context_;
   std::unique_ptr<EmbeddedCluster> cluster_;
   std::unique_ptr<zmq::socket_t> socket_;  // GUARDED_BY(mu_)
+  bool inproc_ = false;                    // GUARDED_BY(mu_): socket_ is connected to an inproc:// endpoint
   std::unique_ptr<ConnectionWatch> watch_;  // GUARDED_BY(mu_); null: embedded, or GT_CONNECT_TIMEOUT=0
   Status broken_;  // GUARDED_BY(mu_): why the dispatcher will never answer again, once the watch said so
   std::thread heartbeat_;

@@ -317,6 +317,23 @@ Tensor Tensor::detach() const {
   return TensorFactory::Make(impl_->data);
 }
 
+namespace {
+
+// `r`'s bytes from its worker, checked against what the client inferred.
+client_internal::FetchedData FetchChecked(const TensorRecord& r) {
+  const size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
+  client_internal::FetchedData data = r.session->Fetch(r);
+  if (!data.bytes || data.bytes->size() != want || data.shape != r.meta.shape || data.dtype != r.meta.dtype)
+    throw Error(Code::kInternal, "fetch: worker returned " + ShapeToString(data.shape) + " " +
+                                     std::string(DTypeName(data.dtype)) + " (" +
+                                     std::to_string(data.bytes ? data.bytes->size() : 0) +
+                                     " bytes) for a tensor inferred as " + ShapeToString(r.meta.shape) + " " +
+                                     std::string(DTypeName(r.meta.dtype)));
+  return data;
+}
+
+}  // namespace
+
 void Tensor::copy_to(void* destination, size_t bytes) const {
   const TensorRecord& r = Require(*this, "copy_to");
   size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
@@ -324,13 +341,13 @@ void Tensor::copy_to(void* destination, size_t bytes) const {
     throw Error(Code::kInvalidArgument, "copy_to: tensor " + ShapeToString(r.meta.shape) + " " +
                                             std::string(DTypeName(r.meta.dtype)) + " has " + std::to_string(want) +
                                             " bytes, destination has " + std::to_string(bytes));
-  client_internal::FetchedData data = r.session->Fetch(r);
-  if (data.bytes->size() != want || data.shape != r.meta.shape || data.dtype != r.meta.dtype)
-    throw Error(Code::kInternal, "copy_to: worker returned " + ShapeToString(data.shape) + " " +
-                                     std::string(DTypeName(data.dtype)) + " (" + std::to_string(data.bytes->size()) +
-                                     " bytes) for a tensor inferred as " + ShapeToString(r.meta.shape) + " " +
-                                     std::string(DTypeName(r.meta.dtype)));
+  client_internal::FetchedData data = FetchChecked(r);
   if (want) std::memcpy(destination, data.bytes->data(), want);
+}
+
+BlobPtr Tensor::fetch_bytes() const {
+  client_internal::FetchedData data = FetchChecked(Require(*this, "fetch_bytes"));
+  return data.shares_worker_memory ? CopyToBlob(data.bytes->data(), data.bytes->size()) : std::move(data.bytes);
 }
 
 double Tensor::item() const {

@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,17 +42,26 @@ py::tuple ShapeTuple(const Shape& shape) {
   return out;
 }
 
-// numpy(): allocates the array and lets copy_to write straight into it.
+// numpy(): the fetched bytes become the array's memory (a capsule holding
+// them is its base), so nothing is copied here; Tensor::fetch_bytes already
+// copied once where the frame was a worker's tensor. A frame not aligned to
+// its element size (ZeroMQ promises no alignment) is copied into a new array.
 py::array ToNumpy(const Tensor& t) {
   std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
-  py::array out(NumpyDType(t.dtype()), shape);
-  void* destination = out.mutable_data();
-  size_t bytes = static_cast<size_t>(out.nbytes());
+  const py::dtype dtype = NumpyDType(t.dtype());
+  BlobPtr bytes;
   {
     py::gil_scoped_release release;
-    t.copy_to(destination, bytes);
+    bytes = t.fetch_bytes();
   }
-  return out;
+  void* data = const_cast<std::byte*>(bytes->data());  // the caller's alone (fetch_bytes)
+  if (reinterpret_cast<uintptr_t>(data) % static_cast<uintptr_t>(dtype.itemsize()) != 0 || bytes->size() == 0) {
+    py::array out(dtype, shape);
+    if (bytes->size()) std::memcpy(out.mutable_data(), data, bytes->size());
+    return out;
+  }
+  py::capsule owner(new BlobPtr(std::move(bytes)), [](void* p) { delete static_cast<BlobPtr*>(p); });
+  return py::array(dtype, shape, {}, data, owner);
 }
 
 // REQUIRES (checked): `array` is C-contiguous with the item size of `dtype`;

@@ -162,6 +162,12 @@ class Tensor {
   std::vector<T> to_vector() const;
   void copy_to(void* destination, size_t bytes) const;  // REQUIRES: bytes == numel * ElementSize(dtype)
   double item() const;                                  // REQUIRES: numel() == 1
+  // The tensor's bytes (C order, numel * ElementSize(dtype)) in a buffer the
+  // caller alone holds and may write to, for a reader that keeps them (the
+  // Python client's numpy()). From a process cluster that is the frame
+  // ZeroMQ received, without a copy; on the embedded default the frame is the
+  // worker's own tensor memory, so it is copied once.
+  BlobPtr fetch_bytes() const;
 
   // ---- autograd: a client-side tape; workers only compute -------------------
   // Ops on tensors that require grad (while grad mode is on) record how to
