@@ -19,6 +19,7 @@
 #include "connected_cluster.h"
 #include "gt/distributed.h"
 #include "gt/gt.h"
+#include "gt/nn.h"
 #include "gt/op.h"
 
 namespace {
@@ -424,6 +425,39 @@ std::vector<Case> Cases() {
       [](const V& v) { return v[0].softmax(0); }, [](const A& a) { return at::softmax(a[0], 0); });
   add("log_softmax_dim1", {Op::kLogSoftmax}, cube, [](const V& v) { return v[0].log_softmax(1); },
       [](const A& a) { return at::log_softmax(a[0], 1); });
+
+  // -- fused composites: gelu, layer_norm, and their backwards (issued by
+  // backward(): the gradient of x for the gradient g, against ATen's own)
+  add("gelu_float32", {Op::kGelu}, x, [](const V& v) { return gt::nn::gelu(v[0]); },
+      [](const A& a) { return at::gelu(a[0]); });
+  add("gelu_float64", {Op::kGelu}, {Normal({3, 5}, 110, at::kDouble)}, [](const V& v) { return gt::nn::gelu(v[0]); },
+      [](const A& a) { return at::gelu(a[0]); });
+  add("gelu_int64", {Op::kGelu}, {Ints({6}, at::kLong)}, [](const V& v) { return gt::nn::gelu(v[0]); },
+      [](const A& a) { return at::gelu(a[0].to(at::kFloat)); });
+  auto grad_of = [](std::function<gt::Tensor(const gt::Tensor&)> f) {
+    return [f](const V& v) {
+      gt::Tensor x = v[0].clone().requires_grad_();
+      f(x).backward(v[1]);
+      return x.grad();
+    };
+  };
+  add("gelu_backward", {Op::kGeluBackward}, {Normal({4, 6}, 111), Normal({4, 6}, 112)},
+      grad_of([](const gt::Tensor& x) { return gt::nn::gelu(x); }),
+      [](const A& a) { return at::gelu_backward(a[1], a[0]); });
+  add("layer_norm_last", {Op::kLayerNorm}, cube, [](const V& v) { return gt::nn::layer_norm(v[0], 1); },
+      [](const A& a) { return at::layer_norm(a[0], {a[0].size(-1)}); });
+  add("layer_norm_last_two_float64_eps", {Op::kLayerNorm}, {Normal({2, 3, 4}, 113, at::kDouble)},
+      [](const V& v) { return gt::nn::layer_norm(v[0], 2, gt::Tensor(), gt::Tensor(), 0.1); },
+      [](const A& a) { return at::layer_norm(a[0], {3, 4}, {}, {}, 0.1); });
+  add("layer_norm_int32", {Op::kLayerNorm}, {Ints({3, 4}, at::kInt)}, [](const V& v) { return gt::nn::layer_norm(v[0], 1); },
+      [](const A& a) { return at::layer_norm(a[0].to(at::kFloat), {4}); });
+  add("layer_norm_backward", {Op::kLayerNormBackward}, {Normal({3, 2, 5}, 114), Normal({3, 2, 5}, 115)},
+      grad_of([](const gt::Tensor& x) { return gt::nn::layer_norm(x, 2, gt::Tensor(), gt::Tensor(), 1e-3); }),
+      [](const A& a) {
+        at::Tensor x = a[0].clone().requires_grad_();
+        at::layer_norm(x, {2, 5}, {}, {}, 1e-3).backward(a[1]);
+        return x.grad();
+      });
 
   // -- a transformer's building blocks: erf (GELU), where / masked_fill, tril / triu
   add("erf_float32", {Op::kErf}, x, [](const V& v) { return v[0].erf(); }, [](const A& a) { return at::erf(a[0]); });

@@ -348,6 +348,38 @@ TEST_F(ShardingStrategyTest, SoftmaxAlongTheShardedAxisAllReducesMaxThenSum) {
   EXPECT_EQ(CountOp(out, Op::kFree), 12u) << "every intermediate is freed";
 }
 
+// layer_norm normalizes rows: cut before the normalized dims, each piece is
+// normalized alone; cut through them, the rows are assembled first.
+TEST_F(ShardingStrategyTest, LayerNormOfRowPiecesIsShardLocalAndOfColumnPiecesWhole) {
+  const std::vector<TensorId> rows = Pieces(Randn(1, {4, 6}, "rows"));
+  Instruction norm = Make(Op::kLayerNorm, {2}, {1});
+  norm.attrs.axes = {1};
+  norm.attrs.scalar = 1e-5;
+  std::vector<Instruction> out = Send(norm);
+  ASSERT_EQ(Summary(out), (std::vector<std::string>{"layer_norm@0", "layer_norm@1"}));
+  EXPECT_EQ(out[0].operands, (std::vector<TensorId>{rows[0]}));
+  EXPECT_EQ(out[1].operands, (std::vector<TensorId>{rows[1]}));
+  // Its backward with the gradient cut the other way (as g * weight comes
+  // under FSDP): the rows lead, the gradient is re-cut like them.
+  Randn(3, {4, 6}, "cols");
+  Instruction backward = Make(Op::kLayerNormBackward, {4}, {3, 1});
+  backward.attrs = norm.attrs;
+  out = Send(backward);
+  std::vector<const Instruction*> pieces;
+  for (const Instruction& inst : out)
+    if (inst.op == Op::kLayerNormBackward) pieces.push_back(&inst);
+  ASSERT_EQ(pieces.size(), 2u);
+  EXPECT_EQ(pieces[0]->operands.back(), rows[0]);
+  EXPECT_EQ(pieces[1]->operands.back(), rows[1]);
+  // Normalized over the cut dim: whole on one worker.
+  Randn(5, {4, 6}, "cols");
+  Instruction across = Make(Op::kLayerNorm, {6}, {5});
+  across.attrs = norm.attrs;
+  out = Send(across);
+  EXPECT_EQ(CountOp(out, Op::kLayerNorm), 1u);
+  EXPECT_EQ(CountOp(out, Op::kAllGather), 2u) << "one all-gather, an instruction for each member";
+}
+
 // A fetch of a sharded tensor: all-gather, then fetch from the first shard's worker.
 TEST_F(ShardingStrategyTest, FetchOfAShardedTensorAllGathersOntoTheFirstShardsWorker) {
   const std::vector<TensorId> a = Pieces(Randn(1, {4, 3}, "rows"));
@@ -559,6 +591,8 @@ TEST(StrategyTable, RowsNameTheirStrategies) {
   EXPECT_EQ(StrategyFor(Op::kFetch), &Whole);
   EXPECT_EQ(StrategyFor(Op::kHotStart), &Whole);
   EXPECT_NE(StrategyFor(Op::kSoftmax), &Elementwise) << "softmax is unary but has its own row";
+  EXPECT_EQ(StrategyFor(Op::kGelu), &Elementwise);
+  EXPECT_NE(StrategyFor(Op::kLayerNorm), &Elementwise) << "layer_norm normalizes rows: its own row";
   EXPECT_NE(StrategyFor(Op::kSum), &Whole);
   EXPECT_NE(StrategyFor(Op::kReshape), &Whole);
   EXPECT_NE(StrategyFor(Op::kSlice), &Whole);

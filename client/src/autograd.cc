@@ -33,7 +33,7 @@ bool Differentiable(Op op) {
     case Op::kMatmul:
     case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
-    case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu:
+    case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
     case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
     case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin:
     case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
@@ -42,6 +42,7 @@ bool Differentiable(Op op) {
       return true;
     case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
     case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
+    case Op::kGeluBackward: case Op::kLayerNormBackward:                   // issued by backward, not recorded
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:
     case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
@@ -254,6 +255,9 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
     case Op::kTriu: return {g.triu(n.attrs.axes.at(0))};
     case Op::kSoftmax: return {y * (g - (g * y).sum(n.attrs.axes, true))};
     case Op::kLogSoftmax: return {g - y.exp() * g.sum(n.attrs.axes, true)};
+    case Op::kGelu: return {client_internal::IssueFused(Op::kGeluBackward, {g, x})};
+    case Op::kLayerNorm:
+      return {client_internal::IssueFused(Op::kLayerNormBackward, {g, x}, n.attrs.axes, n.attrs.scalar)};
     default: return NoFormula(n);
   }
 }
@@ -399,7 +403,9 @@ ValuesRead ValuesReadBy(const Node& n) {
         r.inputs.push_back(0);  // a ^ s
       }
       break;
-    case Op::kRelu: case Op::kLog: case Op::kAbs: case Op::kErf: r.inputs.push_back(0); break;
+    case Op::kRelu: case Op::kLog: case Op::kAbs: case Op::kErf: case Op::kGelu: case Op::kLayerNorm:
+      r.inputs.push_back(0);
+      break;
     case Op::kWhere: r.inputs.push_back(0); break;  // the condition picks where each gradient goes
     case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
       r.inputs.push_back(1);  // the index says where the gradient goes

@@ -408,6 +408,18 @@ Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
   return Create(Op::kFromBytes, std::move(shape), dtype, 0, CopyToBlob(bytes, size));
 }
 
+namespace client_internal {
+
+Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t> axes, double scalar) {
+  Instruction inst;
+  inst.op = op;
+  inst.attrs.axes = std::move(axes);
+  inst.attrs.scalar = scalar;
+  return Issue(std::move(inst), inputs);
+}
+
+}  // namespace client_internal
+
 // ---- signal scopes -------------------------------------------------------------
 
 void signal_enter(const std::string& name, const SignalOptions& options) {

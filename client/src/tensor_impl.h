@@ -50,6 +50,12 @@ struct TensorFactory {
 // op is differentiable and some input requires grad.
 void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>& inputs, Tensor& out);
 
+// Issues `op` on `inputs` with attrs.axes = `axes` and attrs.scalar =
+// `scalar`, recorded for autograd like any op: the fused composites of
+// gt/op.h (gelu, layer_norm and their backwards), which gt::nn and the
+// autograd issue and gt::Tensor has no method for.
+Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t> axes = {}, double scalar = 0);
+
 // Runs backward from `root` (see Tensor::backward).
 void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 

@@ -97,6 +97,32 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
   return out;
 }
 
+// layer_norm's attrs.axes = {dims}: 1..rank trailing dims, and eps >= 0.
+Status CheckNormalizedDims(const Instruction& inst, const TensorMeta& x) {
+  const std::vector<int64_t>& axes = inst.attrs.axes;
+  if (axes.size() != 1 || axes[0] < 1 || axes[0] > static_cast<int64_t>(x.shape.size()))
+    return InvalidArgument(Where(inst) + ": expects the number of trailing dims to normalize (1.." +
+                           std::to_string(x.shape.size()) + "), got " + ShapeToString(axes));
+  if (!(inst.attrs.scalar >= 0)) return InvalidArgument(Where(inst) + ": eps must be >= 0, got " + std::to_string(inst.attrs.scalar));
+  return Status::Ok();
+}
+
+// A fused backward, {grad, x}: one shape, one floating dtype; the result is
+// x's gradient, alike.
+Result<TensorMeta> InferGradPair(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  if (in.size() != 2) return ArityError(inst, 2, in.size());
+  const TensorMeta& grad = *in[0];
+  const TensorMeta& x = *in[1];
+  if (grad.shape != x.shape || grad.dtype != x.dtype || !IsFloatingPoint(x.dtype))
+    return InvalidArgument(Where(inst) + ": expects a gradient and an input of one shape and floating dtype, got " +
+                           ShapeToString(grad.shape) + " " + std::string(DTypeName(grad.dtype)) + " and " + ShapeToString(x.shape) +
+                           " " + std::string(DTypeName(x.dtype)));
+  if (inst.op == Op::kLayerNormBackward) {
+    if (Status s = CheckNormalizedDims(inst, x); !s.ok()) return s;
+  }
+  return x;
+}
+
 // where(cond, a, b): the three broadcast together; the type is a's and b's
 // (a scalar takes the tensor's).
 Result<TensorMeta> InferWhere(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
@@ -143,6 +169,9 @@ Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const T
     if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one dim");
     Result<std::vector<int64_t>> dim = NormalizeAxes(inst.attrs.axes, in[0]->shape.size());
     if (!dim.ok()) return InvalidArgument(Where(inst) + ": " + dim.status().message());
+  }
+  if (inst.op == Op::kLayerNorm) {
+    if (Status s = CheckNormalizedDims(inst, *in[0]); !s.ok()) return s;
   }
   if (inst.op == Op::kTril || inst.op == Op::kTriu) {
     if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one diagonal");
@@ -477,8 +506,10 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferMatmul(inst, in);
     case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
-    case Op::kErf: case Op::kTril: case Op::kTriu:
+    case Op::kErf: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
       return InferUnary(inst, in);
+    case Op::kGeluBackward: case Op::kLayerNormBackward:
+      return InferGradPair(inst, in);
     case Op::kWhere:
       return InferWhere(inst, in);
     case Op::kRedistribute:

@@ -158,6 +158,10 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kRedistribute, "redistribute", OpKind::kUnary},
     {Op::kInspect, "inspect", OpKind::kControl},
     {Op::kReduceScatter, "reduce_scatter", OpKind::kCollective, Sender::kHostOnly},
+    {Op::kGelu, "gelu", OpKind::kUnary},
+    {Op::kGeluBackward, "gelu_backward", OpKind::kBinary},
+    {Op::kLayerNorm, "layer_norm", OpKind::kUnary},
+    {Op::kLayerNormBackward, "layer_norm_backward", OpKind::kBinary},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

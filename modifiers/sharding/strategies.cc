@@ -82,6 +82,14 @@ Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, con
   }
   for (const Tensor* t : in)
     if (!lead && t->placement.replicated()) lead = t;
+  return ElementwiseLedBy(s, in, meta, lead);
+}
+
+Result<Placement> ElementwiseLedBy(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta,
+                                   const Tensor* lead) {
+  const Instruction& inst = *s.inst;
+  const bool mutate = KindOf(inst.op) == OpKind::kMutate;
+  const int64_t out_rank = static_cast<int64_t>((mutate ? in[0]->meta.shape : meta.shape).size());
   if (!lead || lead->placement.whole()) return Whole(s, in, meta);
   Placement result = lead->placement;
   result.ids.clear();

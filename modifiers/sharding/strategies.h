@@ -36,6 +36,11 @@ Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const Ten
 // destination of a mutation, else the first sharded, else the first
 // replicated one); the others cut like it or copied to its workers.
 Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
+// Elementwise with `lead` given: the result is laid out as `lead` is (cut,
+// or copies), every other operand cut or copied to match; whole when `lead`
+// is null or whole.
+Result<Placement> ElementwiseLedBy(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta,
+                                   const Tensor* lead);
 // adam_step: parameter and optimizer state laid out alike, else an error.
 Result<Placement> FusedUpdate(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // A @ B by the placements of A and B (see sharding.h).

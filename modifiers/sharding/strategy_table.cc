@@ -16,6 +16,22 @@ Result<Placement> SliceOrSelectRow(Step& s, const std::vector<const Tensor*>& in
 Result<Placement> TriangleRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   return Triangle(s, *in[0], meta);
 }
+// layer_norm and its backward normalize the trailing attrs.axes = {dims}
+// dims: pieces cut along a leading dim are normalized alone, as an
+// elementwise op's are, so such an operand leads and the others are cut
+// like it (a gradient cut through the normalized dims, as `g * weight` with
+// the weight sharded under FSDP comes, included); with none, copies lead;
+// else the rows are assembled whole.
+Result<Placement> NormalizedRows(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const std::vector<int64_t>& axes = s.inst->attrs.axes;
+  const int64_t first_normalized = static_cast<int64_t>(meta.shape.size()) - (axes.size() == 1 ? axes[0] : 0);
+  const Tensor* lead = nullptr;
+  for (const Tensor* t : in)
+    if (!lead && t->placement.sharded() && t->placement.axis < first_normalized) lead = t;
+  for (const Tensor* t : in)
+    if (!lead && t->placement.replicated()) lead = t;
+  return ElementwiseLedBy(s, in, meta, lead);
+}
 Result<Placement> MovementRow(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   if (in.size() != 1) return Whole(s, in, meta);
   return Movement(s, *in[0], meta);
@@ -46,6 +62,8 @@ Strategy StrategyFor(Op op) {
     case Op::kAbs:
     case Op::kErf:
     case Op::kWhere:  // three operands (condition, a, b), broadcasting
+    case Op::kGelu:
+    case Op::kGeluBackward:  // {grad, x}, one shape
     case Op::kClone:
     case Op::kCopyInto:  // a mutation changes its destination where it lives
     case Op::kFill:
@@ -71,6 +89,10 @@ Strategy StrategyFor(Op op) {
     case Op::kSqueeze:
     case Op::kPermute:
       return &MovementRow;
+    // normalized over trailing dims: pieces cut before them / whole rows
+    case Op::kLayerNorm:
+    case Op::kLayerNormBackward:
+      return &NormalizedRows;
     // softmax / log_softmax along an unsharded axis / along the sharded axis
     case Op::kSoftmax:
     case Op::kLogSoftmax:

@@ -160,6 +160,37 @@ Result<at::Tensor> Softmax(const Instruction& inst, const at::Tensor& a) {
   return inst.op == Op::kSoftmax ? at::softmax(a, dim) : at::log_softmax(a, dim);
 }
 
+// The trailing `dims` sizes of `a`, which layer_norm normalizes over.
+Result<std::vector<int64_t>> NormalizedShape(const Instruction& inst, const at::Tensor& a) {
+  if (inst.attrs.axes.size() != 1 || inst.attrs.axes[0] < 1 || inst.attrs.axes[0] > a.dim())
+    return Invalid(inst, "expects the number of trailing dims to normalize, 1.." + std::to_string(a.dim()));
+  if (!(inst.attrs.scalar >= 0)) return Invalid(inst, "eps must be >= 0");
+  return std::vector<int64_t>(a.sizes().end() - inst.attrs.axes[0], a.sizes().end());
+}
+
+Result<at::Tensor> LayerNorm(const Instruction& inst, const at::Tensor& a) {
+  Result<std::vector<int64_t>> normalized = NormalizedShape(inst, a);
+  if (!normalized.ok()) return normalized.status();
+  if (!a.is_floating_point()) return LayerNorm(inst, a.to(at::kFloat));  // as the client inferred
+  return at::layer_norm(a, *normalized, {}, {}, inst.attrs.scalar);
+}
+
+// The fused backwards: operands {grad, x} of one shape and floating dtype.
+Result<at::Tensor> FusedBackward(const Instruction& inst, TensorSource source) {
+  Result<std::vector<at::Tensor>> operands = Operands(inst, 2, source);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& grad = (*operands)[0];
+  const at::Tensor& x = (*operands)[1];
+  if (!grad.sizes().equals(x.sizes()) || grad.scalar_type() != x.scalar_type() || !x.is_floating_point())
+    return Invalid(inst, "expects a gradient and an input of one shape and floating dtype");
+  if (inst.op == Op::kGeluBackward) return at::gelu_backward(grad, x);
+  Result<std::vector<int64_t>> normalized = NormalizedShape(inst, x);
+  if (!normalized.ok()) return normalized.status();
+  // The statistics again (one pass over x) rather than a second result.
+  const auto [unused, mean, rstd] = at::native_layer_norm(x, *normalized, {}, {}, inst.attrs.scalar);
+  return std::get<0>(at::native_layer_norm_backward(grad, x, *normalized, mean, rstd, {}, {}, {true, false, false}));
+}
+
 Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
   Result<std::vector<at::Tensor>> operands = Operands(inst, 1, source);
   if (!operands.ok()) return operands.status();
@@ -187,6 +218,8 @@ Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
       return inst.op == Op::kTril ? at::tril(a, inst.attrs.axes[0]) : at::triu(a, inst.attrs.axes[0]);
     case Op::kSoftmax:
     case Op::kLogSoftmax: return Softmax(inst, a);
+    case Op::kGelu: return at::gelu(a.is_floating_point() ? a : a.to(at::kFloat));
+    case Op::kLayerNorm: return LayerNorm(inst, a);
     default: break;  // Compute() routes only unary ops here
   }
   return Internal("not a unary op: " + inst.Describe());
@@ -346,7 +379,11 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kLogSoftmax:
     case Op::kErf:
     case Op::kTril:
-    case Op::kTriu: return Unary(inst, source);
+    case Op::kTriu:
+    case Op::kGelu:
+    case Op::kLayerNorm: return Unary(inst, source);
+    case Op::kGeluBackward:
+    case Op::kLayerNormBackward: return FusedBackward(inst, source);
     case Op::kWhere: return Where(inst, source);
     case Op::kSum:
     case Op::kMean:

@@ -138,6 +138,10 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kWhere:
     case Op::kTril:
     case Op::kTriu:
+    case Op::kGelu:
+    case Op::kGeluBackward:
+    case Op::kLayerNorm:
+    case Op::kLayerNormBackward:
     case Op::kIndexSelect:
     case Op::kIndexAdd:
     case Op::kGather:

@@ -133,6 +133,15 @@ enum class Op : uint16_t {
                   // it reduces; else seq).
                   // Without a sharding stage the worker refuses it.
   kReduceScatter,  // collective: the members' tensors summed, member r keeping piece r along a dim
+  // Fused forms of composites a transformer runs many times (forward and
+  // backward one kernel each instead of five to twenty elementwise ops).
+  kGelu,               // x * Phi(x), the exact erf form (PyTorch's default); a floating result
+  kGeluBackward,       // operands {grad, x}, one shape and floating dtype: grad * d gelu(x) / dx
+  kLayerNorm,          // (x - mean) / sqrt(var + eps) over the last attrs.axes = {dims} dims
+                       // (biased variance), attrs.scalar = eps; no weight or bias (ops of
+                       // their own); a floating result
+  kLayerNormBackward,  // operands {grad, x}, one shape and floating dtype; attrs as kLayerNorm's:
+                       // the gradient of kLayerNorm(x) with respect to x
   kCount
 };
 
