@@ -24,3 +24,6 @@ add_dependencies(redistribute_wire_test gt-dispatcher gt-worker gt_torch gt_shar
 gt_add_test(distributed_test distributed_test.cc)
 target_link_libraries(distributed_test PRIVATE gt_client)
 add_dependencies(distributed_test gt-dispatcher gt-worker gt_torch gt_sharding)
+
+gt_add_test(fused_wire_test fused_wire_test.cc)
+add_dependencies(fused_wire_test gt-dispatcher gt-worker gt_torch gt_sharding)

@@ -273,6 +273,7 @@ Result<at::Tensor> Collectives::Broadcast(const CollectiveSpec& spec, Group& gro
   } else {
     t = at::empty(inst.attrs.shape, at::TensorOptions().dtype(WireType(dtype)));
   }
+  if (t.numel() == 0) return FromWire(t, dtype);  // Gloo divides by the element count; every member skips alike
   std::vector<at::Tensor> tensors = {t};
   c10d::BroadcastOptions options;
   options.rootRank = root;
@@ -281,6 +282,7 @@ Result<at::Tensor> Collectives::Broadcast(const CollectiveSpec& spec, Group& gro
 }
 
 Result<at::Tensor> Collectives::AllReduce(const CollectiveSpec& spec, Group& group, const at::Tensor& operand) {
+  if (operand.numel() == 0) return operand.clone();  // every member's is empty alike: nothing to sum
   const bool mask = operand.scalar_type() == at::kBool;
   at::Tensor t = ToWire(operand.clone().contiguous());
   std::vector<at::Tensor> tensors = {t};
@@ -304,6 +306,14 @@ Result<at::Tensor> Collectives::AllGather(const CollectiveSpec& spec, Group& gro
   // Gloo gathers equal pieces: pad every piece to the widest along `dim`.
   std::vector<int64_t> padded_shape(operand.sizes().begin(), operand.sizes().end());
   padded_shape[dim] = widest;
+  if (c10::multiply_integers(padded_shape) == 0) {
+    // Every piece is empty (Gloo's all-gather of zero elements divides by
+    // zero and kills the process): the result is empty too, on every member alike.
+    std::vector<int64_t> gathered = padded_shape;
+    gathered[dim] = 0;
+    for (int r = 0; r < group.size; ++r) gathered[dim] += sizes[r];
+    return at::empty(gathered, operand.options());
+  }
   const at::TensorOptions wire = operand.options().dtype(WireType(operand.scalar_type()));
   at::Tensor local = at::zeros(padded_shape, wire);
   local.narrow(dim, 0, operand.size(dim)).copy_(ToWire(operand));
@@ -330,6 +340,11 @@ Result<at::Tensor> Collectives::ReduceScatter(const CollectiveSpec& spec, Group&
   if (operand.size(dim) != total) return Invalid(inst, "the piece sizes do not add up to the operand's dim");
   if (operand.scalar_type() == at::kBool) return Invalid(inst, "reduce_scatter of a bool tensor");
   // Rows along `dim` first, so that the pieces are runs of rows all-to-all can split.
+  if (operand.numel() == 0) {  // as for all-gather: the piece kept is empty on every member
+    std::vector<int64_t> piece(operand.sizes().begin(), operand.sizes().end());
+    piece[dim] = sizes[static_cast<size_t>(group.rank)];
+    return at::zeros(piece, operand.options());
+  }
   at::Tensor rows = ToWire(operand.movedim(dim, 0).contiguous());
   std::vector<int64_t> received_shape(rows.sizes().begin(), rows.sizes().end());
   received_shape[0] = sizes[static_cast<size_t>(group.rank)] * group.size;
