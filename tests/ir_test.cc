@@ -352,7 +352,7 @@ TEST(OpTableTest, KindsAndNames) {
   EXPECT_EQ(KindOf(Op::kTranspose), OpKind::kMovement);
   const std::set<Op> control = {Op::kFetch,    Op::kFree,   Op::kSync,       Op::kDropClient, Op::kHotStart,
                                  Op::kHotEnd,   Op::kDefineUnit, Op::kRunUnit, Op::kConfigure, Op::kMembership,
-                                 Op::kInspect};
+                                 Op::kInspect,  Op::kSettle};
   const std::set<Op> mutate = {Op::kCopyInto, Op::kFill, Op::kAdamStep};
   for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
     Op op = static_cast<Op>(i);

@@ -295,6 +295,30 @@ TEST_F(ShardingStrategyTest, PendingSumsAddScaleAndReduceScatter) {
             (std::vector<std::string>{"all_reduce@0", "all_reduce@1", "add@0", "add@1", "free@0", "free@1"}));
 }
 
+// settle sums the pending sums it names in one all-reduce per group of
+// alike ones (DDP's bucketing): flattened, concatenated, reduced, cut apart.
+TEST_F(ShardingStrategyTest, SettleSumsAlikePendingSumsInOneAllReduce) {
+  Pieces(Randn(1, {4, 6}, "cols"));
+  Pieces(Randn(2, {6, 5}, "rows"));
+  Pieces(Randn(3, {6, 3}, "rows"));
+  Send(Make(Op::kMatmul, {4}, {1, 2}));  // pending [4, 5]
+  Send(Make(Op::kMatmul, {5}, {1, 3}));  // pending [4, 3]
+  Randn(6, {4, 4}, "rep");               // not pending: left as it is
+  const std::vector<Instruction> out = Send(Make(Op::kSettle, {}, {4, 5, 6, 99}));
+  EXPECT_EQ(CountOp(out, Op::kAllReduce), 2u) << "one all-reduce, an instruction per member";
+  EXPECT_EQ(CountOp(out, Op::kCat), 2u);
+  for (const Instruction& inst : out) {
+    if (inst.op == Op::kAllReduce) {
+      EXPECT_EQ(inst.attrs.shape, (Shape{4 * 5 + 4 * 3}));
+    }
+  }
+  // Both are copies on each worker now: their uses need no collective.
+  EXPECT_EQ(Summary(Send(Make(Op::kNeg, {7}, {4}))), (std::vector<std::string>{"neg@0", "neg@1"}));
+  EXPECT_EQ(Summary(Send(Make(Op::kNeg, {8}, {5}))), (std::vector<std::string>{"neg@0", "neg@1"}));
+  // With nothing pending it emits nothing.
+  EXPECT_TRUE(Send(Make(Op::kSettle, {}, {4, 5})).empty());
+}
+
 TEST_F(ShardingStrategyTest, ReductionOverTheShardedAxisLeavesAPendingSum) {
   Randn(1, {4, 6}, "rows");
   Instruction over_rows = Make(Op::kSum, {2}, {1});

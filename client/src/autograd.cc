@@ -45,7 +45,7 @@ bool Differentiable(Op op) {
     case Op::kGeluBackward: case Op::kLayerNormBackward:                   // issued by backward, not recorded
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:
-    case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
+    case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:
     case Op::kCount:
@@ -233,6 +233,16 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
   return {ga, gb};
 }
 
+// `g` in `x`'s dtype: a fused backward takes a gradient of its floating
+// input's (and output's) dtype, and one reaching it may be wider (float32 x
+// times a float64 tensor downstream), as PyTorch's autograd lets it be.
+Tensor InDTypeOf(const Tensor& g, const Tensor& x) {
+  if (g.dtype() == x.dtype()) return g;
+  Tensor cast = zeros(g.shape(), x.dtype());
+  cast.copy_(g);
+  return cast;
+}
+
 // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
 constexpr double kTwoOverSqrtPi = 1.1283791670955126;
 
@@ -255,9 +265,9 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
     case Op::kTriu: return {g.triu(n.attrs.axes.at(0))};
     case Op::kSoftmax: return {y * (g - (g * y).sum(n.attrs.axes, true))};
     case Op::kLogSoftmax: return {g - y.exp() * g.sum(n.attrs.axes, true)};
-    case Op::kGelu: return {client_internal::IssueFused(Op::kGeluBackward, {g, x})};
+    case Op::kGelu: return {client_internal::IssueFused(Op::kGeluBackward, {InDTypeOf(g, x), x})};
     case Op::kLayerNorm:
-      return {client_internal::IssueFused(Op::kLayerNormBackward, {g, x}, n.attrs.axes, n.attrs.scalar)};
+      return {client_internal::IssueFused(Op::kLayerNormBackward, {InDTypeOf(g, x), x}, n.attrs.axes, n.attrs.scalar)};
     default: return NoFormula(n);
   }
 }

@@ -114,8 +114,21 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
   if (lr < 0) throw Error(Code::kInvalidArgument, "SGD: lr must be >= 0, got " + std::to_string(lr));
 }
 
+namespace {
+
+// The parameters' gradients, summed over data-parallel workers in one
+// collective before they are read one by one (client_internal::SettleTogether).
+void SettleGradients(const std::vector<Tensor>& params) {
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params) grads.push_back(p.grad());
+  client_internal::SettleTogether(grads);
+}
+
+}  // namespace
+
 void SGD::step() {
   NoGradGuard no_grad;
+  SettleGradients(params_);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -154,6 +167,7 @@ void Adam::step() {
   ++steps_;
   const double correction1 = 1 - std::pow(beta1_, static_cast<double>(steps_));
   const double correction2 = 1 - std::pow(beta2_, static_cast<double>(steps_));
+  SettleGradients(params_);
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
     Tensor g = p.grad();
@@ -176,6 +190,7 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params)
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return zeros({});
+  client_internal::SettleTogether(grads);
   Tensor squares = (grads[0] * grads[0]).sum();
   for (size_t i = 1; i < grads.size(); ++i) squares = squares + (grads[i] * grads[i]).sum();
   const Tensor norm = squares.sqrt();

@@ -392,7 +392,7 @@ void Session::Free(TensorId id) noexcept {
   }
 }
 
-FetchedData Session::Fetch(const TensorRecord& tensor) {
+void Session::Fetch(const TensorRecord& tensor, const std::function<void(FetchedData&)>& read) {
   std::lock_guard<std::mutex> lock(mu_);
   EnsureStartedLocked();
   Instruction fetch = MakeFetch(0, next_seq_++, tensor.id);
@@ -403,7 +403,19 @@ FetchedData Session::Fetch(const TensorRecord& tensor) {
   QueueLocked(std::move(fetch));
   FetchedData data;
   SyncLocked(fetch_seq, &data);
-  return data;
+  read(data);
+}
+
+void Session::SettleTogether(const std::vector<const TensorRecord*>& tensors) {
+  if (tensors.size() < 2) return;  // one alone is summed when it is first needed, just as well
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  if (!placing_) return;
+  Instruction settle;
+  settle.op = Op::kSettle;
+  for (const TensorRecord* t : tensors) settle.operands.push_back(t->id);
+  settle.seq = next_seq_++;
+  QueueLocked(std::move(settle));
 }
 
 FetchedData Session::Inspect(Instruction inst, const TensorRecord* operand) {

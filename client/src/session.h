@@ -90,12 +90,20 @@ class Session : public std::enable_shared_from_this<Session> {
   void Marker(Op op, const std::string& signal);
 
   // Sync points.
-  FetchedData Fetch(const TensorRecord& tensor);
+  // `tensor`'s bytes, handed to `read` while this session's lock is held:
+  // over inproc they are the worker's own tensor memory, which another
+  // thread's next op could change as soon as the lock is released (it cannot
+  // reach the worker before), so `read` takes what it keeps then.
+  void Fetch(const TensorRecord& tensor, const std::function<void(FetchedData&)>& read);
   // Sends an inspect (gt/op.h) about `operand` (may be null) and returns the
   // dispatcher's answer, except for a start of recording (attrs.seed 2),
   // which is queued like an op and answered by nothing. Starting a
   // recording also starts noting each later op's origin here; the answer
   // to attrs.seed 3 ends it.
+  // One kSettle of `tensors` (their pending sums summed together, DDP's
+  // bucketing) when tensors are placed (a signal config or a redistribute:
+  // else nothing is pending); not a sync point.
+  void SettleTogether(const std::vector<const TensorRecord*>& tensors);
   FetchedData Inspect(Instruction inst, const TensorRecord* operand);
   // What the session noted of the op with `seq` while recording (empty op: nothing).
   struct Origin {

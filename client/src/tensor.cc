@@ -1,6 +1,7 @@
 // gt::Tensor: builds one instruction per call and hands it to the session.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "gt/op_attrs.h"
 #include "gt/gt.h"
@@ -319,17 +320,19 @@ Tensor Tensor::detach() const {
 
 namespace {
 
-// `r`'s bytes from its worker, checked against what the client inferred.
-client_internal::FetchedData FetchChecked(const TensorRecord& r) {
+// `r`'s bytes from its worker, checked against what the client inferred,
+// handed to `read` (under the session's lock: Session::Fetch).
+void FetchChecked(const TensorRecord& r, const std::function<void(const client_internal::FetchedData&)>& read) {
   const size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
-  client_internal::FetchedData data = r.session->Fetch(r);
-  if (!data.bytes || data.bytes->size() != want || data.shape != r.meta.shape || data.dtype != r.meta.dtype)
-    throw Error(Code::kInternal, "fetch: worker returned " + ShapeToString(data.shape) + " " +
-                                     std::string(DTypeName(data.dtype)) + " (" +
-                                     std::to_string(data.bytes ? data.bytes->size() : 0) +
-                                     " bytes) for a tensor inferred as " + ShapeToString(r.meta.shape) + " " +
-                                     std::string(DTypeName(r.meta.dtype)));
-  return data;
+  r.session->Fetch(r, [&](client_internal::FetchedData& data) {
+    if (!data.bytes || data.bytes->size() != want || data.shape != r.meta.shape || data.dtype != r.meta.dtype)
+      throw Error(Code::kInternal, "fetch: worker returned " + ShapeToString(data.shape) + " " +
+                                       std::string(DTypeName(data.dtype)) + " (" +
+                                       std::to_string(data.bytes ? data.bytes->size() : 0) +
+                                       " bytes) for a tensor inferred as " + ShapeToString(r.meta.shape) + " " +
+                                       std::string(DTypeName(r.meta.dtype)));
+    read(data);
+  });
 }
 
 }  // namespace
@@ -341,13 +344,17 @@ void Tensor::copy_to(void* destination, size_t bytes) const {
     throw Error(Code::kInvalidArgument, "copy_to: tensor " + ShapeToString(r.meta.shape) + " " +
                                             std::string(DTypeName(r.meta.dtype)) + " has " + std::to_string(want) +
                                             " bytes, destination has " + std::to_string(bytes));
-  client_internal::FetchedData data = FetchChecked(r);
-  if (want) std::memcpy(destination, data.bytes->data(), want);
+  FetchChecked(r, [&](const client_internal::FetchedData& data) {
+    if (want) std::memcpy(destination, data.bytes->data(), want);
+  });
 }
 
 BlobPtr Tensor::fetch_bytes() const {
-  client_internal::FetchedData data = FetchChecked(Require(*this, "fetch_bytes"));
-  return data.shares_worker_memory ? CopyToBlob(data.bytes->data(), data.bytes->size()) : std::move(data.bytes);
+  BlobPtr out;
+  FetchChecked(Require(*this, "fetch_bytes"), [&out](const client_internal::FetchedData& data) {
+    out = data.shares_worker_memory ? CopyToBlob(data.bytes->data(), data.bytes->size()) : data.bytes;
+  });
+  return out;
 }
 
 double Tensor::item() const {
@@ -409,6 +416,13 @@ Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype) {
 }
 
 namespace client_internal {
+
+void SettleTogether(const std::vector<Tensor>& tensors) {
+  std::vector<const TensorRecord*> records;
+  for (const Tensor& t : tensors)
+    if (t.defined()) records.push_back(&Require(t, "settle"));
+  if (!records.empty()) records[0]->session->SettleTogether(records);
+}
 
 Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t> axes, double scalar) {
   Instruction inst;

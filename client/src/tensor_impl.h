@@ -56,6 +56,10 @@ void RecordForAutograd(Op op, const Attributes& attrs, const std::vector<Tensor>
 // autograd issue and gt::Tensor has no method for.
 Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t> axes = {}, double scalar = 0);
 
+// The pending sums among `tensors` summed together (Session::SettleTogether):
+// the optimizers and clip_grad_norm_ call it with the gradients they read.
+void SettleTogether(const std::vector<Tensor>& tensors);
+
 // Runs backward from `root` (see Tensor::backward).
 void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 

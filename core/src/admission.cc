@@ -64,6 +64,8 @@ Status Admission::CheckArity(const Instruction& inst) {
   const size_t operands = inst.op == Op::kCopyInto ? 2 : inst.op == Op::kAdamStep ? 4 : 1;
   const bool fixed = inst.op == Op::kCopyInto || inst.op == Op::kFill || inst.op == Op::kFetch ||
                      inst.op == Op::kAdamStep || inst.op == Op::kRedistribute;
+  if (inst.op == Op::kSettle && !inst.results.empty())
+    return InvalidArgument(inst.Describe() + ": settle makes no tensor");
   if (inst.op == Op::kInspect && !inst.results.empty())
     return InvalidArgument(inst.Describe() + ": inspect makes no tensor");
   if (inst.op == Op::kInspect && inst.operands.size() != (inst.attrs.seed == 1 ? 1u : 0u))

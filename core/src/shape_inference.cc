@@ -525,7 +525,7 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       if (in.size() != 1) return ArityError(inst, 1, in.size());
       return InferMovement(inst, *in[0]);
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:  // change their operands, make nothing
-    case Op::kInspect: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
+    case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:  // made only by dispatcher stages, which know their shapes
     case Op::kCount:

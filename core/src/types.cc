@@ -162,6 +162,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kGeluBackward, "gelu_backward", OpKind::kBinary},
     {Op::kLayerNorm, "layer_norm", OpKind::kUnary},
     {Op::kLayerNormBackward, "layer_norm_backward", OpKind::kBinary},
+    {Op::kSettle, "settle", OpKind::kControl},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -148,6 +148,7 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
     return Unavailable(inst.Describe() + ": no live worker");
   }
   if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
+  if (inst.op == Op::kSettle) return SettleTogether(c, std::move(inst), out);
   // A redistributed tensor has a record, so the client's later tensors need them too.
   if (inst.op == Op::kRedistribute) c.placing = true;
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
@@ -399,6 +400,42 @@ void ShardingStage::SettleOne(Client& c, Step& s, Tensor& t) {
   }
   t.placement = view;
   t.view_of.clear();
+}
+
+Status ShardingStage::SettleTogether(Client& c, Instruction&& inst, Emitter& out) {
+  // The roots of the pending sums named (a view's base when it is there and
+  // pending: the view is made again from it when it is needed), once each,
+  // grouped by workers and dtype; a group of one is summed as Settle sums it.
+  std::vector<Tensor*> roots;
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    if (it == c.tensors.end() || !it->second.placement.partial()) continue;  // failed, whole or settled: nothing to do
+    Tensor* t = &it->second;
+    if (!t->view_of.empty()) {
+      auto base = c.tensors.find(t->view_of[0].operands.at(0));
+      if (base != c.tensors.end() && base->second.placement.partial()) t = &base->second;
+    }
+    if (std::find(roots.begin(), roots.end(), t) == roots.end()) roots.push_back(t);
+  }
+  if (roots.empty()) return Status::Ok();
+  Step s = StepFor(c, inst, out);
+  std::vector<bool> done(roots.size(), false);
+  for (size_t i = 0; i < roots.size(); ++i) {
+    if (done[i]) continue;
+    std::vector<Tensor*> group;
+    for (size_t j = i; j < roots.size(); ++j)
+      if (!done[j] && roots[j]->placement.workers == roots[i]->placement.workers &&
+          roots[j]->meta.dtype == roots[i]->meta.dtype) {
+        group.push_back(roots[j]);
+        done[j] = true;
+      }
+    if (group.size() == 1) SettleOne(c, s, *group[0]);
+    else MaterializeTogether(s, group, group[0]->made_by);
+    for (Tensor* t : group) t->view_of.clear();
+  }
+  Explain(s, {}, roots[0]->placement);  // "settle #N: -> replicated on [...]; collectives: all_reduce(sum) [...]"
+  FreeTemporaries(s);
+  return Status::Ok();
 }
 
 void ShardingStage::Adopt(Step& s, Tensor& x) {

@@ -73,6 +73,9 @@ class ShardingStage final : public Stage {
   // One pending sum `t` summed; a view of another made again from the
   // summed base (which is summed first).
   void SettleOne(Client& c, Step& s, Tensor& t);
+  // kSettle: the pending sums among the operands summed now, those alike
+  // (same workers, same dtype) in one all-reduce (MaterializeTogether).
+  Status SettleTogether(Client& c, Instruction&& inst, Emitter& out);
   // `x`, a tensor without a record that a redistribute names (whole on the
   // client's worker, with the shape and dtype the client states), replaced
   // by a copy made only if the worker finds it so.

@@ -237,6 +237,43 @@ void Materialize(Step& s, Tensor& t) {
   p.ids = std::move(summed);
 }
 
+void MaterializeTogether(Step& s, const std::vector<Tensor*>& bucket, uint64_t origin) {
+  const Placement members = bucket[0]->placement;  // a copy: the records change below
+  std::vector<std::vector<TensorId>> flat;        // [tensor][member]
+  Attributes flatten;
+  flatten.shape = {-1};
+  int64_t total = 0;
+  for (Tensor* t : bucket) {
+    const std::vector<TensorId>& ids = t->placement.ids;
+    flat.push_back(PerMember(s, members, Op::kReshape, flatten, [&ids](size_t r) { return std::vector<TensorId>{ids[r]}; }, true));
+    total += NumElements(t->meta.shape);
+  }
+  Attributes along_0;
+  along_0.axes = {0};
+  const std::vector<TensorId> joined = PerMember(s, members, Op::kCat, along_0, [&flat](size_t r) {
+    std::vector<TensorId> pieces;
+    for (const std::vector<TensorId>& f : flat) pieces.push_back(f[r]);
+    return pieces;
+  }, true);
+  const std::vector<TensorId> summed = AllReduce(s, members, joined, TensorMeta{{total}, bucket[0]->meta.dtype}, 0, origin);
+  for (size_t r = 0; r < members.workers.size(); ++r) s.temporaries.emplace_back(members.workers[r], summed[r]);
+  int64_t offset = 0;
+  for (Tensor* t : bucket) {
+    Placement& p = t->placement;
+    for (size_t r = 0; r < p.workers.size(); ++r) s.temporaries.emplace_back(p.workers[r], p.ids[r]);  // the addends
+    const int64_t n = NumElements(t->meta.shape);
+    Attributes cut;
+    cut.axes = {0, offset, offset + n, 1};
+    Attributes shaped;
+    shaped.shape = t->meta.shape;
+    std::vector<TensorId> ids = PerMember(s, members, Op::kSlice, cut, [&summed](size_t r) { return std::vector<TensorId>{summed[r]}; }, true);
+    ids = PerMember(s, members, Op::kReshape, shaped, [&ids](size_t r) { return std::vector<TensorId>{ids[r]}; }, true);
+    p.ids = PerMember(s, members, Op::kClone, {}, [&ids](size_t r) { return std::vector<TensorId>{ids[r]}; }, false);
+    p.kind = Placement::Kind::kReplicated;
+    offset += n;
+  }
+}
+
 std::vector<TensorId> ReduceScatter(Step& s, const Tensor& t, const Placement& like) {
   const Placement& p = t.placement;
   s.collectives.push_back("reduce_scatter " + WorkerList(p.workers) + " to " + like.ToString());

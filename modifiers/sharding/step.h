@@ -73,6 +73,12 @@ std::vector<TensorId> AllReduce(Step& s, const Placement& p, const std::vector<T
 // copy on each of its workers: `t` says so afterwards (its record changes),
 // and its addends are freed when the step ends.
 void Materialize(Step& s, Tensor& t);
+// Materialize for several pending sums at once (REQUIRES: each partial, not
+// a view, all on the same workers in the same order, of one dtype): their
+// addends flattened and concatenated, one all-reduce, then cut apart and
+// cloned (so that no sum keeps the others' memory), as DDP buckets
+// gradients. `origin`: the seq the record of collectives names.
+void MaterializeTogether(Step& s, const std::vector<Tensor*>& bucket, uint64_t origin);
 // `t`'s pending sum (REQUIRES: t.placement.partial()) split like `like`
 // (its workers, in order; axis and sizes): member r keeps the sum's piece r.
 // The ids are the caller's (not temporaries).

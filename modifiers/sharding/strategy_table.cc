@@ -121,6 +121,7 @@ Strategy StrategyFor(Op op) {
     // markers, which take no operand.
     case Op::kRedistribute:  // RunStrategy's, whatever the placements
     case Op::kInspect:
+    case Op::kSettle:
     case Op::kFromBytes:
     case Op::kRandn:
     case Op::kZeros:

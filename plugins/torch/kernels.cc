@@ -412,6 +412,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kFill:
     case Op::kAdamStep:
     case Op::kInspect:
+    case Op::kSettle:
     case Op::kFetch:
     case Op::kFree:
     case Op::kSync:

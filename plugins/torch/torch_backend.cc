@@ -170,6 +170,7 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kHotStart:
     case Op::kHotEnd: return Status::Ok();  // markers are for stages
     case Op::kDefineUnit: return units_.Define(inst);
+    case Op::kSettle: return Status::Ok();  // nothing is pending without a sharding stage
     case Op::kInspect:
       return InvalidArgument(inst.Describe() + ": inspect is answered by the dispatcher's sharding stage, and this "
                              "cluster's dispatcher manifest has none");

@@ -323,13 +323,15 @@ print(loss.item())
 
 def test_data_parallel_step_all_reduces_gradients_and_never_gathers(python):
     # Replicated parameters, a batch split four ways: the forward is
-    # shard-local, each weight and bias gradient is one all-reduce, the SGD
-    # update runs on every replica, and no activation is ever gathered.
+    # shard-local, the weight and bias gradients are summed in one bucketed
+    # all-reduce (the optimizer's settle), the SGD update runs on every
+    # replica, and no activation is ever gathered.
     r = python(DP_STEP_PROGRAM, env={"GT_EXPLAIN": "1", "GT_WORKERS": "4"})
     assert r.returncode == 0, r.stderr
     step = r.stderr.split("=== step", 1)[1]
     assert "all_gather" not in step, step
-    assert len(re.findall(r"all_reduce\(sum\) \[0, 1, 2, 3\]", step)) == 5, step  # the loss, 2 weights, 2 biases
+    assert len(re.findall(r"all_reduce\(sum\) \[0, 1, 2, 3\]", step)) == 2, step  # the loss; 2 weights and 2 biases
+    assert len(re.findall(r"settle #\d+: -> replicated on \[0, 1, 2, 3\]; collectives: all_reduce", step)) == 1, step
     assert len(re.findall(r"copy_into #\d+: replicated on \[0, 1, 2, 3\]", step)) == 4, step
 
 

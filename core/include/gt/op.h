@@ -142,6 +142,13 @@ enum class Op : uint16_t {
                        // their own); a floating result
   kLayerNormBackward,  // operands {grad, x}, one shape and floating dtype; attrs as kLayerNorm's:
                        // the gradient of kLayerNorm(x) with respect to x
+  // Control, no result and no answer: the pending sums (DTensor's Partial)
+  // among the operands are summed now, those on the same workers with one
+  // dtype in one all-reduce (DDP's gradient bucketing; the optimizers and
+  // clip_grad_norm_ send it for their gradients). Operands that are no
+  // pending sum are left as they are; a backend without a sharding stage has
+  // none and does nothing.
+  kSettle,
   kCount
 };
 
