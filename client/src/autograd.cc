@@ -92,6 +92,10 @@ std::vector<int64_t> Normalized(const std::vector<int64_t>& axes, size_t rank) {
 }
 
 // Sums `g` down to `shape` (undoing broadcasting).
+// `t` as `shape` (same element count): itself when it has that shape
+// already, else a reshape (an instruction and a free saved per gradient).
+Tensor ShapedAs(const Tensor& t, const Shape& shape) { return t.shape() == shape ? t : t.reshape(shape); }
+
 Tensor SumTo(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const Shape& from = g.shape();
@@ -100,7 +104,7 @@ Tensor SumTo(const Tensor& g, const Shape& shape) {
   for (size_t i = 0; i < from.size(); ++i)
     if (i < lead || (shape[i - lead] == 1 && from[i] != 1)) axes.push_back(static_cast<int64_t>(i));
   Tensor summed = axes.empty() ? g : g.sum(axes, /*keepdims=*/true);
-  return summed.reshape(shape);
+  return ShapedAs(summed, shape);
 }
 
 // Gives a reduction's output gradient back the reduced dims (size 1).
@@ -224,11 +228,11 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
   Tensor G = g;
   if (a_vec) G = G.unsqueeze(b_vec ? 0 : -2);
   if (b_vec) G = G.unsqueeze(-1);
-  Tensor ga = IfNeeded(n, 0, [&] { return SumTo(G.matmul(B.transpose(-1, -2)), A.shape()).reshape(a.shape()); });
+  Tensor ga = IfNeeded(n, 0, [&] { return ShapedAs(SumTo(G.matmul(B.transpose(-1, -2)), A.shape()), a.shape()); });
   // (G^T A)^T rather than A^T G: the same values, but when b is a transposed
   // weight (x @ W.t()) W's gradient then arrives contiguous, as in LibTorch.
   Tensor gb = IfNeeded(n, 1, [&] {
-    return SumTo(G.transpose(-1, -2).matmul(A).transpose(-1, -2), B.shape()).reshape(b.shape());
+    return ShapedAs(SumTo(G.transpose(-1, -2).matmul(A).transpose(-1, -2), B.shape()), b.shape());
   });
   return {ga, gb};
 }
