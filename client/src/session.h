@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <array>
 #include <functional>
 #include <map>
 #include <optional>
@@ -52,6 +53,15 @@ struct TensorRecord {
   void BumpVersion() const;
   // `view` sees this tensor's data: share the counter.
   void ShareVersionWith(const TensorRecord& view) const;
+  // Set when this tensor is a transpose of dims {first, second} (first <
+  // second, non-negative) of `transpose_of`: transposing it back the same
+  // way gives that tensor again, without an instruction (Tensor::transpose,
+  // with grad off: the gradient formulas transpose transposes often). Made
+  // with grad off (a gradient formula's), the view keeps that tensor too:
+  // its handle is usually gone by the time the transpose back comes.
+  std::weak_ptr<TensorRecord> transpose_of;
+  std::shared_ptr<TensorRecord> keeps_transposed;
+  std::array<int64_t, 2> transposed_dims = {0, 0};
   ~TensorRecord();
 };
 

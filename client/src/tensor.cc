@@ -145,14 +145,47 @@ Tensor Tensor::reshape(Shape shape) const {
   return Issue(std::move(inst), {*this});
 }
 
+namespace {
+
+// {dim0, dim1} of a tensor of `rank` dims as a sorted non-negative pair, or
+// nothing when either is out of range or they are the same dim.
+std::optional<std::array<int64_t, 2>> SwappedDims(int64_t dim0, int64_t dim1, int64_t rank) {
+  if (dim0 < 0) dim0 += rank;
+  if (dim1 < 0) dim1 += rank;
+  if (dim0 < 0 || dim1 < 0 || dim0 >= rank || dim1 >= rank || dim0 == dim1) return std::nullopt;
+  return std::array<int64_t, 2>{std::min(dim0, dim1), std::max(dim0, dim1)};
+}
+
+// x.transpose(d0, d1) where x is itself y.transpose(d0, d1) is y: with grad
+// off (no graph to record), the record of y is handed back.
+Tensor Transposed(const Tensor& x, Instruction inst, std::optional<std::array<int64_t, 2>> dims) {
+  TensorRecord* record = TensorFactory::Impl(x) ? TensorFactory::Impl(x)->data.get() : nullptr;
+  if (dims && record && record->transposed_dims == *dims && !is_grad_enabled())
+    if (std::shared_ptr<TensorRecord> base = record->transpose_of.lock()) return TensorFactory::Make(std::move(base));
+  Tensor out = Issue(std::move(inst), {x});
+  if (dims && record) {
+    TensorRecord& made = *TensorFactory::Impl(out)->data;
+    made.transpose_of = TensorFactory::Impl(x)->data;
+    if (!is_grad_enabled()) made.keeps_transposed = TensorFactory::Impl(x)->data;
+    made.transposed_dims = *dims;
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
   Instruction inst;
   inst.op = Op::kTranspose;
   inst.attrs.axes = {dim0, dim1};
-  return Issue(std::move(inst), {*this});
+  return Transposed(*this, std::move(inst), SwappedDims(dim0, dim1, dim()));
 }
 
-Tensor Tensor::t() const { return Unary(*this, Op::kTranspose); }
+Tensor Tensor::t() const {
+  Instruction inst;
+  inst.op = Op::kTranspose;  // the last two dims (none below 2-D)
+  return Transposed(*this, std::move(inst), dim() >= 2 ? SwappedDims(-2, -1, dim()) : std::nullopt);
+}
 
 Tensor Tensor::permute(std::vector<int64_t> dims) const { return WithAxes(*this, Op::kPermute, std::move(dims)); }
 Tensor Tensor::unsqueeze(int64_t dim) const { return WithAxes(*this, Op::kUnsqueeze, {dim}); }

@@ -115,6 +115,40 @@ def test_no_grad_records_nothing():
     assert gt.is_grad_enabled()
 
 
+def _transposes_run():
+    """Transpose instructions the workers ran so far (a sync point)."""
+    total = 0
+    for h in gt.debug.get_worker_stats().values():
+        if h and h["host"] == "worker":
+            total += sum(s["value"] for s in h["samples"]
+                         if s["name"] == "gt_backend_op_seconds_count" and s["labels"].get("op") == "transpose")
+    return total
+
+
+def test_a_transpose_transposed_back_under_no_grad_is_the_tensor_again():
+    # The gradient formulas transpose transposes (a linear layer's x @ W.t()):
+    # with grad off the second transpose is the first's operand, no instruction.
+    x = gt.from_numpy(np.arange(6, dtype=np.float32).reshape(2, 3))
+    before = _transposes_run()
+    with gt.no_grad():
+        y = x.t()
+        back, same_pair = y.t(), y.transpose(1, 0)
+        other = y.unsqueeze(0).transpose(0, 1)  # another pair: a real transpose
+    np.testing.assert_array_equal(back.numpy(), x.numpy())
+    np.testing.assert_array_equal(same_pair.numpy(), x.numpy())
+    assert other.shape == (3, 1, 2)
+    assert _transposes_run() - before == 2  # y and other's
+    with gt.no_grad():
+        back.add_(1)  # the same data, as a view's would be
+    np.testing.assert_array_equal(x.numpy(), np.arange(6).reshape(2, 3) + 1)
+    # With grad on both are recorded and run, and the gradient flows through them.
+    p = gt.from_numpy(np.ones((2, 3), np.float32)).requires_grad_()
+    before = _transposes_run()
+    (p.t().t() * 2).sum().backward()
+    np.testing.assert_array_equal(p.grad.numpy(), np.full((2, 3), 2, np.float32))
+    assert _transposes_run() - before >= 2
+
+
 def test_no_grad_is_per_thread():
     x = gt.randn(3, requires_grad=True)
     seen = {}
