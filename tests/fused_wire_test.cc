@@ -27,14 +27,7 @@ constexpr int kPromptMs = 15000;
 class FusedWireTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
-    ClusterOptions options;
-    options.workers = 4;
-    options.dispatcher_manifest = WriteTempFile(
-        "fused-dispatcher.yaml", "host: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
-    options.worker_manifest = WriteTempFile(
-        "fused-worker.yaml",
-        "host: worker\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1, collective_timeout_ms: 60000}\n");
-    cluster_ = new ProcessCluster(options);
+    cluster_ = new ProcessCluster(ShardingClusterOptions("fused", 4));
     ready_ = cluster_->WaitForWorkers(4);
   }
   static void TearDownTestSuite() {

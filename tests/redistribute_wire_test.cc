@@ -24,14 +24,7 @@ constexpr int kPromptMs = 8000;  // the workers wait 60 s for a collective's mem
 class RedistributeWireTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    ClusterOptions options;
-    options.workers = 4;
-    options.dispatcher_manifest = WriteTempFile(
-        "redistribute-dispatcher.yaml", "host: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
-    options.worker_manifest = WriteTempFile(
-        "redistribute-worker.yaml",
-        "host: worker\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1, collective_timeout_ms: 60000}\n");
-    cluster_ = new ProcessCluster(options);
+    cluster_ = new ProcessCluster(ShardingClusterOptions("redistribute", 4));
     ready_ = cluster_->WaitForWorkers(4);
   }
   static void TearDownTestSuite() {

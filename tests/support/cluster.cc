@@ -59,6 +59,17 @@ std::string WriteTempFile(const std::string& name, const std::string& contents) 
   return path;
 }
 
+ClusterOptions ShardingClusterOptions(const std::string& name, int workers) {
+  ClusterOptions options;
+  options.workers = workers;
+  options.dispatcher_manifest =
+      WriteTempFile(name + "-dispatcher.yaml", "host: dispatcher\nstages:\n  - name: sharding\n    plugin: sharding\n");
+  options.worker_manifest = WriteTempFile(
+      name + "-worker.yaml",
+      "host: worker\nbackend:\n  plugin: torch\n  options: {intra_op_threads: 1, collective_timeout_ms: 60000}\n");
+  return options;
+}
+
 ProcessCluster::ProcessCluster(const ClusterOptions& options) {
   endpoint_ = "ipc:///tmp/gt-test-" + UniqueName() + ".sock";
   dispatcher_port_ = FreeTcpPort();

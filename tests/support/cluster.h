@@ -60,6 +60,10 @@ std::optional<double> MetricValue(const std::string& exposition, const std::stri
                                   const std::map<std::string, std::string>& labels = {});
 std::string BinDir();
 std::string WriteTempFile(const std::string& name, const std::string& contents);
+// `workers` workers (one intra-op thread each, collectives waiting up to 60 s
+// for their members) behind a dispatcher with the sharding stage; `name`
+// prefixes the manifests' file names.
+ClusterOptions ShardingClusterOptions(const std::string& name, int workers);
 
 // A client speaking the wire protocol directly over its own DEALER.
 class RawClient {
