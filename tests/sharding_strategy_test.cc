@@ -514,6 +514,36 @@ TEST_F(ShardingStrategyTest, IndexAddWithACutIndexLeavesPartialsForOneAllReduce)
             (std::vector<std::string>{"all_reduce@0", "all_reduce@1", "fetch@0"}));
 }
 
+// An embedding's gradient in data parallelism: a pending sum (summed over
+// the split batch) added into zeros at positions every member holds is a
+// pending sum itself: each member adds its addend into zeros of its own.
+TEST_F(ShardingStrategyTest, IndexAddOfAPendingSumIntoZerosStaysPending) {
+  Pieces(Randn(1, {4, 6}, "cols"));
+  Pieces(Randn(2, {6, 3}, "rows"));
+  const std::vector<Instruction> product = Send(Make(Op::kMatmul, {3}, {1, 2}));  // pending [4, 3]
+  Instruction zeros = Make(Op::kZeros, {4}, {});
+  zeros.attrs.shape = {10, 3};
+  Send(zeros);  // no scope: whole on the client's worker, and a constant
+  Instruction positions = Make(Op::kOnes, {5}, {});
+  positions.attrs.shape = {4};
+  positions.attrs.dtype = DType::kInt64;
+  positions.signal = "rep";  // a copy on each member
+  Send(positions);
+  Instruction add = Make(Op::kIndexAdd, {6}, {4, 5, 3});
+  add.attrs.axes = {0};
+  const std::vector<Instruction> out = Send(add);
+  EXPECT_EQ(Summary(out), (std::vector<std::string>{"zeros@0", "index_add@0", "zeros@1", "index_add@1", "free@0",
+                                                    "free@1"}))
+      << "no collective: zeros made on each member (and freed after)";
+  EXPECT_EQ(out[1].operands.back(), product[0].results[0]);
+  EXPECT_EQ(out[3].operands.back(), product[1].results[0]);
+  // Its value is summed once, when needed.
+  const std::vector<std::string> fetch = Summary(Send(Make(Op::kFetch, {}, {6})));
+  ASSERT_GE(fetch.size(), 3u);
+  EXPECT_EQ(std::vector<std::string>(fetch.begin(), fetch.begin() + 3),
+            (std::vector<std::string>{"all_reduce@0", "all_reduce@1", "fetch@0"}));
+}
+
 // A slice's gradient: zeros around the sharded gradient, joined along the
 // sliced dim. The zeros (whole, unwritten) are made in pieces beside the
 // shards, and the cat stays shard-local.

@@ -326,6 +326,12 @@ bool CarriesPartial(const Instruction& inst, const std::vector<const Tensor*>& i
     case Op::kDiv:
       return in.size() == 1 && inst.attrs.scalar_side == ScalarSide::kRight && std::isfinite(inst.attrs.scalar) &&
              inst.attrs.scalar != 0;
+    case Op::kIndexAdd: {  // into zeros, at an index each member holds: the sum of each addend's index_add
+      if (in.size() != 3 || !in[0] || !in[1] || !in[2] || in[0]->constant != Op::kZeros || !in[2]->placement.partial())
+        return false;
+      const Placement& index = in[1]->placement;
+      return (index.replicated() && index.workers == in[2]->placement.workers) || in[1]->constant.has_value();
+    }
     case Op::kAdd:
     case Op::kSub:
       if (in.size() != 2 || inst.attrs.scalar_side != ScalarSide::kNone) return false;
@@ -341,11 +347,18 @@ bool CarriesPartial(const Instruction& inst, const std::vector<const Tensor*>& i
 
 Result<Placement> CarryPartial(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   (void)meta;
-  const Placement& p = in.at(0)->placement;
+  // The members: the pending sum's (the first one's). Every other operand is
+  // a pending sum or copies on the same workers (CarriesPartial), or a
+  // constant made again on each member.
+  const Tensor* lead = *std::find_if(in.begin(), in.end(), [](const Tensor* t) { return t->placement.partial(); });
+  const Placement& p = lead->placement;
   Placement out{Placement::Kind::kPartial, p.workers, {}, 0, {}};
-  out.ids = PerMember(s, p, s.inst->op, s.inst->attrs, [&in](size_t r) {
+  out.ids = PerMember(s, p, s.inst->op, s.inst->attrs, [&](size_t r) {
     std::vector<TensorId> ids;
-    for (const Tensor* t : in) ids.push_back(t->placement.ids[r]);
+    for (const Tensor* t : in) {
+      const bool here = (t->placement.partial() || t->placement.replicated()) && t->placement.workers == p.workers;
+      ids.push_back(here ? t->placement.ids[r] : MakeConstant(s, *t, t->meta.shape, p.workers[r]));
+    }
     return ids;
   }, false);
   return out;
