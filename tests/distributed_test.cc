@@ -6,6 +6,7 @@
 // arithmetic on the same numbers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -93,12 +94,56 @@ TEST_F(DistributedTest, APendingSumIsReduceScatteredIntoASplit) {
   EXPECT_EQ(gd::layout(split).shard_sizes, (std::vector<int64_t>{2, 2, 2, 2}));
 }
 
+// A 2-D mesh with a placement per axis: a data-parallel batch times a
+// column-parallel weight is cut on both dims with no collective; the second
+// (row-parallel) matmul leaves a pending sum along the model axis only,
+// summed within each row of the mesh when it is fetched.
+TEST_F(DistributedTest, TwoDimensionalMeshPlacements) {
+  const gd::DeviceMesh grid({{0, 1}, {2, 3}}, {"data", "model"});
+  const std::vector<float> xv = Iota(4 * 6), wv = Iota(6 * 8);
+  gt::Tensor x = gd::distribute_tensor(gt::tensor(xv, {4, 6}), grid, {gd::Shard(0), gd::Replicate()});
+  gt::Tensor w = gd::distribute_tensor(gt::tensor(wv, {6, 8}), grid, {gd::Replicate(), gd::Shard(1)});
+  gd::start_recording();
+  gt::Tensor h = x.matmul(w);
+  EXPECT_TRUE(gd::stop_recording().empty()) << "[Shard(0), Replicate()] @ [Replicate(), Shard(1)] is local";
+  const gd::Layout hl = gd::layout(h);
+  EXPECT_EQ(hl.mesh.shape(), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(hl.mesh.workers(), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(hl.placements, (std::vector<gd::Placement>{gd::Shard(0), gd::Shard(1)}));
+  gt::Tensor back = gd::distribute_tensor(gt::tensor(Iota(8 * 6), {8, 6}), grid, {gd::Replicate(), gd::Shard(0)});
+  gt::Tensor y = h.matmul(back);
+  EXPECT_EQ(gd::layout(y).placements, (std::vector<gd::Placement>{gd::Shard(0), gd::Partial()}));
+  gd::start_recording();
+  const std::vector<float> got = y.to_vector<float>();
+  const std::vector<gd::CollectiveRecord> summed = gd::stop_recording();
+  ASSERT_GE(summed.size(), 2u);
+  EXPECT_EQ(summed[0].kind, "all_reduce");
+  EXPECT_EQ(summed[0].workers, (std::vector<int>{0, 1})) << "the pending sum is summed along the model axis";
+  EXPECT_EQ(summed[1].workers, (std::vector<int>{2, 3}));
+  std::vector<double> hv(4 * 8, 0.0), want(4 * 6, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 8; ++j)
+      for (int k = 0; k < 6; ++k) hv[static_cast<size_t>(i * 8 + j)] += xv[static_cast<size_t>(i * 6 + k)] * wv[static_cast<size_t>(k * 8 + j)];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 6; ++j)
+      for (int k = 0; k < 8; ++k) want[static_cast<size_t>(i * 6 + j)] += hv[static_cast<size_t>(i * 8 + k)] * (k * 6 + j);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-3 * std::abs(want[i]) + 1e-3) << i;
+}
+
 TEST_F(DistributedTest, WhatCannotBeHeldIsRefused) {
   gt::Tensor x = gt::ones({4, 4});
   const gd::DeviceMesh grid({{0, 1}, {2, 3}}, {"data", "model"});
+  try {  // one row cannot be cut in two: torch.chunk gives one piece
+    (void)gd::distribute_tensor(gt::ones({1, 4}), grid, {gd::Shard(0), gd::Replicate()}).sum().item();
+    FAIL() << "a cut that leaves a worker without a piece was accepted";
+  } catch (const gt::Error& e) {
+    EXPECT_EQ(e.code(), gt::Code::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("does not give a piece to each"), std::string::npos) << e.what();
+  }
   try {
-    (void)gd::distribute_tensor(x, grid, {gd::Shard(0), gd::Replicate()});
-    FAIL() << "a mixed 2-D placement was accepted";
+    (void)gd::signal_config(grid, {gd::Shard(0), gd::Replicate()});
+    FAIL() << "a signal config with a placement per axis was accepted";
   } catch (const gt::Error& e) {
     EXPECT_EQ(e.code(), gt::Code::kUnimplemented);
   }

@@ -13,7 +13,7 @@ using client_internal::Session;
 using client_internal::TensorFactory;
 
 // The redistribute layouts of gt/op.h.
-enum WireLayout : int64_t { kWhole = 0, kSplit = 1, kCopies = 2, kPendingSum = 3 };
+enum WireLayout : int64_t { kWhole = 0, kSplit = 1, kCopies = 2, kPendingSum = 3, kOnMesh = 4 };
 
 Error Invalid(const std::string& message) { return Error(Code::kInvalidArgument, message); }
 
@@ -29,15 +29,7 @@ std::string Join(const std::vector<Placement>& placements) {
   return out + "]";
 }
 
-// `placements` on `mesh` as the one layout the sharding stage holds: one
-// split (or one set of copies) over the flattened mesh. Throws for what it
-// cannot hold. `where` prefixes the errors.
-struct FlatLayout {
-  bool split = false;
-  int64_t dim = 0;  // as given (may count from the end)
-  std::vector<int> workers;
-};
-FlatLayout Flatten(const DeviceMesh& mesh, const std::vector<Placement>& placements, const std::string& where) {
+void CheckPlacements(const DeviceMesh& mesh, const std::vector<Placement>& placements, const std::string& where) {
   if (placements.size() != mesh.ndim())
     throw Invalid(where + "expected one placement per mesh axis (" + std::to_string(mesh.ndim()) + "), got " +
                   std::to_string(placements.size()));
@@ -45,31 +37,41 @@ FlatLayout Flatten(const DeviceMesh& mesh, const std::vector<Placement>& placeme
     if (p.is_partial())
       throw Invalid(where + "Partial() cannot be asked for: a pending sum is what a contraction or a sum over a split "
                             "dim makes; redistribute one to Shard() or Replicate()");
-  const bool alike = std::all_of(placements.begin(), placements.end(), [&](const Placement& p) {
-    return p == placements[0];
-  });
-  if (!alike)
-    throw Error(Code::kUnimplemented,
-                where + "a 2-D mesh with different placements per axis is not supported yet: the sharding stage holds "
-                        "one split or one set of copies per tensor (use the same placement on every axis)");
-  return FlatLayout{placements[0].is_shard(), placements[0].dim, mesh.workers()};
 }
 
-// {layout, axis, worker...} (gt/op.h kRedistribute) for `t`.
+bool Alike(const std::vector<Placement>& placements) {
+  return std::all_of(placements.begin(), placements.end(), [&](const Placement& p) { return p == placements[0]; });
+}
+
+// Shard(dim) with dim counted from the front, checked against `t`'s rank.
+int64_t ShardDim(const Tensor& t, const Placement& p, const std::string& where) {
+  const int64_t rank = t.dim();
+  const int64_t dim = p.dim < 0 ? p.dim + rank : p.dim;
+  if (dim < 0 || dim >= rank)
+    throw Invalid(where + "Shard dim " + std::to_string(p.dim) + " is out of range for a tensor of shape " +
+                  ShapeToString(t.shape()));
+  return dim;
+}
+
+// {layout, axis, worker...} (gt/op.h kRedistribute) for `t`: placements
+// alike on every axis are one split or one set of copies over the flattened
+// mesh; different ones a mesh layout (4).
 std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements,
                                  const char* what) {
   const std::string where = std::string(what) + "(" + mesh.ToString() + ", " + Join(placements) + "): ";
-  const FlatLayout flat = Flatten(mesh, placements, where);
-  std::vector<int64_t> attrs = {flat.split ? kSplit : kCopies, 0};
-  if (flat.split) {
-    const int64_t rank = t.dim();
-    const int64_t dim = flat.dim < 0 ? flat.dim + rank : flat.dim;
-    if (dim < 0 || dim >= rank)
-      throw Invalid(where + "Shard dim " + std::to_string(flat.dim) + " is out of range for a tensor of shape " +
-                    ShapeToString(t.shape()));
-    attrs[1] = dim;
+  CheckPlacements(mesh, placements, where);
+  std::vector<int64_t> attrs;
+  if (Alike(placements)) {
+    const bool split = placements[0].is_shard();
+    attrs = {split ? kSplit : kCopies, split ? ShardDim(t, placements[0], where) : 0};
+  } else {
+    attrs = {kOnMesh, mesh.size(0), mesh.size(1)};
+    for (const Placement& p : placements) {
+      attrs.push_back(p.is_shard() ? 1 : 2);
+      attrs.push_back(p.is_shard() ? ShardDim(t, p, where) : 0);
+    }
   }
-  attrs.insert(attrs.end(), flat.workers.begin(), flat.workers.end());
+  attrs.insert(attrs.end(), mesh.workers().begin(), mesh.workers().end());
   return attrs;
 }
 
@@ -197,6 +199,20 @@ Layout layout(const Tensor& t) {
   std::vector<int> workers = Workers(v, 3, n);
   Layout out{DeviceMesh(workers), {Replicate()}, {}};
   if (v[0] == kPendingSum) out.placements = {Partial()};
+  if (v[0] == kOnMesh) {  // {rows, columns, kind_0, dim_0, kind_1, dim_1} after the workers
+    if (v.size() != 3 + n + 6 || v[3 + n] < 1 || v[4 + n] < 1 || static_cast<size_t>(v[3 + n] * v[4 + n]) != n)
+      throw Malformed();
+    std::vector<std::vector<int>> rows;
+    for (size_t i = 0; i < n; i += static_cast<size_t>(v[4 + n]))
+      rows.emplace_back(workers.begin() + static_cast<std::ptrdiff_t>(i),
+                        workers.begin() + static_cast<std::ptrdiff_t>(i + static_cast<size_t>(v[4 + n])));
+    out.mesh = DeviceMesh(rows, {"0", "1"});
+    out.placements.clear();
+    for (size_t a = 0; a < 2; ++a) {
+      const int64_t kind = v[5 + n + 2 * a], dim = v[6 + n + 2 * a];
+      out.placements.push_back(kind == 1 ? Shard(dim) : kind == 3 ? Partial() : Replicate());
+    }
+  }
   if (v[0] == kSplit) {
     out.placements = {Shard(v[1])};
     if (v.size() != 3 + 2 * n) throw Malformed();
@@ -256,13 +272,18 @@ std::vector<CollectiveRecord> stop_recording() {
 void set_source_hook(std::function<std::string()> hook) { Session::Get()->SetSourceHook(std::move(hook)); }
 
 SignalConfig signal_config(const DeviceMesh& mesh, const std::vector<Placement>& placements) {
-  const FlatLayout flat = Flatten(mesh, placements, "placements " + Join(placements) + " on " + mesh.ToString() + ": ");
+  const std::string where = "placements " + Join(placements) + " on " + mesh.ToString() + ": ";
+  CheckPlacements(mesh, placements, where);
+  if (!Alike(placements))
+    throw Error(Code::kUnimplemented,
+                where + "a signal config holds one split or one set of copies: different placements per mesh axis "
+                        "are made with distribute_tensor / redistribute");
   SignalConfig config;
-  if (flat.split) {
-    config.shard = ShardConfig{flat.dim, flat.workers};
+  if (placements[0].is_shard()) {
+    config.shard = ShardConfig{placements[0].dim, mesh.workers()};
   } else {
     config.replicated = true;
-    config.replicas = flat.workers;
+    config.replicas = mesh.workers();
   }
   return config;
 }

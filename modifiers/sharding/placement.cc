@@ -16,6 +16,7 @@ bool Contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.
 
 bool SameLayout(const Placement& a, const Placement& b) {
   if (a.kind != b.kind || a.workers != b.workers) return false;
+  if (a.mesh()) return a.mesh_shape == b.mesh_shape && a.mesh_axes == b.mesh_axes;
   return !a.sharded() || (a.axis == b.axis && a.sizes == b.sizes);
 }
 
@@ -24,6 +25,20 @@ std::string Placement::ToString() const {
     case Kind::kWhole: return "whole on " + std::to_string(workers.empty() ? -1 : workers[0]);
     case Kind::kReplicated: return "replicated on " + WorkerList(workers);
     case Kind::kPartial: return "partial(sum) on " + WorkerList(workers);
+    case Kind::kMesh: {
+      std::string out = "mesh [";
+      const size_t columns = mesh_shape.size() == 2 ? static_cast<size_t>(mesh_shape[1]) : workers.size();
+      for (size_t r = 0; columns && r < workers.size(); r += columns)
+        out += (r ? ", " : "") + WorkerList(std::vector<int>(workers.begin() + static_cast<long>(r),
+                                                             workers.begin() + static_cast<long>(std::min(r + columns, workers.size()))));
+      out += "] [";
+      for (size_t a = 0; a < mesh_axes.size(); ++a) {
+        const MeshAxis& m = mesh_axes[a];
+        out += a ? ", " : "";
+        out += m.shard() ? "Shard(" + std::to_string(m.dim) + ")" : m.partial() ? "Partial()" : "Replicate()";
+      }
+      return out + "]";
+    }
     case Kind::kSharded: {
       std::vector<int> sizes_as_int(sizes.begin(), sizes.end());
       return "sharded(axis " + std::to_string(axis) + ") on " + WorkerList(workers) + " sizes " +

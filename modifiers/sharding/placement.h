@@ -13,6 +13,15 @@
 //                linear in it (adding another alike, scaling, negating,
 //                copying), as DTensor's Partial.
 //
+//   mesh         laid out on a 2-D mesh (`workers` row-major, `mesh_shape`
+//                {rows, columns}) by one MeshAxis per mesh axis, as a DTensor
+//                with different placements per axis: [Shard(0), Replicate()],
+//                [Shard(0), Shard(1)], [Partial(), Shard(0)], ... Worker (i, j)
+//                holds the box torch.chunk gives for its coordinates; a Partial
+//                axis sums over it. Two Shard axes never cut the same dim (that
+//                is one split over the flattened mesh: sharded). One id per
+//                worker. See mesh.h.
+//
 // Thread-safety: plain values.
 #pragma once
 
@@ -26,20 +35,34 @@
 
 namespace gt::sharding {
 
+// One axis of a mesh placement (DTensor's Shard(dim) / Replicate() / Partial()).
+struct MeshAxis {
+  enum class Kind : uint8_t { kShard, kReplicate, kPartial };
+  Kind kind = Kind::kReplicate;
+  int64_t dim = 0;  // kShard
+  bool shard() const { return kind == Kind::kShard; }
+  bool replicate() const { return kind == Kind::kReplicate; }
+  bool partial() const { return kind == Kind::kPartial; }
+  friend bool operator==(const MeshAxis&, const MeshAxis&) = default;
+};
+
 struct Placement {
-  enum class Kind : uint8_t { kWhole, kSharded, kReplicated, kPartial };
+  enum class Kind : uint8_t { kWhole, kSharded, kReplicated, kPartial, kMesh };
   Kind kind = Kind::kWhole;
   std::vector<int> workers;    // kWhole: exactly one
   std::vector<TensorId> ids;   // one per worker, same order
   int64_t axis = 0;            // kSharded
   std::vector<int64_t> sizes;  // kSharded: each shard's size along axis
+  std::vector<int64_t> mesh_shape;  // kMesh: {rows, columns}
+  std::vector<MeshAxis> mesh_axes;  // kMesh: one per mesh axis
 
   bool whole() const { return kind == Kind::kWhole; }
   bool sharded() const { return kind == Kind::kSharded; }
   bool replicated() const { return kind == Kind::kReplicated; }
   bool partial() const { return kind == Kind::kPartial; }
+  bool mesh() const { return kind == Kind::kMesh; }
   // "whole on 0", "sharded(axis 0) on [0, 1] sizes [64, 64]", "replicated on [0, 1]",
-  // "partial(sum) on [0, 1]".
+  // "partial(sum) on [0, 1]", "mesh [[0, 1], [2, 3]] [Shard(0), Replicate()]".
   std::string ToString() const;
 };
 

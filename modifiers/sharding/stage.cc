@@ -331,10 +331,14 @@ Status ShardingStage::Inspect(Client& c, Instruction&& inst, Emitter& out) {
         PerMember(s, p, Op::kUnsqueeze, front, [&](size_t) { return std::vector<TensorId>{inst.operands[0]}; }, true);
         FreeTemporaries(s);
       }
-      std::vector<int64_t> values = {p.whole() ? 0 : p.sharded() ? 1 : p.replicated() ? 2 : 3, p.axis,
-                                     static_cast<int64_t>(p.workers.size())};
+      std::vector<int64_t> values = {p.whole() ? 0 : p.sharded() ? 1 : p.replicated() ? 2 : p.partial() ? 3 : kMeshLayout,
+                                     p.axis, static_cast<int64_t>(p.workers.size())};
       values.insert(values.end(), p.workers.begin(), p.workers.end());
       if (p.sharded()) values.insert(values.end(), p.sizes.begin(), p.sizes.end());
+      if (p.mesh()) {  // {rows, columns, kind_0, dim_0, kind_1, dim_1}: kind 1 Shard, 2 Replicate, 3 Partial
+        values.insert(values.end(), p.mesh_shape.begin(), p.mesh_shape.end());
+        for (const MeshAxis& m : p.mesh_axes) values.insert(values.end(), {m.shard() ? 1 : m.partial() ? 3 : 2, m.dim});
+      }
       Answer(c, inst, values, out);
       return Status::Ok();
     }
@@ -380,6 +384,14 @@ void ShardingStage::Settle(Client& c, Step& s, const Instruction& inst) {
     auto it = c.tensors.find(id);
     if (it != c.tensors.end() && it->second.placement.partial()) SettleOne(c, s, it->second);
   }
+  SettleMesh(c, s, inst);
+}
+
+void ShardingStage::SettleMesh(Client& c, Step& s, const Instruction& inst) {
+  for (TensorId id : inst.operands) {
+    auto it = c.tensors.find(id);
+    if (it != c.tensors.end() && HasPartialAxis(it->second.placement)) SumMeshPartials(s, it->second);
+  }
 }
 
 void ShardingStage::SettleOne(Client& c, Step& s, Tensor& t) {
@@ -406,9 +418,10 @@ Status ShardingStage::SettleTogether(Client& c, Instruction&& inst, Emitter& out
   // The roots of the pending sums named (a view's base when it is there and
   // pending: the view is made again from it when it is needed), once each,
   // grouped by workers and dtype; a group of one is summed as Settle sums it.
-  std::vector<Tensor*> roots;
+  std::vector<Tensor*> roots, on_mesh;
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);
+    if (it != c.tensors.end() && HasPartialAxis(it->second.placement)) on_mesh.push_back(&it->second);
     if (it == c.tensors.end() || !it->second.placement.partial()) continue;  // failed, whole or settled: nothing to do
     Tensor* t = &it->second;
     if (!t->view_of.empty()) {
@@ -417,8 +430,14 @@ Status ShardingStage::SettleTogether(Client& c, Instruction&& inst, Emitter& out
     }
     if (std::find(roots.begin(), roots.end(), t) == roots.end()) roots.push_back(t);
   }
-  if (roots.empty()) return Status::Ok();
+  if (roots.empty() && on_mesh.empty()) return Status::Ok();
   Step s = StepFor(c, inst, out);
+  for (Tensor* t : on_mesh) SumMeshPartials(s, *t);  // each along its own groups
+  if (roots.empty()) {
+    Explain(s, {}, on_mesh[0]->placement);
+    FreeTemporaries(s);
+    return Status::Ok();
+  }
   std::vector<bool> done(roots.size(), false);
   for (size_t i = 0; i < roots.size(); ++i) {
     if (done[i]) continue;
@@ -513,17 +532,71 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   if (adopted) Adopt(s, *adopted);
   const bool pending = std::any_of(in.begin(), in.end(), [](const Tensor* t) { return t->placement.partial(); });
   if (pending && !CarriesPartial(inst, in, meta)) Settle(c, s, inst);
+  // On a 2-D mesh (mesh.h): the op runs piece by piece there, or its mesh
+  // operands are gathered into copies for the 1-D strategies below.
+  std::optional<Result<Placement>> placed;
+  std::vector<Tensor> unmeshed, moved;
+  const bool redistribute = inst.op == Op::kRedistribute;  // its target is its own, not the scope's
+  const bool to_mesh = redistribute && !inst.attrs.axes.empty() && inst.attrs.axes[0] == kMeshLayout;
+  if (to_mesh || std::any_of(in.begin(), in.end(), [](const Tensor* t) { return t->placement.mesh(); })) {
+    if (!MeshCarries(inst, in, meta)) SettleMesh(c, s, inst);
+    if (redistribute) {
+      placed = MeshRedistribute(s, *in[0], meta);
+    } else if (MeshRuns(inst, in, meta)) {
+      placed = MeshOp(s, in, meta);
+    } else if (KindOf(inst.op) == OpKind::kMutate && in[0]->placement.mesh()) {
+      placed = InvalidArgument(inst.Describe() + ": its operands are laid out unlike its destination on the mesh (" +
+                               in[0]->placement.ToString() + ")");
+    } else {
+      unmeshed.reserve(in.size());  // `in` points into it
+      for (const Tensor*& t : in) {
+        if (!t->placement.mesh()) continue;
+        unmeshed.push_back(Unmesh(s, *t));
+        t = &unmeshed.back();
+      }
+    }
+  }
+  if (!placed) {
+    Status forwarded = Status::Ok();
+    placed = PlaceOnWorkers(c, s, inst, in, meta, moved, forwarded, out);
+    if (!placed) return forwarded;  // sent on as it is
+  }
+  if (!placed->ok()) {
+    FreeTemporaries(s);
+    for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
+    return placed->status();
+  }
+  Explain(s, in, **placed);
+  FreeTemporaries(s);
+  if (produces) {
+    Tensor& made = c.tensors[inst.results.at(0)] = Tensor{meta, std::move(**placed)};
+    if (made.placement.partial() || HasPartialAxis(made.placement)) {  // carried through a linear op, it keeps the op that made its addends
+      made.made_by = inst.seq;
+      if (IsView(inst.op) && made.placement.partial()) {  // a view of a view keeps the first base and every op from it
+        made.view_of = in[0]->view_of;
+        made.view_of.push_back(inst);
+      }
+      for (const Tensor* t : in)
+        if ((t->placement.partial() || HasPartialAxis(t->placement)) && t->made_by) {
+          made.made_by = t->made_by;
+          break;
+        }
+    }
+  }
+  return Status::Ok();
+}
+
+std::optional<Result<Placement>> ShardingStage::PlaceOnWorkers(Client& c, Step& s, Instruction& inst,
+                                                               std::vector<const Tensor*>& in, TensorMeta& meta,
+                                                               std::vector<Tensor>& moved, Status& forwarded,
+                                                               Emitter& out) {
   // Inside a scope whose config names workers the op runs on them: operands
   // living elsewhere are moved in first (pipeline stages, backward signals).
-  std::vector<Tensor> moved;
   auto config = inst.signal.empty() ? c.configs.end() : c.configs.find(inst.signal);
   const bool redistribute = inst.op == Op::kRedistribute;  // its target is its own, not the scope's
   if (!redistribute && config != c.configs.end() && (config->second.sharded || config->second.replicated)) {
     moved.reserve(in.size());  // `in` points into it
-    if (Status st = CheckConfig(inst.signal, config->second, workers_, nullptr); !st.ok()) {
-      for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
-      return st;
-    }
+    if (Status st = CheckConfig(inst.signal, config->second, workers_, nullptr); !st.ok()) return st;
     const bool mutate = KindOf(inst.op) == OpKind::kMutate;
     for (size_t i = mutate ? 1 : 0; i < in.size(); ++i) {
       std::optional<Tensor> m = MoveInto(s, *in[i], config->second);
@@ -539,32 +612,13 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     bool together = true;
     for (const Tensor* t : in) together = together && t->placement.workers[0] == worker;
     // Nothing to assemble: the op itself goes to their worker, uncopied.
-    if (together) return Forward(c, std::move(inst), worker, std::move(meta), out);
-  }
-  // The strategy table (strategy_table.h) picks how the op runs on its operands' placements.
-  Result<Placement> placed = RunStrategy(s, in, meta);
-  if (!placed.ok()) {
-    for (TensorId r : inst.results) c.failed.Record(r, inst.seq);
-    return placed.status();
-  }
-  Explain(s, in, *placed);
-  FreeTemporaries(s);
-  if (produces) {
-    Tensor& made = c.tensors[inst.results.at(0)] = Tensor{meta, std::move(*placed)};
-    if (made.placement.partial()) {  // carried through a linear op, it keeps the op that made its addends
-      made.made_by = inst.seq;
-      if (IsView(inst.op)) {  // a view of a view keeps the first base and every op from it
-        made.view_of = in[0]->view_of;
-        made.view_of.push_back(inst);
-      }
-      for (const Tensor* t : in)
-        if (t->placement.partial() && t->made_by) {
-          made.made_by = t->made_by;
-          break;
-        }
+    if (together) {
+      forwarded = Forward(c, std::move(inst), worker, std::move(meta), out);
+      return std::nullopt;
     }
   }
-  return Status::Ok();
+  // The strategy table (strategy_table.h) picks how the op runs on its operands' placements.
+  return RunStrategy(s, in, meta);
 }
 
 Status ShardingStage::Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out) {

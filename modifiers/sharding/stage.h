@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "bookkeeping.h"
 #include "gt/op_attrs.h"
 #include "gt/stage.h"
+#include "mesh.h"
 #include "placement.h"
 #include "rendezvous.h"
 #include "step.h"
@@ -82,6 +84,16 @@ class ShardingStage final : public Stage {
   void Adopt(Step& s, Tensor& x);
   void ForgetConstants(Client& c, const Instruction& inst);
   Status Compute(Client& c, Instruction inst, Emitter& out);
+  // Compute's 1-D part: operands moved into the scope's workers (kept in
+  // `moved`, which `in` then points into), then the strategy table; nullopt
+  // when every operand is whole on one worker and `inst` went there as it is
+  // (Forward's status in `forwarded`).
+  std::optional<Result<Placement>> PlaceOnWorkers(Client& c, Step& s, Instruction& inst,
+                                                  std::vector<const Tensor*>& in, TensorMeta& meta,
+                                                  std::vector<Tensor>& moved, Status& forwarded, Emitter& out);
+  // The mesh operands of `inst` with Partial() axes summed (mesh.h), unless
+  // the op carries them.
+  void SettleMesh(Client& c, Step& s, const Instruction& inst);
   // `inst`, whose operands are all whole on `worker`, sent there as it is.
   Status Forward(Client& c, Instruction&& inst, int worker, TensorMeta meta, Emitter& out);
   // An op with an operand that has no record (made before the client's first

@@ -4,6 +4,7 @@
 
 #include "gt/dtype.h"
 #include "gt/op_attrs.h"
+#include "mesh.h"
 
 namespace gt::sharding {
 namespace {
@@ -89,6 +90,7 @@ std::vector<TensorId> EachMember(Step& s, const Placement& p) {
 std::map<int, TensorId> Replicate(Step& s, const Tensor& t, const std::vector<int>& workers) {
   std::map<int, TensorId> out;
   const Placement& p = t.placement;
+  if (p.mesh()) return Replicate(s, Unmesh(s, t), workers);  // gathered into copies on its mesh first
   if (p.partial()) {  // its value is the sum: all-reduced here (the stage materializes records itself)
     Tensor summed{t.meta,
                   Placement{Placement::Kind::kReplicated, p.workers, AllReduce(s, p, p.ids, t.meta, 0, t.made_by), 0, {}}};

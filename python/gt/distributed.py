@@ -11,9 +11,9 @@ and a report of what a training step communicates.
     print(r.table())                   # every collective: kind, axis, bytes, source line
 
 Semantics, limits and the collectives each change of layout takes are the
-C++ client's (client/include/gt/distributed.h): 1-D meshes, and 2-D ones
-whose placements are alike on both axes; Partial() is never a tensor's
-placement (gt sums partial results inside the op that makes them).
+C++ client's (client/include/gt/distributed.h): 1-D and 2-D meshes, with
+any Shard / Replicate placement per axis; Partial() is what a contraction
+or a sum over a split dim makes (a pending sum), never asked for.
 """
 
 import contextlib
@@ -242,9 +242,15 @@ def fully_shard(module, mesh):
 
 
 def _layout(tensor):
-    """(1-D DeviceMesh of the workers holding `tensor`, [placement]) from the dispatcher."""
-    workers, kind, dim, _sizes = _C.layout(tensor._c)
-    return DeviceMesh(list(workers), _register=False), [Shard(dim) if kind == 0 else Partial() if kind == 2 else Replicate()]
+    """(DeviceMesh of the workers holding `tensor`, [placement per mesh axis]) from the dispatcher. A
+    2-D layout names its axes as the first mesh made here with the same rows does."""
+    workers, shape, pairs, _sizes = _C.layout(tensor._c)
+    placements = [Shard(dim) if kind == 0 else Partial() if kind == 2 else Replicate() for kind, dim in pairs]
+    if len(shape) == 1:
+        return DeviceMesh(list(workers), _register=False), placements
+    rows = [list(workers[i:i + shape[1]]) for i in range(0, len(workers), shape[1])]
+    named = next((m for m in list(_meshes) if not m._flat and m._rows == rows), None)
+    return DeviceMesh(rows, named.mesh_dim_names if named else None, _register=False), placements
 
 
 # ---- what a step communicates ---------------------------------------------------

@@ -73,9 +73,12 @@ void BindDistributed(py::module_& m) {
       layout = gd::layout(t);
     }
     const gd::Layout& l = *layout;
-    const gd::Placement& p = l.placements.at(0);
-    return py::make_tuple(l.mesh.workers(), p.is_shard() ? 0 : p.is_partial() ? 2 : 1, p.dim, l.shard_sizes);
-  }, "gt::distributed::layout: (workers, kind 0 Shard / 1 Replicate / 2 Partial, dim, shard sizes)");
+    py::list placements;
+    for (const gd::Placement& p : l.placements)
+      placements.append(py::make_tuple(p.is_shard() ? 0 : p.is_partial() ? 2 : 1, p.dim));
+    return py::make_tuple(l.mesh.workers(), l.mesh.shape(), placements, l.shard_sizes);
+  }, "gt::distributed::layout: (workers row-major, mesh shape, [(kind 0 Shard / 1 Replicate / 2 Partial, dim)] "
+     "per mesh axis, shard sizes of a 1-D split)");
   m.def("start_recording", &gd::start_recording);
   m.def("stop_recording", [] {
     std::vector<gd::CollectiveRecord> records;

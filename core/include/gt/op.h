@@ -119,13 +119,18 @@ enum class Op : uint16_t {
   // Placement (gt/distributed.h; after the rest, likewise).
   kRedistribute,  // operands {x}: a copy of x laid out as attrs.axes = {layout, axis,
                   // worker...} says (layout 0: whole on the one worker, -1 for x's first, 1: split along
-                  // axis over the workers as torch.chunk, 2: a copy on each worker);
+                  // axis over the workers as torch.chunk, 2: a copy on each worker; 4: on a
+                  // 2-D mesh, {4, rows, columns, kind_0, dim_0, kind_1, dim_1, worker...}
+                  // with rows * columns workers row-major and per mesh axis kind 1 Shard(dim)
+                  // or 2 Replicate(), DTensor's placements);
                   // attrs.shape / attrs.dtype = x's, as the client knows them (the
                   // dispatcher may not: a tensor made before the client's first config).
                   // The sharding stage performs it; a backend without one copies x.
   kInspect,       // control, answered like a fetch (one int64 vector, the op's seq) by the
                   // dispatcher's sharding stage: attrs.seed = 1: operands {x}, x's layout
-                  // {layout, axis, n, worker_1..n, size_1..n} (sizes along axis when split);
+                  // {layout, axis, n, worker_1..n, size_1..n} (sizes along axis when split;
+                  // layout 3: a pending sum; 4: on a 2-D mesh, then {rows, columns,
+                  // kind_0, dim_0, kind_1, dim_1}, kind 3 a pending sum along the axis);
                   // 2: start recording the client's collectives (no answer); 3: the
                   // recorded collectives, then stop: {entries, dropped (past the stage's
                   // cap)}, then per collective {seq, origin, op, reduce, bytes, n,

@@ -1,0 +1,468 @@
+#include "mesh.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+
+#include "gt/op_attrs.h"
+#include "shape_inference.h"
+#include "strategies.h"
+
+namespace gt::sharding {
+namespace {
+
+using Axes = std::vector<MeshAxis>;
+
+MeshAxis ShardAxis(int64_t dim) { return MeshAxis{MeshAxis::Kind::kShard, dim}; }
+MeshAxis ReplicateAxis() { return MeshAxis{}; }
+MeshAxis PartialAxis() { return MeshAxis{MeshAxis::Kind::kPartial, 0}; }
+
+// ---- geometry: worker k of a mesh is at (k / columns, k % columns) ----------
+
+size_t Columns(const Placement& p) { return static_cast<size_t>(p.mesh_shape[1]); }
+size_t AxisSize(const Placement& p, size_t axis) { return static_cast<size_t>(p.mesh_shape[axis]); }
+size_t CoordOf(const Placement& p, size_t k, size_t axis) { return axis == 0 ? k / Columns(p) : k % Columns(p); }
+
+// The groups along `axis`: the members of each vary only in their coordinate on it.
+std::vector<std::vector<size_t>> Groups(const Placement& p, size_t axis) {
+  const size_t rows = AxisSize(p, 0), columns = Columns(p);
+  std::vector<std::vector<size_t>> out(axis == 0 ? columns : rows);
+  for (size_t k = 0; k < rows * columns; ++k) out[axis == 0 ? k % columns : k / columns].push_back(k);
+  return out;
+}
+
+// Where worker k's piece of dim `dim` starts and how long it is.
+std::pair<int64_t, int64_t> PieceOf(const Shape& shape, const Placement& p, size_t k, size_t dim) {
+  for (size_t a = 0; a < p.mesh_axes.size(); ++a) {
+    const MeshAxis& m = p.mesh_axes[a];
+    if (!m.shard() || static_cast<size_t>(m.dim) != dim) continue;
+    const std::vector<int64_t> sizes = ChunkSizes(shape[dim], AxisSize(p, a));
+    const size_t c = CoordOf(p, k, a);
+    int64_t start = 0;
+    for (size_t i = 0; i < c && i < sizes.size(); ++i) start += sizes[i];
+    return {start, c < sizes.size() ? sizes[c] : 0};
+  }
+  return {0, shape[dim]};
+}
+
+Shape LocalShape(const Shape& shape, const Placement& p, size_t k) {
+  Shape out = shape;
+  for (size_t d = 0; d < shape.size(); ++d) out[d] = PieceOf(shape, p, k, d).second;
+  return out;
+}
+
+Placement MeshLike(const Placement& like, Axes axes, std::vector<TensorId> ids = {}) {
+  Placement p;
+  p.kind = Placement::Kind::kMesh;
+  p.workers = like.workers;
+  p.mesh_shape = like.mesh_shape;
+  p.mesh_axes = std::move(axes);
+  p.ids = std::move(ids);
+  return p;
+}
+
+// The 1-D tensor a group along `axis` forms: its shape the piece the other
+// axis leaves it, laid out over the group as `axis` says.
+Tensor GroupTensor(const Tensor& t, size_t axis, const std::vector<size_t>& group) {
+  const Placement& p = t.placement;
+  Placement uncut = p;
+  uncut.mesh_axes[axis] = ReplicateAxis();
+  Tensor sub{TensorMeta{LocalShape(t.meta.shape, uncut, group[0]), t.meta.dtype}, Placement{}};
+  sub.made_by = t.made_by;
+  for (size_t k : group) {
+    sub.placement.workers.push_back(p.workers[k]);
+    sub.placement.ids.push_back(p.ids[k]);
+  }
+  const MeshAxis& m = p.mesh_axes[axis];
+  if (m.shard()) {
+    sub.placement.kind = Placement::Kind::kSharded;
+    sub.placement.axis = m.dim;
+    sub.placement.sizes = ChunkSizes(sub.meta.shape[static_cast<size_t>(m.dim)], group.size());
+  } else {
+    sub.placement.kind = m.partial() ? Placement::Kind::kPartial : Placement::Kind::kReplicated;
+  }
+  return sub;
+}
+
+// `t` with `axis` made Replicate(): all-gathered (Shard) or all-reduced
+// (Partial) within each group along it. New pieces are temporaries.
+Tensor GatherAxis(Step& s, const Tensor& t, size_t axis) {
+  const MeshAxis m = t.placement.mesh_axes[axis];
+  if (m.replicate()) return t;
+  Tensor out = t;
+  out.placement.mesh_axes[axis] = ReplicateAxis();
+  for (const std::vector<size_t>& group : Groups(t.placement, axis)) {
+    const Tensor sub = GroupTensor(t, axis, group);
+    std::vector<TensorId> ids;
+    if (m.shard()) {
+      ids = CopiesOn(s, sub, sub.placement.workers);
+    } else {
+      ids = AllReduce(s, sub.placement, sub.placement.ids, sub.meta, 0, t.made_by);
+      for (size_t r = 0; r < group.size(); ++r) s.temporaries.emplace_back(sub.placement.workers[r], ids[r]);
+    }
+    for (size_t r = 0; r < group.size(); ++r) out.placement.ids[group[r]] = ids[r];
+  }
+  return out;
+}
+
+// `t` (Replicate() on `axis`) cut along `dim` over `axis`: each worker
+// slices its piece locally. New pieces are temporaries.
+Tensor SliceAxis(Step& s, const Tensor& t, size_t axis, int64_t dim) {
+  Tensor out = t;
+  out.placement.mesh_axes[axis] = ShardAxis(dim);
+  for (size_t k = 0; k < t.placement.workers.size(); ++k) {
+    const auto [start, length] = PieceOf(t.meta.shape, out.placement, k, static_cast<size_t>(dim));
+    Instruction slice;
+    slice.op = Op::kSlice;
+    slice.attrs.axes = {dim, start, start + length, 1};
+    slice.operands = {t.placement.ids[k]};
+    const TensorId id = NewId(*s.client);
+    slice.results = {id};
+    EmitOn(s, t.placement.workers[k], std::move(slice));
+    s.temporaries.emplace_back(t.placement.workers[k], id);
+    out.placement.ids[k] = id;
+  }
+  return out;
+}
+
+// `t` laid out as `target` says on the mesh `t` is on: gathered along every
+// axis where it is cut otherwise, then sliced where the target cuts.
+Tensor Conform(Step& s, const Tensor& t, const Axes& target) {
+  Tensor cur = t;
+  for (size_t a = 0; a < target.size(); ++a)
+    if (!(cur.placement.mesh_axes[a] == target[a])) cur = GatherAxis(s, cur, a);
+  for (size_t a = 0; a < target.size(); ++a)
+    if (target[a].shard() && cur.placement.mesh_axes[a].replicate()) cur = SliceAxis(s, cur, a, target[a].dim);
+  return cur;
+}
+
+// `t` on the mesh of `like`: itself when it is there, else a copy on every
+// mesh worker (Replicate() on each axis; temporaries).
+Tensor OnMesh(Step& s, const Tensor& t, const Placement& like) {
+  if (t.placement.mesh() && t.placement.workers == like.workers && t.placement.mesh_shape == like.mesh_shape) return t;
+  const Tensor copies = t.placement.mesh() ? Unmesh(s, t) : t;
+  return Tensor{t.meta, MeshLike(like, Axes(like.mesh_axes.size()), CopiesOn(s, copies, like.workers))};
+}
+
+// The lead's axes as another operand of an elementwise op sees them: a dim
+// it broadcasts along (missing, or of size 1) stays whole there.
+Axes AxesFor(const Axes& out_axes, const Shape& out_shape, const Shape& shape) {
+  const int64_t offset = static_cast<int64_t>(out_shape.size()) - static_cast<int64_t>(shape.size());
+  Axes axes = out_axes;
+  for (MeshAxis& m : axes) {
+    if (!m.shard()) continue;
+    const int64_t d = m.dim - offset;
+    m = d >= 0 && shape[static_cast<size_t>(d)] == out_shape[static_cast<size_t>(m.dim)] ? ShardAxis(d) : ReplicateAxis();
+  }
+  return axes;
+}
+
+// s.inst on every mesh worker k, its operands operands[i].placement.ids[k];
+// the results (one per worker) when it makes one.
+std::vector<TensorId> EachWorker(Step& s, const Placement& mesh, const std::vector<Tensor>& operands, bool makes,
+                                 Op op) {
+  std::vector<TensorId> ids;
+  for (size_t k = 0; k < mesh.workers.size(); ++k) {
+    Instruction piece = *s.inst;
+    if (op != piece.op && op != Op::kSum) piece.attrs = Attributes{};  // a clone of each piece
+    piece.op = op;
+    piece.operands.clear();
+    for (const Tensor& t : operands) piece.operands.push_back(t.placement.ids[k]);
+    piece.results.clear();
+    if (makes) {
+      ids.push_back(NewId(*s.client));
+      piece.results = {ids.back()};
+    }
+    EmitOn(s, mesh.workers[k], std::move(piece));
+  }
+  return ids;
+}
+
+int ShardCount(const Placement& p) {
+  return static_cast<int>(std::count_if(p.mesh_axes.begin(), p.mesh_axes.end(), [](const MeshAxis& m) { return m.shard(); }));
+}
+
+bool IsElementwise(Op op) {
+  switch (op) {
+    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
+    case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:
+    case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
+    case Op::kNeg: case Op::kAbs: case Op::kErf: case Op::kWhere: case Op::kGelu: case Op::kGeluBackward:
+    case Op::kClone: case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Result<Placement> MeshElementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  const bool mutates = KindOf(s.inst->op) == OpKind::kMutate;
+  const Tensor* lead = nullptr;
+  for (const Tensor* t : in)
+    if (t->placement.mesh() && (!lead || ShardCount(t->placement) > ShardCount(lead->placement))) lead = t;
+  if (mutates) lead = in[0];
+  const Shape& out_shape = mutates ? lead->meta.shape : meta.shape;
+  // The lead's axes in the result's dims (a lead of lower rank broadcasts up).
+  const int64_t offset = static_cast<int64_t>(out_shape.size()) - static_cast<int64_t>(lead->meta.shape.size());
+  Axes out_axes = lead->placement.mesh_axes;
+  for (MeshAxis& m : out_axes)
+    if (m.shard()) m.dim += offset;
+  std::vector<Tensor> operands;
+  for (const Tensor* t : in) {
+    const Tensor on = OnMesh(s, *t, lead->placement);
+    // Pending sums alike (MeshCarries) are added as they are.
+    const bool carried = std::any_of(out_axes.begin(), out_axes.end(), [](const MeshAxis& m) { return m.partial(); });
+    operands.push_back(carried ? on : Conform(s, on, AxesFor(out_axes, out_shape, t->meta.shape)));
+  }
+  if (mutates) {
+    EachWorker(s, lead->placement, operands, false, s.inst->op);
+    return MeshLike(lead->placement, out_axes);
+  }
+  return MeshLike(lead->placement, out_axes, EachWorker(s, lead->placement, operands, true, s.inst->op));
+}
+
+Result<Placement> MeshMatmul(Step& s, const std::vector<const Tensor*>& in) {
+  const Placement& like = in[0]->placement.mesh() ? in[0]->placement : in[1]->placement;
+  Tensor a = OnMesh(s, *in[0], like), b = OnMesh(s, *in[1], like);
+  Axes ta = a.placement.mesh_axes, tb = b.placement.mesh_axes, out(ta.size());
+  for (size_t x = 0; x < ta.size(); ++x) {
+    if (ta[x] == ShardAxis(0)) {  // rows of A: B whole along this axis
+      tb[x] = ReplicateAxis();
+      out[x] = ShardAxis(0);
+    } else if (tb[x] == ShardAxis(1)) {  // columns of B: A whole along this axis
+      ta[x] = ReplicateAxis();
+      out[x] = ShardAxis(1);
+    } else if (ta[x] == ShardAxis(1) || tb[x] == ShardAxis(0)) {  // the contracted dim: partial products
+      ta[x] = ShardAxis(1);
+      tb[x] = ShardAxis(0);
+      out[x] = PartialAxis();
+    } else {
+      ta[x] = tb[x] = out[x] = ReplicateAxis();
+    }
+  }
+  std::vector<Tensor> operands = {Conform(s, a, ta), Conform(s, b, tb)};
+  return MeshLike(like, out, EachWorker(s, like, operands, true, Op::kMatmul));
+}
+
+// transpose / permute: each piece moved alike; a Shard dim goes where its dim goes.
+Result<Placement> MeshMovement(Step& s, const Tensor& t) {
+  const size_t rank = t.meta.shape.size();
+  std::vector<int64_t> order(rank);  // order[new dim] = old dim
+  for (size_t d = 0; d < rank; ++d) order[d] = static_cast<int64_t>(d);
+  const std::vector<int64_t>& a = s.inst->attrs.axes;
+  if (s.inst->op == Op::kPermute) {
+    for (size_t d = 0; d < rank && d < a.size(); ++d) order[d] = Wrap(a[d], rank);
+  } else {
+    const int64_t d0 = a.empty() ? static_cast<int64_t>(rank) - 2 : Wrap(a[0], rank);
+    const int64_t d1 = a.empty() ? static_cast<int64_t>(rank) - 1 : Wrap(a.at(1), rank);
+    std::swap(order[static_cast<size_t>(d0)], order[static_cast<size_t>(d1)]);
+  }
+  Axes axes = t.placement.mesh_axes;
+  for (MeshAxis& m : axes)
+    if (m.shard()) m.dim = std::find(order.begin(), order.end(), m.dim) - order.begin();
+  return MeshLike(t.placement, axes, EachWorker(s, t.placement, {t}, true, s.inst->op));
+}
+
+// Where a reshape to `to` puts dim `d` of `from` whole: the dim of `to` with
+// as many elements before it and the same length (then each piece reshapes
+// alone: the dims before, between and after the cut ones regroup among
+// themselves); -1 for none.
+int64_t ReshapedDim(const Shape& from, const Shape& to, int64_t d) {
+  int64_t before = 1;
+  for (int64_t i = 0; i < d; ++i) before *= from[static_cast<size_t>(i)];
+  int64_t seen = 1;
+  for (size_t j = 0; j < to.size(); seen *= to[j], ++j)
+    if (seen == before && to[j] == from[static_cast<size_t>(d)]) return static_cast<int64_t>(j);
+  return -1;
+}
+
+// The result's axes when every cut dim survives the reshape; nullopt if one does not.
+std::optional<Axes> ReshapedAxes(const Tensor& t, const Shape& to) {
+  Axes axes = t.placement.mesh_axes;
+  for (MeshAxis& m : axes) {
+    if (!m.shard()) continue;
+    m.dim = ReshapedDim(t.meta.shape, to, m.dim);
+    if (m.dim < 0) return std::nullopt;
+  }
+  return axes;
+}
+
+// reshape / unsqueeze / squeeze keeping every cut dim whole: each piece
+// reshaped to its own part of the result's shape.
+Result<Placement> MeshReshape(Step& s, const Tensor& t, const TensorMeta& meta) {
+  const Axes axes = *ReshapedAxes(t, meta.shape);
+  const Placement out = MeshLike(t.placement, axes);
+  std::vector<TensorId> ids;
+  for (size_t k = 0; k < t.placement.workers.size(); ++k) {
+    Instruction piece;
+    piece.op = Op::kReshape;
+    piece.attrs.shape = LocalShape(meta.shape, out, k);
+    piece.operands = {t.placement.ids[k]};
+    ids.push_back(NewId(*s.client));
+    piece.results = {ids.back()};
+    EmitOn(s, t.placement.workers[k], std::move(piece));
+  }
+  return MeshLike(t.placement, axes, ids);
+}
+
+// sum / mean: over a Shard dim each piece's part is an addend (Partial());
+// a mean's are divided by the whole count.
+Result<Placement> MeshReduce(Step& s, const Tensor& t) {
+  const Instruction& inst = *s.inst;
+  Result<std::vector<int64_t>> reduced = NormalizeAxes(inst.attrs.axes, t.meta.shape.size());
+  if (!reduced.ok()) return reduced.status();
+  auto is_reduced = [&](int64_t d) { return std::find(reduced->begin(), reduced->end(), d) != reduced->end(); };
+  Axes axes = t.placement.mesh_axes;
+  bool over_shard = false;
+  for (MeshAxis& m : axes) {
+    if (!m.shard()) continue;
+    if (is_reduced(m.dim)) {
+      over_shard = true;
+      m = PartialAxis();
+    } else if (!inst.attrs.keepdims) {
+      m.dim -= std::count_if(reduced->begin(), reduced->end(), [&](int64_t r) { return r < m.dim; });
+    }
+  }
+  if (!over_shard || inst.op == Op::kSum)
+    return MeshLike(t.placement, axes, EachWorker(s, t.placement, {t}, true, inst.op));
+  double count = 1;
+  for (int64_t d : *reduced) count *= static_cast<double>(t.meta.shape[static_cast<size_t>(d)]);
+  std::vector<TensorId> sums = EachWorker(s, t.placement, {t}, true, Op::kSum);
+  std::vector<TensorId> ids;
+  for (size_t k = 0; k < sums.size(); ++k) {
+    s.temporaries.emplace_back(t.placement.workers[k], sums[k]);
+    Instruction scale = MakeScalarBinary(Op::kDiv, count, ScalarSide::kRight);
+    scale.operands = {sums[k]};
+    ids.push_back(NewId(*s.client));
+    scale.results = {ids.back()};
+    EmitOn(s, t.placement.workers[k], std::move(scale));
+  }
+  return MeshLike(t.placement, axes, ids);
+}
+
+// The mesh layout a redistribute names (kMeshLayout), checked against x.
+Result<Placement> MeshTarget(const Instruction& inst, const Tensor& x, const Workers& workers) {
+  const std::vector<int64_t>& a = inst.attrs.axes;
+  const std::string where = inst.Describe() + ": ";
+  if (a.size() < 8 || a[1] < 1 || a[2] < 1 || a[1] > 1 << 16 || a[2] > 1 << 16 ||
+      static_cast<int64_t>(a.size()) != 7 + a[1] * a[2])
+    return InvalidArgument(where + "expected mesh attrs {4, rows, columns, kind_0, dim_0, kind_1, dim_1, worker...} "
+                                   "with rows * columns workers");
+  Placement out;
+  out.kind = Placement::Kind::kMesh;
+  out.mesh_shape = {a[1], a[2]};
+  const size_t rank = x.meta.shape.size();
+  for (size_t axis = 0; axis < 2; ++axis) {
+    const int64_t kind = a[3 + 2 * axis], dim = a[4 + 2 * axis];
+    if (kind == 2) {
+      out.mesh_axes.push_back(ReplicateAxis());
+      continue;
+    }
+    if (kind != 1) return InvalidArgument(where + "mesh axis " + std::to_string(axis) + ": kind " +
+                                          std::to_string(kind) + " is neither 1 (Shard) nor 2 (Replicate)");
+    const int64_t d = Wrap(dim, rank);
+    if (d < 0 || d >= static_cast<int64_t>(rank))
+      return InvalidArgument(where + "Shard(" + std::to_string(dim) + ") is out of range for a tensor of shape " +
+                             ShapeToString(x.meta.shape));
+    const int64_t length = x.meta.shape[static_cast<size_t>(d)];
+    if (static_cast<int64_t>(ChunkSizes(length, static_cast<size_t>(a[1 + axis])).size()) != a[1 + axis])
+      return InvalidArgument(where + "Shard(" + std::to_string(dim) + ") over mesh axis " + std::to_string(axis) +
+                             " of " + std::to_string(a[1 + axis]) + " workers: dim " + std::to_string(d) +
+                             " of length " + std::to_string(length) + " does not give a piece to each (torch.chunk)");
+    out.mesh_axes.push_back(ShardAxis(d));
+  }
+  if (out.mesh_axes[0].shard() && out.mesh_axes[0] == out.mesh_axes[1])
+    return InvalidArgument(where + "both mesh axes cut dim " + std::to_string(out.mesh_axes[0].dim) +
+                           ": that is one split over the flattened mesh (layout 1)");
+  for (size_t i = 7; i < a.size(); ++i) {
+    if (a[i] < 0 || a[i] > INT32_MAX || !workers.IsLive(static_cast<int>(a[i])))
+      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is not a live worker (live: " +
+                             WorkerList(workers.live()) + ")");
+    if (Contains(out.workers, static_cast<int>(a[i])))
+      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is named twice");
+    out.workers.push_back(static_cast<int>(a[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+bool HasPartialAxis(const Placement& p) {
+  return p.mesh() && std::any_of(p.mesh_axes.begin(), p.mesh_axes.end(), [](const MeshAxis& m) { return m.partial(); });
+}
+
+bool MeshRuns(const Instruction& inst, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  if (in.empty()) return false;
+  if (inst.op == Op::kReshape || inst.op == Op::kUnsqueeze || inst.op == Op::kSqueeze)
+    return in.size() == 1 && in[0]->placement.mesh() && ReshapedAxes(*in[0], meta.shape).has_value();
+  const Op op = inst.op;
+  if (op == Op::kAdamStep) {  // its state is written where it lives: laid out as the parameter
+    for (size_t i : {size_t{2}, size_t{3}})
+      if (in.size() != 4 || !SameLayout(in[0]->placement, in[i]->placement)) return false;
+  }
+  if (KindOf(op) == OpKind::kMutate) return in[0]->placement.mesh();
+  if (IsElementwise(op)) return true;
+  if (op == Op::kMatmul) return in.size() == 2 && in[0]->meta.shape.size() == 2 && in[1]->meta.shape.size() == 2;
+  if (op == Op::kTranspose || op == Op::kPermute || op == Op::kSum || op == Op::kMean)
+    return in.size() == 1 && in[0]->placement.mesh();
+  return false;
+}
+
+bool MeshCarries(const Instruction& inst, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  switch (inst.op) {
+    case Op::kClone: case Op::kNeg: case Op::kSum: case Op::kMean: case Op::kTranspose: case Op::kPermute:
+    case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze:
+      return in.size() == 1;
+    case Op::kMul:
+      return in.size() == 1 && inst.attrs.scalar_side != ScalarSide::kNone && std::isfinite(inst.attrs.scalar);
+    case Op::kDiv:
+      return in.size() == 1 && inst.attrs.scalar_side == ScalarSide::kRight && std::isfinite(inst.attrs.scalar) &&
+             inst.attrs.scalar != 0;
+    case Op::kAdd: case Op::kSub:
+      return in.size() == 2 && inst.attrs.scalar_side == ScalarSide::kNone && in[0]->placement.mesh() &&
+             SameLayout(in[0]->placement, in[1]->placement) && in[0]->meta.shape == meta.shape &&
+             in[1]->meta.shape == meta.shape && in[0]->meta.dtype == in[1]->meta.dtype;
+    default:
+      return false;
+  }
+}
+
+Result<Placement> MeshOp(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  switch (s.inst->op) {
+    case Op::kMatmul: return MeshMatmul(s, in);
+    case Op::kTranspose: case Op::kPermute: return MeshMovement(s, *in[0]);
+    case Op::kSum: case Op::kMean: return MeshReduce(s, *in[0]);
+    case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze: return MeshReshape(s, *in[0], meta);
+    default: return MeshElementwise(s, in, meta);
+  }
+}
+
+Result<Placement> MeshRedistribute(Step& s, const Tensor& x, const TensorMeta& meta) {
+  if (s.inst->attrs.axes.empty() || s.inst->attrs.axes[0] != kMeshLayout) {  // from a mesh to a 1-D layout
+    const Tensor copies = Unmesh(s, x);
+    return Redistribute(s, {&copies}, meta);
+  }
+  Result<Placement> target = MeshTarget(*s.inst, x, *s.workers);
+  if (!target.ok()) return target.status();
+  const Tensor moved = Conform(s, OnMesh(s, x, *target), target->mesh_axes);
+  // Each piece copied into a tensor of the result's own (x keeps its pieces).
+  target->ids = EachWorker(s, *target, {moved}, true, Op::kClone);
+  return target;
+}
+
+void SumMeshPartials(Step& s, Tensor& t) {
+  Tensor cur = t;
+  for (size_t a = 0; a < cur.placement.mesh_axes.size(); ++a)
+    if (cur.placement.mesh_axes[a].partial()) cur = GatherAxis(s, cur, a);
+  Keep(s, cur.placement.ids);
+  for (size_t k = 0; k < t.placement.workers.size(); ++k) s.temporaries.emplace_back(t.placement.workers[k], t.placement.ids[k]);
+  t.placement = cur.placement;
+}
+
+Tensor Unmesh(Step& s, const Tensor& t) {
+  Tensor cur = t;
+  for (size_t a = 0; a < cur.placement.mesh_axes.size(); ++a) cur = GatherAxis(s, cur, a);
+  return Tensor{t.meta, Placement{Placement::Kind::kReplicated, t.placement.workers, cur.placement.ids, 0, {}}};
+}
+
+}  // namespace gt::sharding
