@@ -76,6 +76,16 @@ step("[1, 3]->[0, 2]", lambda: pair.redistribute(DeviceMesh([0, 2]), [Shard(0)])
 grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
 step("2-D [Shard(0), Shard(0)]", lambda: gt.distributed.distribute_tensor(x, grid, [Shard(0), Shard(0)]), a)
 step("2-D [Replicate(), Replicate()]", lambda: gt.distributed.distribute_tensor(x, grid, [Replicate(), Replicate()]), a)
+# A placement per mesh axis: collectives within the groups along one axis (columns [0, 2], [1, 3] for
+# "data"; rows [0, 1], [2, 3] for "model"); a copy cut along an axis is sliced where it lives.
+s0r = step("2-D whole->[Shard(0), Replicate()]", lambda: distribute_tensor(x, grid, [Shard(0), Replicate()]), a)
+rs1 = step("2-D [Shard(0), Replicate()]->[Replicate(), Shard(1)]", lambda: s0r.redistribute(grid, [Replicate(), Shard(1)]), a)
+s0s1 = step("2-D [Replicate(), Shard(1)]->[Shard(0), Shard(1)]", lambda: rs1.redistribute(grid, [Shard(0), Shard(1)]), a)
+s1s0 = step("2-D [Shard(0), Shard(1)]->[Shard(1), Shard(0)]", lambda: s0s1.redistribute(grid, [Shard(1), Shard(0)]), a)
+step("2-D [Shard(1), Shard(0)]->1-D Shard(0)", lambda: s1s0.redistribute(mesh, [Shard(0)]), a)
+step("1-D Shard(0)->2-D [Shard(0), Shard(1)]", lambda: rows.redistribute(grid, [Shard(0), Shard(1)]), a)
+step("2-D [Shard(0), Shard(1)]->full_tensor", lambda: s0s1.full_tensor(), a)
+step("2-D [Shard(-1), Replicate()]", lambda: s0r.redistribute(grid, [Shard(-1), Replicate()]), a)
 out["shard_sizes"] = list(gt._C.layout(rows._c)[3])
 
 # Ops follow the placement: a split batch times replicated weights stays split, with no collective.
@@ -153,7 +163,8 @@ def error_of(fn):
 
 
 out["errors"]["partial"] = error_of(lambda: gt.distributed.distribute_tensor(x, mesh, [Partial()]))
-out["errors"]["mixed_2d"] = error_of(lambda: gt.distributed.distribute_tensor(x, grid, [Shard(0), Replicate()]))
+out["errors"]["short_2d"] = error_of(
+    lambda: gt.distributed.distribute_tensor(gt.ones(1, 6), grid, [Shard(0), Replicate()]).numpy())
 out["errors"]["count"] = error_of(lambda: gt.distributed.distribute_tensor(x, mesh, [Shard(0), Shard(1)]))
 out["errors"]["dim"] = error_of(lambda: gt.distributed.distribute_tensor(x, mesh, [Shard(2)]))
 out["errors"]["not_live"] = error_of(lambda: gt.distributed.distribute_tensor(x, DeviceMesh([0, 9]), [Shard(0)]).numpy())
@@ -181,6 +192,17 @@ EXPECTED = {
     "[1, 3]->[0, 2]": ("[Shard(dim=0)]", [0, 2], ["all_gather", "broadcast"]),  # gathered on 1, 3, sent to 0, 2
     "2-D [Shard(0), Shard(0)]": ("[Shard(dim=0)]", [0, 1, 2, 3], ["broadcast"]),
     "2-D [Replicate(), Replicate()]": ("[Replicate()]", [0, 1, 2, 3], ["broadcast"]),
+    "2-D whole->[Shard(0), Replicate()]": ("[Shard(dim=0), Replicate()]", [[0, 1], [2, 3]], ["broadcast"]),
+    # gathered along "data" (two groups), sliced along "model"
+    "2-D [Shard(0), Replicate()]->[Replicate(), Shard(1)]": ("[Replicate(), Shard(dim=1)]", [[0, 1], [2, 3]],
+                                                              ["all_gather"] * 2),
+    "2-D [Replicate(), Shard(1)]->[Shard(0), Shard(1)]": ("[Shard(dim=0), Shard(dim=1)]", [[0, 1], [2, 3]], []),
+    "2-D [Shard(0), Shard(1)]->[Shard(1), Shard(0)]": ("[Shard(dim=1), Shard(dim=0)]", [[0, 1], [2, 3]],
+                                                        ["all_gather"] * 4),
+    "2-D [Shard(1), Shard(0)]->1-D Shard(0)": ("[Shard(dim=0)]", [0, 1, 2, 3], ["all_gather"] * 4),
+    "1-D Shard(0)->2-D [Shard(0), Shard(1)]": ("[Shard(dim=0), Shard(dim=1)]", [[0, 1], [2, 3]], ["all_gather"]),
+    "2-D [Shard(0), Shard(1)]->full_tensor": ("[Replicate()]", [0], ["all_gather"] * 4),
+    "2-D [Shard(-1), Replicate()]": ("[Shard(dim=1), Replicate()]", [[0, 1], [2, 3]], ["all_gather"] * 2),
 }
 
 
@@ -218,7 +240,7 @@ def check(got):
     assert "<string>:" in dp["table"] and "pattern:" in dp["table"], dp["table"]
     errors = got["errors"]
     assert "Partial() cannot be asked for" in errors["partial"], errors
-    assert "not supported yet" in errors["mixed_2d"], errors
+    assert errors["short_2d"] and "does not give a piece to each" in errors["short_2d"], errors
     assert "one placement per mesh axis" in errors["count"], errors
     assert "out of range" in errors["dim"], errors
     assert errors["not_live"] and "worker 9 is not a live worker" in errors["not_live"], errors
@@ -297,7 +319,7 @@ def test_yaml_placements_on_a_mesh_become_signal_configs():
     ("mesh: {workers: [0, 1]}\na:\n  placements: [shard(0)]\n  replicated: true\n",
      "a.placements: placements exclude shard and replicated"),
     ("mesh: {workers: [[0, 1], [2, 3]], axes: [d, m]}\na:\n  placements: [shard(0), replicate]\n",
-     "a 2-D mesh with different placements per axis is not supported yet"),
+     "different placements per mesh axis are made with distribute_tensor / redistribute"),
     ("mesh: {workers: [0, 1]}\na:\n  placements: [shard(0), shard(1)]\n", "expected one placement per mesh axis (1), got 2"),
     ("mesh: {workers: [0, 1]}\na:\n  placements: [shard(x)]\n", "a.placements[0]: expected shard(DIM) or replicate"),
     ("mesh: {workers: [0, 1]}\na:\n  placements: [partial]\n", "a.placements[0]: partial cannot be asked for"),
@@ -321,7 +343,7 @@ def test_python_signal_config_placements_follow_the_same_rules():
         gt.SignalConfig(replicated=True, mesh=mesh, placements=[Replicate()])
     with pytest.raises(gt.ConfigError) as e:
         gt.SignalConfig(mesh=DeviceMesh([[0, 1], [2, 3]], ("a", "b")), placements=[Shard(0), Replicate()])
-    assert "not supported yet" in str(e.value.problems)
+    assert "different placements per mesh axis" in str(e.value.problems)
     with pytest.raises(gt.ConfigError, match="replicas"):
         gt.register_config("r", gt.SignalConfig(replicas=[0]))
 

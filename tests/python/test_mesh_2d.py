@@ -1,0 +1,202 @@
+"""Two-dimensional parallelism on a 2 x 2 mesh (data x model), with
+gt.distributed placements per mesh axis: an MLP of gt.nn.Linear layers
+trained for five Adam steps with the batch split along "data" and the
+layers split Megatron-style along "model" (the first by output features,
+the second by input features), against the same training on one worker
+and against PyTorch in-process. On the embedded default and on a process
+cluster (a gt-dispatcher and four gt-worker processes).
+
+Where the work ran is asserted from the client's record of collectives and
+from the workers' own metrics (gt_collectives_total, instruction counts):
+
+- forward: the hidden activations are cut on both dims ([Shard(0),
+  Shard(1)]) with no collective; the row-parallel layer leaves a pending
+  sum along "model" ([Shard(0), Partial()]), all-reduced once within each
+  mesh row ([0, 1] and [2, 3]) when the bias is added: one all-reduce per
+  tensor-parallel block and row; the loss's mean is summed along "data";
+- backward and optimizer step: each parameter's gradient, a pending sum
+  over the split batch, is all-reduced within each mesh column ([0, 2] and
+  [1, 3]): data parallelism's gradient synchronization, on the pieces
+  model parallelism leaves each worker; nothing is all-gathered;
+- every worker executes a like share of the instructions.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+PROGRAM = r"""
+import json, time
+import numpy as np
+import torch
+import gt
+from gt.distributed import DeviceMesh, Shard, Replicate, distribute_tensor, record
+
+if ADDRESS:
+    gt.connect(ADDRESS)
+B, D, H, STEPS = 8, 6, 12, 5
+rng = np.random.default_rng(3)
+init = {"0.weight": rng.standard_normal((H, D)).astype(np.float32) * 0.4,
+        "0.bias": rng.standard_normal(H).astype(np.float32) * 0.1,
+        "2.weight": rng.standard_normal((D, H)).astype(np.float32) * 0.3,
+        "2.bias": rng.standard_normal(D).astype(np.float32) * 0.1}
+batches = [(rng.standard_normal((B, D)).astype(np.float32), rng.standard_normal((B, D)).astype(np.float32))
+           for _ in range(STEPS)]
+# Megatron: the first layer's weight [H, D] and bias split by output features, the second's
+# weight [D, H] by input features; each copied along "data".
+PLACEMENTS = {"0.weight": [Replicate(), Shard(0)], "0.bias": [Replicate(), Shard(0)],
+              "2.weight": [Replicate(), Shard(1)], "2.bias": [Replicate(), Replicate()]}
+BATCH = [Shard(0), Replicate()]
+
+
+def worker_counts():
+    counts = {}
+    for name, h in gt.debug.get_worker_stats().items():
+        if h is None or h["host"] != "worker":
+            continue
+        c = {s["labels"]["collective"]: s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total"}
+        c["instructions"] = h["instructions"]
+        counts[name] = c
+    return counts
+
+
+def delta(after, before):
+    return {w: {k: v - before.get(w, {}).get(k, 0) for k, v in c.items()} for w, c in after.items()}
+
+
+deadline = time.monotonic() + 30
+while len(worker_counts()) < 4:
+    assert time.monotonic() < deadline, "four workers did not register"
+    time.sleep(0.1)
+
+
+def model_on(mesh):
+    model = gt.nn.Sequential(gt.nn.Linear(D, H), gt.nn.GELU(), gt.nn.Linear(H, D))
+    modules = dict(model.named_modules())
+    for name, value in init.items():
+        owner, _, attr = name.rpartition(".")
+        t = gt.from_numpy(value)
+        if mesh is not None:
+            t = distribute_tensor(t, mesh, PLACEMENTS[name])
+        setattr(modules[owner], attr, t.requires_grad_())
+    return model
+
+
+def train(mesh):
+    model = model_on(mesh)
+    opt = gt.optim.Adam(model.parameters(), lr=0.02)
+    losses, steps = [], []
+    for x_np, t_np in batches:
+        x, t = gt.from_numpy(x_np), gt.from_numpy(t_np)
+        if mesh is not None:
+            x, t = distribute_tensor(x, mesh, BATCH), distribute_tensor(t, mesh, BATCH)
+        gt.sync()
+        phases, counts = {}, [worker_counts()]
+        with record() as r:
+            loss = ((model(x) - t) ** 2).mean()
+            losses.append(loss.item())
+        phases["forward"] = r
+        counts.append(worker_counts())
+        with record() as r:
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            gt.sync()
+        phases["backward+step"] = r
+        counts.append(worker_counts())
+        steps.append({phase: {"collectives": [[c.name, c.workers, c.axis] for c in rec],
+                              "record_members": sum(len(c.workers) for c in rec),
+                              "work": delta(counts[i + 1], counts[i])}
+                      for i, (phase, rec) in enumerate(phases.items())})
+    return model, losses, steps
+
+
+def values(model):
+    return {n: p.numpy().tolist() for n, p in model.named_parameters()}
+
+
+one_model, one_losses, _ = train(None)
+grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
+model, losses, steps = train(grid)
+x = distribute_tensor(gt.from_numpy(batches[0][0]), grid, BATCH)
+with gt.no_grad():
+    hidden = model[1](model[0](x))
+    products = hidden @ model[2].weight.transpose(0, 1)
+    out = model[2](hidden)
+placements = {"hidden": repr(hidden.placements), "products": repr(products.placements), "out": repr(out.placements),
+              "weights": {n: repr(p.placements) for n, p in model.named_parameters()}}
+
+reference = torch.nn.Sequential(torch.nn.Linear(D, H), torch.nn.GELU(), torch.nn.Linear(H, D))
+with torch.no_grad():
+    for n, p in reference.named_parameters():
+        p.copy_(torch.from_numpy(init[n]))
+opt = torch.optim.Adam(reference.parameters(), lr=0.02)
+torch_losses = []
+for x_np, t_np in batches:
+    loss = ((reference(torch.from_numpy(x_np)) - torch.from_numpy(t_np)) ** 2).mean()
+    torch_losses.append(loss.item())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(json.dumps({"one": {"losses": one_losses, "params": values(one_model)},
+                  "mesh": {"losses": losses, "params": values(model)}, "steps": steps,
+                  "placements": placements,
+                  "torch": {"losses": torch_losses,
+                            "params": {n: p.detach().numpy().tolist() for n, p in reference.named_parameters()}}}))
+"""
+
+
+def run(python, address=None, env=None):
+    r = python(f"ADDRESS = {address!r}\n" + PROGRAM, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def close(a, b, tol):
+    return np.allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=tol)
+
+
+def check(got):
+    # Numerics: one worker against PyTorch, the 2 x 2 mesh against one worker.
+    assert close(got["one"]["losses"], got["torch"]["losses"], 1e-5), (got["one"]["losses"], got["torch"]["losses"])
+    assert close(got["mesh"]["losses"], got["one"]["losses"], 1e-5), (got["mesh"]["losses"], got["one"]["losses"])
+    assert got["mesh"]["losses"][-1] < got["mesh"]["losses"][0]
+    for name, value in got["one"]["params"].items():
+        assert close(value, got["torch"]["params"][name], 1e-5), name
+        assert close(got["mesh"]["params"][name], value, 1e-5), name
+    p = got["placements"]
+    assert p["hidden"] == "[Shard(dim=0), Shard(dim=1)]", p
+    assert p["products"] == "[Shard(dim=0), Partial(sum)]", p  # the row-parallel matmul alone: pending
+    assert p["out"] == "[Shard(dim=0), Replicate()]", p  # the bias added: summed along "model"
+    assert p["weights"]["0.weight"] == "[Replicate(), Shard(dim=0)]", p  # the optimizer updated pieces in place
+    assert p["weights"]["2.weight"] == "[Replicate(), Shard(dim=1)]", p
+    rows, columns = [[0, 1], [2, 3]], [[0, 2], [1, 3]]
+    for step in got["steps"]:
+        forward, backward = step["forward"]["collectives"], step["backward+step"]["collectives"]
+        # One all-reduce per row for the tensor-parallel block, one per column for the loss's mean.
+        assert sorted(c[1] for c in forward if c[0] == "all_reduce(sum)" and c[2] == "model") == rows, forward
+        assert sorted(c[1] for c in forward if c[0] == "all_reduce(sum)" and c[2] == "data") == columns, forward
+        assert [c for c in forward if c[0] != "all_reduce(sum)"] == [], forward
+        # Each of the four gradients summed within each column, and no tensor gathered.
+        synced = [c for c in backward if c[0] == "all_reduce(sum)"]
+        assert len(synced) == 4 * 2 and all(c[1] in columns and c[2] == "data" for c in synced), backward
+        assert not any(c[0] == "all_gather" for c in forward + backward), backward
+        for phase in ("forward", "backward+step"):
+            work = step[phase]["work"]
+            assert len(work) == 4, work
+            # The client's record and the workers' counters count the same collectives.
+            collectives = sum(v for w in work.values() for k, v in w.items() if k != "instructions")
+            assert collectives == step[phase]["record_members"], (phase, work, step[phase])
+            # Every worker did a like share of the work.
+            ran = [w["instructions"] for w in work.values()]
+            assert min(ran) > 0 and max(ran) <= 1.5 * min(ran), (phase, ran)
+
+
+def test_data_by_model_parallel_mlp_embedded(python):
+    check(run(python, env={"GT_WORKERS": "4"}))
+
+
+def test_data_by_model_parallel_mlp_process_cluster(python, processes):
+    with processes(workers=4) as port:
+        check(run(python, address=f"127.0.0.1:{port}"))
