@@ -105,6 +105,27 @@ Tensor GatherAxis(Step& s, const Tensor& t, size_t axis) {
   return out;
 }
 
+// `t` (Partial() on `axis`) summed and cut along `dim` over `axis`: a
+// reduce-scatter within each group (half the bytes of an all-reduce). New
+// pieces are temporaries.
+Tensor ReduceScatterAxis(Step& s, const Tensor& t, size_t axis, int64_t dim) {
+  Tensor out = t;
+  out.placement.mesh_axes[axis] = ShardAxis(dim);
+  for (const std::vector<size_t>& group : Groups(t.placement, axis)) {
+    const Tensor sub = GroupTensor(t, axis, group);
+    Placement like = sub.placement;
+    like.kind = Placement::Kind::kSharded;
+    like.axis = dim;
+    like.sizes = ChunkSizes(sub.meta.shape[static_cast<size_t>(dim)], group.size());
+    const std::vector<TensorId> ids = ReduceScatter(s, sub, like);
+    for (size_t r = 0; r < group.size(); ++r) {
+      s.temporaries.emplace_back(sub.placement.workers[r], ids[r]);
+      out.placement.ids[group[r]] = ids[r];
+    }
+  }
+  return out;
+}
+
 // `t` (Replicate() on `axis`) cut along `dim` over `axis`: each worker
 // slices its piece locally. New pieces are temporaries.
 Tensor SliceAxis(Step& s, const Tensor& t, size_t axis, int64_t dim) {
@@ -129,8 +150,13 @@ Tensor SliceAxis(Step& s, const Tensor& t, size_t axis, int64_t dim) {
 // axis where it is cut otherwise, then sliced where the target cuts.
 Tensor Conform(Step& s, const Tensor& t, const Axes& target) {
   Tensor cur = t;
-  for (size_t a = 0; a < target.size(); ++a)
-    if (!(cur.placement.mesh_axes[a] == target[a])) cur = GatherAxis(s, cur, a);
+  for (size_t a = 0; a < target.size(); ++a) {
+    const MeshAxis& m = cur.placement.mesh_axes[a];
+    if (m == target[a]) continue;
+    // A pending sum cut where the other axis does not already cut: reduce-scattered.
+    const bool scatter = m.partial() && target[a].shard() && !(cur.placement.mesh_axes[1 - a] == target[a]);
+    cur = scatter ? ReduceScatterAxis(s, cur, a, target[a].dim) : GatherAxis(s, cur, a);
+  }
   for (size_t a = 0; a < target.size(); ++a)
     if (target[a].shard() && cur.placement.mesh_axes[a].replicate()) cur = SliceAxis(s, cur, a, target[a].dim);
   return cur;
@@ -413,6 +439,8 @@ bool MeshCarries(const Instruction& inst, const std::vector<const Tensor*>& in, 
     case Op::kClone: case Op::kNeg: case Op::kSum: case Op::kMean: case Op::kTranspose: case Op::kPermute:
     case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze:
       return in.size() == 1;
+    case Op::kRedistribute:  // to a mesh: reduce-scattered or all-reduced by the change itself
+      return in.size() == 1 && !inst.attrs.axes.empty() && inst.attrs.axes[0] == kMeshLayout;
     case Op::kMul:
       return in.size() == 1 && inst.attrs.scalar_side != ScalarSide::kNone && std::isfinite(inst.attrs.scalar);
     case Op::kDiv:

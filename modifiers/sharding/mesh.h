@@ -27,7 +27,9 @@
 //                                          (the record says Replicate() from then on)
 //   anything else                        the mesh operands gathered into a copy on every
 //                                          mesh worker (replicated), then the 1-D strategies
-//   redistribute to a mesh layout        per axis: gathered where the target differs,
+//   redistribute to a mesh layout        per axis: a Partial() axis to Shard(d) reduce-
+//                                          scattered, to Replicate() all-reduced; a Shard
+//                                          axis gathered where the target differs;
 //                                          then sliced locally (from a 1-D layout: copies
 //                                          on every mesh worker first); from a mesh to a
 //                                          1-D layout: gathered into copies first
@@ -59,7 +61,8 @@ bool MeshCarries(const Instruction& inst, const std::vector<const Tensor*>& in, 
 // s.inst on the mesh (REQUIRES: MeshRuns; no Partial() axis unless MeshCarries).
 Result<Placement> MeshOp(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // redistribute when its target or its operand is on a mesh (REQUIRES: x has
-// no Partial() axis): checks the target, then moves x there.
+// no Partial() axis unless the target is a mesh layout): checks the target,
+// then moves x there.
 Result<Placement> MeshRedistribute(Step& s, const Tensor& x, const TensorMeta& meta);
 
 // `t`'s Partial() axes all-reduced (REQUIRES: t.placement.mesh()): its record

@@ -86,6 +86,15 @@ step("2-D [Shard(1), Shard(0)]->1-D Shard(0)", lambda: s1s0.redistribute(mesh, [
 step("1-D Shard(0)->2-D [Shard(0), Shard(1)]", lambda: rows.redistribute(grid, [Shard(0), Shard(1)]), a)
 step("2-D [Shard(0), Shard(1)]->full_tensor", lambda: s0s1.full_tensor(), a)
 step("2-D [Shard(-1), Replicate()]", lambda: s0r.redistribute(grid, [Shard(-1), Replicate()]), a)
+# A pending sum along "model" (a contraction over the dim it cuts; integers, so exact).
+wi = np.arange(24, dtype=np.float32).reshape(6, 4) - 10
+w_rows = distribute_tensor(gt.from_numpy(wi), grid, [Replicate(), Shard(0)])
+out["pending_2d"] = repr((s0s1 @ w_rows).placements)
+# (the matmul inside the step: the record names the source of the op that made the sum it reduces)
+step("2-D [Shard(0), Partial()]->[Shard(0), Shard(1)]",
+     lambda: (s0s1 @ w_rows).redistribute(grid, [Shard(0), Shard(1)]), a @ wi)
+step("2-D [Shard(0), Partial()]->[Shard(0), Replicate()]",
+     lambda: (s0s1 @ w_rows).redistribute(grid, [Shard(0), Replicate()]), a @ wi)
 out["shard_sizes"] = list(gt._C.layout(rows._c)[3])
 
 # Ops follow the placement: a split batch times replicated weights stays split, with no collective.
@@ -203,6 +212,11 @@ EXPECTED = {
     "1-D Shard(0)->2-D [Shard(0), Shard(1)]": ("[Shard(dim=0), Shard(dim=1)]", [[0, 1], [2, 3]], ["all_gather"]),
     "2-D [Shard(0), Shard(1)]->full_tensor": ("[Replicate()]", [0], ["all_gather"] * 4),
     "2-D [Shard(-1), Replicate()]": ("[Shard(dim=1), Replicate()]", [[0, 1], [2, 3]], ["all_gather"] * 2),
+    # summed within each mesh row: cut as it is summed, or a copy on each
+    "2-D [Shard(0), Partial()]->[Shard(0), Shard(1)]": ("[Shard(dim=0), Shard(dim=1)]", [[0, 1], [2, 3]],
+                                                         ["reduce_scatter"] * 2),
+    "2-D [Shard(0), Partial()]->[Shard(0), Replicate()]": ("[Shard(dim=0), Replicate()]", [[0, 1], [2, 3]],
+                                                           ["all_reduce(sum)"] * 2),
 }
 
 
@@ -240,6 +254,7 @@ def check(got):
     assert "<string>:" in dp["table"] and "pattern:" in dp["table"], dp["table"]
     errors = got["errors"]
     assert "Partial() cannot be asked for" in errors["partial"], errors
+    assert got["pending_2d"] == "[Shard(dim=0), Partial(sum)]", got["pending_2d"]
     assert errors["short_2d"] and "does not give a piece to each" in errors["short_2d"], errors
     assert "one placement per mesh axis" in errors["count"], errors
     assert "out of range" in errors["dim"], errors
