@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,12 +142,12 @@ TEST_F(DistributedTest, WhatCannotBeHeldIsRefused) {
     EXPECT_EQ(e.code(), gt::Code::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("does not give a piece to each"), std::string::npos) << e.what();
   }
-  try {
-    (void)gd::signal_config(grid, {gd::Shard(0), gd::Replicate()});
-    FAIL() << "a signal config with a placement per axis was accepted";
-  } catch (const gt::Error& e) {
-    EXPECT_EQ(e.code(), gt::Code::kUnimplemented);
-  }
+  // A placement per axis in a signal config: a mesh layout, not a split.
+  const gt::SignalConfig mixed = gd::signal_config(grid, {gd::Shard(0), gd::Replicate()});
+  ASSERT_TRUE(mixed.mesh.has_value());
+  EXPECT_FALSE(mixed.shard.has_value());
+  EXPECT_EQ(mixed.mesh->workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(mixed.mesh->shard_dims, (std::vector<std::optional<int64_t>>{0, std::nullopt}));
   EXPECT_THROW((void)gd::distribute_tensor(x, grid, {gd::Shard(0)}), gt::Error) << "one placement per axis";
   EXPECT_THROW((void)gd::distribute_tensor(x, gd::DeviceMesh({0, 1}), {gd::Partial()}), gt::Error);
   EXPECT_THROW((void)gd::distribute_tensor(x, gd::DeviceMesh({0, 1}), {gd::Shard(2)}), gt::Error);

@@ -45,6 +45,18 @@ std::vector<std::string> Problems(const std::string& where, const SignalConfig& 
     if (config.replicated) out.push_back(where + ": shard and replicated: true exclude each other");
   }
   if (!config.replicas.empty() && !config.replicated) out.push_back(where + ".replicas: only with replicated: true");
+  if (config.mesh && (config.shard || config.replicated))
+    out.push_back(where + ": a mesh layout excludes shard and replicated");
+  if (config.mesh) {
+    const MeshConfig& m = *config.mesh;
+    if (m.rows < 1 || m.columns < 1 || m.workers.size() != static_cast<size_t>(m.rows * m.columns) ||
+        m.shard_dims.size() != 2)
+      out.push_back(where + ".mesh: expected rows * columns workers and a placement per mesh axis (2)");
+    for (size_t i = 0; i < m.workers.size(); ++i)
+      if (m.workers[i] < 0 || std::find(m.workers.begin(), m.workers.begin() + static_cast<std::ptrdiff_t>(i),
+                                        m.workers[i]) != m.workers.begin() + static_cast<std::ptrdiff_t>(i))
+        out.push_back(where + ".mesh.workers: worker " + std::to_string(m.workers[i]) + " is negative or repeated");
+  }
   for (size_t i = 0; i < config.replicas.size(); ++i) {
     if (config.replicas[i] < 0)
       out.push_back(where + ".replicas[" + std::to_string(i) + "]: worker index must be >= 0, got " +
@@ -391,6 +403,7 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
           config.shard = placed.shard;
           config.replicated = placed.replicated;
           config.replicas = placed.replicas;
+          config.mesh = placed.mesh;
         } catch (const Error& e) {
           problems.push_back(placements_where + ": " + e.what());
         }

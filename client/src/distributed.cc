@@ -274,12 +274,14 @@ void set_source_hook(std::function<std::string()> hook) { Session::Get()->SetSou
 SignalConfig signal_config(const DeviceMesh& mesh, const std::vector<Placement>& placements) {
   const std::string where = "placements " + Join(placements) + " on " + mesh.ToString() + ": ";
   CheckPlacements(mesh, placements, where);
-  if (!Alike(placements))
-    throw Error(Code::kUnimplemented,
-                where + "a signal config holds one split or one set of copies: different placements per mesh axis "
-                        "are made with distribute_tensor / redistribute");
   SignalConfig config;
-  if (placements[0].is_shard()) {
+  if (!Alike(placements)) {
+    MeshConfig m{mesh.size(0), mesh.size(1), mesh.workers(), {}};
+    for (const Placement& p : placements) m.shard_dims.push_back(p.is_shard() ? std::optional<int64_t>(p.dim) : std::nullopt);
+    if (m.shard_dims[0] && m.shard_dims[0] == m.shard_dims[1])
+      throw Invalid(where + "both mesh axes cut dim " + std::to_string(*m.shard_dims[0]));
+    config.mesh = std::move(m);
+  } else if (placements[0].is_shard()) {
     config.shard = ShardConfig{placements[0].dim, mesh.workers()};
   } else {
     config.replicated = true;

@@ -241,7 +241,7 @@ void Session::ClearConfigs() {
 // is gone, and a unit must never take one (the sharding stage refuses it).
 void Session::UpdatePlacingLocked() {
   bool placing = placing_;
-  for (const auto& [name, config] : configs_) placing = placing || config.shard || config.replicated;
+  for (const auto& [name, config] : configs_) placing = placing || config.shard || config.replicated || config.mesh;
   // What the stages hold back goes first: the configure comes after it.
   if (placing && !placing_ && pipeline_) pipeline_->Drain();
   placing_ = placing;
@@ -260,6 +260,12 @@ void Session::SendConfigLocked(const std::string& name, const std::optional<Sign
     if (config->replicated) spec.workers.assign(config->replicas.begin(), config->replicas.end());
     spec.compile = config->compile;
     spec.backward = config->backward;
+    if (config->mesh) {
+      const MeshConfig& m = *config->mesh;
+      spec.workers.assign(m.workers.begin(), m.workers.end());
+      spec.mesh = {m.rows, m.columns};
+      for (const std::optional<int64_t>& dim : m.shard_dims) spec.mesh.insert(spec.mesh.end(), {dim ? 1 : 2, dim.value_or(0)});
+    }
   }
   QueueLocked(MakeConfigure(next_seq_++, spec));
 }

@@ -1,5 +1,6 @@
 // Where each op-specific attribute lives in the generic Attributes record
 // (the layout documented in gt/op.h). Nothing else writes these fields.
+#include <cmath>
 #include "gt/op_attrs.h"
 
 #include <cassert>
@@ -131,6 +132,7 @@ Instruction MakeConfigure(uint64_t seq, const ConfigureSpec& spec) {
   inst.attrs.keepdims = spec.replicated;
   inst.attrs.seed = spec.compile ? 1 : 0;
   if (!spec.backward.empty()) inst.payload = TextBlob(spec.backward);
+  inst.attrs.numbers.assign(spec.mesh.begin(), spec.mesh.end());
   return inst;
 }
 
@@ -144,6 +146,8 @@ ConfigureSpec ReadConfigure(const Instruction& configure) {
   spec.replicated = configure.attrs.keepdims;
   spec.compile = configure.attrs.seed != 0;
   spec.backward = BlobText(configure.payload);
+  for (double v : configure.attrs.numbers)  // out of range: a value the stage refuses
+    spec.mesh.push_back(std::isfinite(v) && std::abs(v) < 1e15 ? static_cast<int64_t>(v) : -1);
   return spec;
 }
 

@@ -17,6 +17,24 @@ Status CheckConfig(const std::string& signal, const Config& config, const Worker
       return InvalidArgument(where + "shard.workers[" + std::to_string(i) + "]: worker index " +
                              std::to_string(config.workers[i]) + " is not a live worker (live: " +
                              WorkerList(workers.live()) + ")");
+  if (shape && !config.mesh_shape.empty() && !shape->empty()) {
+    int64_t cut = -1;
+    for (size_t a = 0; a < config.mesh_axes.size(); ++a) {
+      if (!config.mesh_axes[a].shard()) continue;
+      const int64_t rank = static_cast<int64_t>(shape->size()), dim = config.mesh_axes[a].dim;
+      const std::string field = where + "placements[" + std::to_string(a) + "]: Shard(" + std::to_string(dim) + ")";
+      if (dim < -rank || dim >= rank)
+        return InvalidArgument(field + " is out of range for a tensor of shape " + ShapeToString(*shape));
+      const int64_t d = dim < 0 ? dim + rank : dim;
+      if (d == cut) return InvalidArgument(field + ": both mesh axes cut the same dim");
+      cut = d;
+      const int64_t n = config.mesh_shape[a];
+      if (static_cast<int64_t>(ChunkSizes((*shape)[static_cast<size_t>(d)], static_cast<size_t>(n)).size()) != n)
+        return InvalidArgument(field + ": dim " + std::to_string(d) + " of a tensor of shape " + ShapeToString(*shape) +
+                               " does not give a piece to each of the " + std::to_string(n) + " workers of mesh axis " +
+                               std::to_string(a) + " (torch.chunk)");
+    }
+  }
   if (shape && config.sharded && !shape->empty()) {  // a scalar is placed whole
     const int64_t rank = static_cast<int64_t>(shape->size());
     if (config.axis < -rank || config.axis >= rank)

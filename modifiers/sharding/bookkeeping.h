@@ -27,6 +27,11 @@ struct Config {
   bool replicated = false;
   std::string backward;
   bool compile = false;
+  // A 2-D mesh layout (mesh.h): {rows, columns} and a placement per mesh
+  // axis (a Shard dim may count from the end); `workers` the mesh's,
+  // row-major. Empty: none.
+  std::vector<int64_t> mesh_shape;
+  std::vector<MeshAxis> mesh_axes;
 };
 
 // Everything the stage keeps for one client.
@@ -81,7 +86,9 @@ class Workers {
 
 // OK when every worker `config` (registered under `signal`) names is live
 // and, given the `shape` of a tensor it places (may be null), its shard axis
-// is in range; else InvalidArgument naming the signal and the field.
+// is in range (a mesh layout's Shard dims: in range, distinct, each giving a
+// piece to every worker of its axis); else InvalidArgument naming the
+// signal and the field.
 Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape);
 
 

@@ -189,10 +189,9 @@ std::vector<TensorId> EachWorker(Step& s, const Placement& mesh, const std::vect
                                  Op op) {
   std::vector<TensorId> ids;
   for (size_t k = 0; k < mesh.workers.size(); ++k) {
-    Instruction piece = *s.inst;
-    if (op != piece.op && op != Op::kSum) piece.attrs = Attributes{};  // a clone of each piece
+    Instruction piece;
     piece.op = op;
-    piece.operands.clear();
+    if (op == s.inst->op || op == Op::kSum) piece.attrs = s.inst->attrs;  // else a clone of each piece
     for (const Tensor& t : operands) piece.operands.push_back(t.placement.ids[k]);
     piece.results.clear();
     if (makes) {
@@ -475,6 +474,23 @@ Result<Placement> MeshRedistribute(Step& s, const Tensor& x, const TensorMeta& m
   const Tensor moved = Conform(s, OnMesh(s, x, *target), target->mesh_axes);
   // Each piece copied into a tensor of the result's own (x keeps its pieces).
   target->ids = EachWorker(s, *target, {moved}, true, Op::kClone);
+  return target;
+}
+
+Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& meta) {
+  Result<Placement> whole = Creation(s, nullptr, meta);
+  if (!whole.ok()) return whole;
+  s.temporaries.emplace_back(whole->workers[0], whole->ids[0]);  // the pieces are copies of their own
+  const Tensor made{meta, *whole};
+  Placement target;
+  target.kind = Placement::Kind::kMesh;
+  target.workers = config.workers;
+  target.mesh_shape = config.mesh_shape;
+  target.mesh_axes = config.mesh_axes;
+  for (MeshAxis& m : target.mesh_axes)
+    if (m.shard()) m.dim = Wrap(m.dim, meta.shape.size());
+  const Tensor moved = Conform(s, OnMesh(s, made, target), target.mesh_axes);
+  target.ids = EachWorker(s, target, {moved}, true, Op::kClone);
   return target;
 }
 

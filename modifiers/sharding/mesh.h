@@ -65,6 +65,11 @@ Result<Placement> MeshOp(Step& s, const std::vector<const Tensor*>& in, const Te
 // then moves x there.
 Result<Placement> MeshRedistribute(Step& s, const Tensor& x, const TensorMeta& meta);
 
+// A creation op (s.inst) in a scope whose config is a mesh layout
+// (REQUIRES: CheckConfig passed for `meta`): made whole on the client's
+// worker, then copied and cut there, each piece a tensor of its own.
+Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& meta);
+
 // `t`'s Partial() axes all-reduced (REQUIRES: t.placement.mesh()): its record
 // changes; the addends are freed when the step ends.
 void SumMeshPartials(Step& s, Tensor& t);

@@ -187,6 +187,37 @@ void ShardingStage::FreeConsumed(Client& c, const Instruction& run, Emitter& out
   if (!free.operands.empty()) (void)Free(c, std::move(free), out);
 }
 
+namespace {
+
+// ConfigureSpec::mesh into `config`: {rows, columns, kind_0, dim_0, kind_1,
+// dim_1} over as many distinct workers.
+Status ReadMeshConfig(const ConfigureSpec& spec, Config& config) {
+  const std::string where = "signal '" + spec.signal + "': mesh: ";
+  const std::vector<int64_t>& m = spec.mesh;
+  if (m.size() != 6 || m[0] < 1 || m[1] < 1 || m[0] > (1 << 16) || m[1] > (1 << 16) ||
+      static_cast<size_t>(m[0] * m[1]) != config.workers.size())
+    return InvalidArgument(where + "expected {rows, columns, kind_0, dim_0, kind_1, dim_1} over rows * columns workers");
+  if (config.sharded || config.replicated) return InvalidArgument(where + "excludes shard and replicated");
+  for (size_t i = 0; i < config.workers.size(); ++i)
+    if (std::find(config.workers.begin(), config.workers.begin() + static_cast<std::ptrdiff_t>(i), config.workers[i]) !=
+        config.workers.begin() + static_cast<std::ptrdiff_t>(i))
+      return InvalidArgument(where + "worker " + std::to_string(config.workers[i]) + " is named twice");
+  config.mesh_shape = {m[0], m[1]};
+  for (size_t a = 0; a < 2; ++a) {
+    const int64_t kind = m[2 + 2 * a], dim = m[3 + 2 * a];
+    if (kind == 2) {
+      config.mesh_axes.push_back(MeshAxis{});
+    } else if (kind == 1 && dim > -(1 << 20) && dim < (1 << 20)) {
+      config.mesh_axes.push_back(MeshAxis{MeshAxis::Kind::kShard, dim});
+    } else {
+      return InvalidArgument(where + "axis " + std::to_string(a) + ": expected kind 1 (Shard, with a dim) or 2 (Replicate)");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status ShardingStage::Configure(Client& c, const Instruction& inst) {
   if (inst.signal.empty()) return InvalidArgument("configure: no signal name");
   ConfigureSpec spec = ReadConfigure(inst);
@@ -203,6 +234,9 @@ Status ShardingStage::Configure(Client& c, const Instruction& inst) {
     config.workers.push_back(static_cast<int>(w));
   }
   config.replicated = spec.replicated;
+  if (!spec.mesh.empty()) {
+    if (Status st = ReadMeshConfig(spec, config); !st.ok()) return st;
+  }
   config.compile = spec.compile;
   config.backward = std::move(spec.backward);
   c.configs[spec.signal] = std::move(config);
@@ -254,12 +288,14 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
       return st;
     }
   }
-  Result<Placement> p = Creation(s, chosen, *meta);
+  const bool on_mesh = chosen && !chosen->mesh_shape.empty() && !meta->shape.empty();  // a scalar is placed whole
+  Result<Placement> p = on_mesh ? MeshCreation(s, *chosen, *meta)
+                                : Creation(s, chosen && !chosen->mesh_shape.empty() ? nullptr : chosen, *meta);
   if (!p.ok()) return p.status();
   Explain(s, {}, *p);
   FreeTemporaries(s);
   c.tensors[result] = Tensor{*meta, std::move(*p)};
-  if (inst.op == Op::kZeros || inst.op == Op::kOnes) c.tensors[result].constant = inst.op;
+  if (!on_mesh && (inst.op == Op::kZeros || inst.op == Op::kOnes)) c.tensors[result].constant = inst.op;
   return Status::Ok();
 }
 

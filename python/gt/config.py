@@ -109,6 +109,8 @@ class SignalConfig:
         self.compile = compile
         self.replicated = replicated
         self.replicas = list(replicas) if replicas else []  # with replicated: the workers holding a copy
+        # Different placements per axis of a 2-D mesh: (rows, columns, workers, [dim or None per axis]).
+        self.mesh_layout = None
         if placements is not None or mesh is not None:
             if shard is not None or replicated or replicas:
                 raise ConfigError("invalid SignalConfig", ["SignalConfig: placements exclude shard and replicated"])
@@ -123,12 +125,13 @@ class SignalConfig:
         if not isinstance(mesh, DeviceMesh):
             raise ConfigError("invalid SignalConfig", [f"SignalConfig.mesh: expected a DeviceMesh, got {_type_name(mesh)}"])
         try:
-            shard, replicated, replicas = _C.signal_config(mesh._rows, list(mesh.mesh_dim_names), mesh._flat,
-                                                           _placement_pairs(list(placements or [])))
+            shard, replicated, replicas, layout = _C.signal_config(mesh._rows, list(mesh.mesh_dim_names), mesh._flat,
+                                                                   _placement_pairs(list(placements or [])))
         except _C.Error as e:
             raise ConfigError("invalid SignalConfig", [f"SignalConfig.placements: {e}"]) from None
         self.shard = ShardConfig(axis=shard[0], workers=shard[1]) if shard is not None else None
         self.replicated, self.replicas = replicated, list(replicas)
+        self.mesh_layout = _mesh_layout(layout)
 
     @property
     def backward(self):
@@ -159,13 +162,27 @@ class SignalConfig:
 
     def __eq__(self, other):
         return isinstance(other, SignalConfig) and (
-            (self.shard, self.backward_signal, self.compile, self.replicated, self.replicas)
-            == (other.shard, other.backward_signal, other.compile, other.replicated, other.replicas))
+            (self.shard, self.backward_signal, self.compile, self.replicated, self.replicas, self.mesh_layout)
+            == (other.shard, other.backward_signal, other.compile, other.replicated, other.replicas,
+                other.mesh_layout))
 
     def __repr__(self):
         replicas = f", replicas={self.replicas!r}" if self.replicas else ""
+        mesh = ""
+        if self.mesh_layout is not None:
+            rows, columns, workers, dims = self.mesh_layout
+            grid = [workers[i:i + columns] for i in range(0, rows * columns, columns)]
+            mesh = f", mesh={grid!r}, placements={['Replicate()' if d is None else f'Shard({d})' for d in dims]!r}"
         return (f"SignalConfig(shard={self.shard!r}, backward_signal={self.backward_signal!r}, "
-                f"compile={self.compile!r}, replicated={self.replicated!r}{replicas})")
+                f"compile={self.compile!r}, replicated={self.replicated!r}{replicas}{mesh})")
+
+
+def _mesh_layout(layout):
+    """(rows, columns, workers, [dim or None]) from the C++ client, with lists as lists (comparable)."""
+    if layout is None:
+        return None
+    rows, columns, workers, dims = layout
+    return rows, columns, list(workers), list(dims)
 
 
 _lock = threading.Lock()
@@ -198,7 +215,7 @@ def _send(name, config):
     _C.register_config(name, shard.axis if shard is not None else None,
                        list(shard.workers or []) if shard is not None else [],
                        bool(config.replicated), config.backward_signal or "", bool(config.compile),
-                       list(config.replicas))
+                       list(config.replicas), config.mesh_layout)
 
 
 def get_config(name):
@@ -224,12 +241,13 @@ def _register_parsed(source, signals, problems):
     if problems:
         raise ConfigError(f"{source}: {len(problems)} problem{'s' if len(problems) != 1 else ''}", problems)
     found = {}
-    for name, shard, replicated, backward, compile, replicas in signals:
+    for name, shard, replicated, backward, compile, replicas, mesh in signals:
         if shard is not None:
             axis, workers = shard
             shard = ShardConfig(axis=axis, workers=workers or None)  # no workers: every worker
         found[name] = SignalConfig(shard=shard, backward_signal=backward or None, compile=compile,
                                    replicated=replicated, replicas=replicas)
+        found[name].mesh_layout = _mesh_layout(mesh)
     with _lock:
         for name, config in found.items():
             _send(name, config)

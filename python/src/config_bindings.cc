@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -20,15 +21,22 @@ namespace py = pybind11;
 namespace gt::python {
 namespace {
 
+// A MeshConfig as (rows, columns, workers, [dim or None per mesh axis]); None for none.
+py::object MeshToPython(const std::optional<MeshConfig>& mesh) {
+  if (!mesh) return py::none();
+  return py::make_tuple(mesh->rows, mesh->columns, py::cast(mesh->workers), py::cast(mesh->shard_dims));
+}
+
 // (signals, problems): signals as (name, shard, replicated, backward,
-// compile, replicas) with shard None or (axis, workers), in file order.
+// compile, replicas, mesh) with shard None or (axis, workers), mesh as
+// MeshToPython, in file order.
 py::tuple ToPython(const ParsedConfigs& parsed) {
   py::list signals;
   for (const auto& [name, config] : parsed.signals) {
     py::object shard = py::none();
     if (config.shard) shard = py::make_tuple(config.shard->axis, py::cast(config.shard->workers));
     signals.append(py::make_tuple(name, shard, config.replicated, config.backward, config.compile,
-                                  py::cast(config.replicas)));
+                                  py::cast(config.replicas), MeshToPython(config.mesh)));
   }
   return py::make_tuple(signals, py::cast(parsed.problems));
 }
@@ -51,7 +59,8 @@ py::tuple ParseFile(const std::string& path) {
 void BindConfig(py::module_& m) {
   m.def("parse_config_file", &ParseFile, py::arg("path"),
         "Reads the signal configs of a YAML file, registering nothing: (signals, problems), signals as "
-        "(name, shard: None or (axis, workers), replicated, backward, compile, replicas), problems as 'FILE:LINE: PATH: what'. "
+        "(name, shard: None or (axis, workers), replicated, backward, compile, replicas, mesh: None or (rows, "
+        "columns, workers, [dim or None per mesh axis])), problems as 'FILE:LINE: PATH: what'. "
         "OSError for a file that cannot be read.");
   m.def(
       "parse_config_string",
@@ -62,8 +71,11 @@ void BindConfig(py::module_& m) {
   m.def(
       "register_config",
       [](const std::string& name, std::optional<int64_t> axis, std::vector<int> workers, bool replicated,
-         const std::string& backward, bool compile, std::vector<int> replicas) {
+         const std::string& backward, bool compile, std::vector<int> replicas,
+         std::optional<std::tuple<int64_t, int64_t, std::vector<int>, std::vector<std::optional<int64_t>>>> mesh) {
         SignalConfig config;
+        if (mesh)
+          config.mesh = MeshConfig{std::get<0>(*mesh), std::get<1>(*mesh), std::get<2>(*mesh), std::get<3>(*mesh)};
         if (axis) config.shard = ShardConfig{*axis, std::move(workers)};
         config.replicated = replicated;
         config.replicas = std::move(replicas);
@@ -72,7 +84,9 @@ void BindConfig(py::module_& m) {
         register_config(name, config);
       },
       py::arg("name"), py::arg("axis"), py::arg("workers"), py::arg("replicated"), py::arg("backward"),
-      py::arg("compile"), py::arg("replicas") = std::vector<int>{}, "Registers a signal config with the C++ client (sent to the dispatcher); axis None: no shard");
+      py::arg("compile"), py::arg("replicas") = std::vector<int>{}, py::arg("mesh") = py::none(),
+      "Registers a signal config with the C++ client (sent to the dispatcher); axis None: no shard; mesh: "
+      "None or (rows, columns, workers, [dim or None per mesh axis])");
   m.def("clear_configs", &clear_configs, "Forgets every signal config of this client");
 }
 

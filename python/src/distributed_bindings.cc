@@ -64,8 +64,11 @@ void BindDistributed(py::module_& m) {
     const SignalConfig c = gd::signal_config(MakeMesh(rows, names, flat), MakePlacements(placements));
     py::object shard = py::none();
     if (c.shard) shard = py::make_tuple(c.shard->axis, py::cast(c.shard->workers));
-    return py::make_tuple(shard, c.replicated, c.replicas);
-  }, "gt::distributed::signal_config: (shard None or (axis, workers), replicated, replicas)");
+    py::object mesh = py::none();
+    if (c.mesh) mesh = py::make_tuple(c.mesh->rows, c.mesh->columns, py::cast(c.mesh->workers), py::cast(c.mesh->shard_dims));
+    return py::make_tuple(shard, c.replicated, c.replicas, mesh);
+  }, "gt::distributed::signal_config: (shard None or (axis, workers), replicated, replicas, mesh None or (rows, "
+     "columns, workers, [dim or None per mesh axis]))");
   m.def("layout", [](const Tensor& t) {
     std::optional<gd::Layout> layout;
     {

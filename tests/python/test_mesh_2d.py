@@ -200,3 +200,70 @@ def test_data_by_model_parallel_mlp_embedded(python):
 def test_data_by_model_parallel_mlp_process_cluster(python, processes):
     with processes(workers=4) as port:
         check(run(python, address=f"127.0.0.1:{port}"))
+
+
+SCOPES = r"""
+import json, time
+import numpy as np
+import gt
+from gt.distributed import DeviceMesh, Shard, Replicate
+
+if ADDRESS:
+    gt.connect(ADDRESS)
+deadline = time.monotonic() + 30
+while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
+    assert time.monotonic() < deadline, "four workers did not register"
+    time.sleep(0.1)
+gt.load_config_string('''
+mesh:
+  workers: [[0, 1], [2, 3]]
+  axes: [data, model]
+batch:
+  placements: [shard(0), replicate]
+columns:
+  placements: [replicate, shard(-1)]
+''', "mesh.yaml")
+out = {"config": repr(gt.get_config("batch"))}
+with gt.signal.context("batch"):
+    x = gt.randn(8, 6)
+    scalar = gt.ones(())
+with gt.signal.context("columns"):
+    w = gt.from_numpy(np.arange(60, dtype=np.float32).reshape(6, 10))
+with gt.distributed.record() as r:
+    h = x @ w
+xv = x.numpy()
+out.update({"x": repr(x.placements), "scalar": repr(scalar.placements), "w": repr(w.placements),
+            "h": repr(h.placements), "h_collectives": [c.name for c in r],
+            "w_ok": bool(np.array_equal(w.numpy(), np.arange(60, dtype=np.float32).reshape(6, 10))),
+            "h_ok": bool(np.allclose(h.numpy(), xv @ w.numpy(), rtol=1e-5, atol=1e-4))})
+try:
+    with gt.signal.context("batch"):
+        short = gt.randn(1, 6)  # one row cannot be cut in two
+    short.numpy()
+    out["short"] = None
+except gt.Error as e:
+    out["short"] = str(e)
+out["after_ok"] = bool(np.array_equal(x.numpy(), xv))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("cluster", ["embedded", "processes"])
+def test_yaml_placements_per_mesh_axis_place_what_a_scope_makes(python, processes, cluster):
+    """A signal config with a placement per axis of a 2-D mesh: a tensor made in its scope is laid
+    out so (made whole, then copied and cut); ops on it follow the placements."""
+    def run_scopes(address=None, env=None):
+        r = python(f"ADDRESS = {address!r}\n" + SCOPES, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    if cluster == "embedded":
+        got = run_scopes(env={"GT_WORKERS": "4"})
+    else:
+        with processes(workers=4) as port:
+            got = run_scopes(address=f"127.0.0.1:{port}")
+    assert "mesh=[[0, 1], [2, 3]], placements=['Shard(0)', 'Replicate()']" in got["config"], got
+    assert got["x"] == "[Shard(dim=0), Replicate()]" and got["w"] == "[Replicate(), Shard(dim=1)]", got
+    assert got["scalar"] == "[Replicate()]", got  # a scalar is made whole
+    assert got["h"] == "[Shard(dim=0), Shard(dim=1)]" and got["h_collectives"] == [], got
+    assert got["w_ok"] and got["h_ok"] and got["after_ok"], got
+    assert got["short"] and "does not give a piece to each of the 2 workers of mesh axis 0" in got["short"], got

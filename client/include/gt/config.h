@@ -50,12 +50,27 @@ struct ShardConfig {
   std::vector<int> workers;  // worker indexes, in shard order; empty: every live worker
 };
 
+// A layout on a 2-D mesh with a placement per mesh axis: what
+// gt::distributed::signal_config makes of [Shard(0), Replicate()] and the
+// like (placements alike on both axes are a ShardConfig or replicated).
+struct MeshConfig {
+  int64_t rows = 0;
+  int64_t columns = 0;
+  std::vector<int> workers;                        // rows * columns, row-major
+  std::vector<std::optional<int64_t>> shard_dims;  // per mesh axis: the dim it cuts (Shard); nullopt: copies
+  friend bool operator==(const MeshConfig&, const MeshConfig&) = default;
+};
+
 struct SignalConfig {
   std::optional<ShardConfig> shard;  // split tensors made in the scope
   bool replicated = false;           // a full copy on every live worker (or `replicas`); excludes `shard`
   std::vector<int> replicas;         // with `replicated`: the workers holding a copy; empty: every live one
   std::string backward;              // the signal whose config gradients use; "" for none
   bool compile = false;              // a compile boundary
+  // Tensors made in the scope laid out on a 2-D mesh (made whole, then cut
+  // and copied there); other ops in the scope follow their operands'
+  // placements. Excludes `shard` and `replicated`.
+  std::optional<MeshConfig> mesh;
 };
 
 // Sets the config of signal `name`, replacing any earlier one, and sends it

@@ -28,11 +28,18 @@
 // modifiers/sharding/sharding.h), and its gradient keeps the layout it
 // arrives in.
 //
-// Meshes: 1-D, or 2-D where the placements reduce to one split or one copy
-// over the flattened mesh ([Replicate(), Replicate()], [Shard(d), Shard(d)]).
-// Other 2-D placements ([Shard(0), Replicate()], [Shard(0), Shard(1)]) are
-// refused (gt::Error, unimplemented): the sharding stage's placement model
-// holds one split per tensor.
+// Meshes: 1-D or 2-D. On a 2-D mesh placements alike on both axes are one
+// split or one copy over the flattened mesh ([Shard(d), Shard(d)],
+// [Replicate(), Replicate()]); different ones ([Shard(0), Replicate()],
+// [Shard(0), Shard(1)], [Replicate(), Shard(1)]) are a DTensor-style layout
+// per mesh axis: worker (i, j) holds the box torch.chunk gives for its
+// coordinates, collectives run within the groups along one axis, and ops
+// propagate the placements per axis ([Shard(0), Replicate()] @
+// [Replicate(), Shard(1)] -> [Shard(0), Shard(1)]; a contraction over a dim
+// one axis cuts -> Partial() along that axis). The ops that run piece by
+// piece there, and what every other op does, are in
+// modifiers/sharding/mesh.h. A Shard(d) along an axis of n workers needs
+// dim d to give n pieces (torch.chunk).
 //
 // Recording: between start_recording() and stop_recording() the sharding
 // stage notes every collective the client's ops cause (its kind, members and
@@ -99,8 +106,8 @@ class DeviceMesh {
 
 // A copy of `t` laid out on `mesh` by `placements` (one per mesh axis).
 // Throws gt::Error (invalid_argument) for a count that does not match the
-// mesh, a Shard dim out of range, Partial(); (unimplemented) for a 2-D
-// placement gt cannot hold. A worker that is not live is reported by the
+// mesh, a Shard dim out of range, Partial(); a dim too short to give a
+// piece to each worker of its mesh axis is refused by the dispatcher. A worker that is not live is reported by the
 // dispatcher at the next sync point. `t` may live anywhere.
 Tensor distribute_tensor(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements);
 // The same for a tensor already distributed (DTensor's redistribute).
@@ -140,9 +147,11 @@ void start_recording();
 // Stops recording and returns what was recorded, in stream order (a sync point).
 std::vector<CollectiveRecord> stop_recording();
 // The signal config that places what a scope makes as `placements` on
-// `mesh` (the YAML `placements:` of gt/config.h): a split for Shard(d), a
-// copy on each mesh worker for Replicate(). Throws as distribute_tensor (the
-// Shard dim is checked where a tensor is made, as shard.axis is).
+// `mesh` (the YAML `placements:` of gt/config.h): alike on every axis, a
+// split for Shard(d), a copy on each mesh worker for Replicate(); different
+// per axis, a MeshConfig (made whole, then laid out so). Throws as
+// distribute_tensor (the Shard dim is checked where a tensor is made, as
+// shard.axis is).
 SignalConfig signal_config(const DeviceMesh& mesh, const std::vector<Placement>& placements);
 
 // While recording, called once per op issued, before it is queued, for its

@@ -117,6 +117,9 @@ struct ConfigureSpec {
   bool replicated = false;
   bool compile = false;                // `compile: true`, a compile boundary
   std::string backward;                // the backward signal's name; empty: none
+  // On a 2-D mesh: {rows, columns, kind_0, dim_0, kind_1, dim_1} (kind 1
+  // Shard(dim), 2 Replicate()), `workers` the mesh's, row-major; empty: none.
+  std::vector<int64_t> mesh;
 };
 Instruction MakeConfigure(uint64_t seq, const ConfigureSpec& spec);
 ConfigureSpec ReadConfigure(const Instruction& configure);
