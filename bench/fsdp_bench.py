@@ -10,7 +10,10 @@ loss.item() every step. What a worker holds after a step is its parameters
 and the optimizer's two moment estimates (the gradients are set to None):
 replicated, three full copies of the parameters per worker; fully sharded,
 three quarters-of-a-copy on four workers. During the step an FSDP worker
-also holds the weights it gathered for the layer at hand.
+also holds the weights it gathered for the layer at hand. On four workers a
+fourth row lays the same model on a 2 x 2 data x model mesh (the batch split
+along "data", the layers split Megatron-style along "model"): each worker
+holds half of every weight.
 
     GT_WORKERS=4 PYTHONPATH=build/python /usr/bin/python3 bench/fsdp_bench.py [runs] [steps]
 """
@@ -102,10 +105,25 @@ def main():
                     setattr(owner, name, distribute_tensor(value.detach(), mesh, [Replicate()]).requires_grad_())
         return m
 
+    def data_by_model():
+        """2 x 2 mesh: the batch split along "data"; the layers Megatron pairs along "model"
+        (even layers split by output features, odd ones by input features)."""
+        m = whole()
+        for i, layer in enumerate(m.layers):
+            weight = [Replicate(), Shard(0)] if i % 2 == 0 else [Replicate(), Shard(1)]
+            bias = [Replicate(), Shard(0)] if i % 2 == 0 else [Replicate(), Replicate()]
+            layer.weight = distribute_tensor(layer.weight.detach(), grid, weight).requires_grad_()
+            layer.bias = distribute_tensor(layer.bias.detach(), grid, bias).requires_grad_()
+        return m
+
+    grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model")) if workers == 4 else None
     rows = [measure("one worker (whole tensors)", whole, gt.tensor, runs, steps, data),
             measure(f"data parallel, replicated, {workers} workers", replicated, split, runs, steps, data),
             measure(f"fully sharded (FSDP), {workers} workers", lambda: fully_shard(whole(), mesh), split, runs, steps,
                     data)]
+    if grid is not None:
+        rows.append(measure("2-D data x model (2 x 2 mesh)", data_by_model,
+                            lambda a: distribute_tensor(gt.tensor(a), grid, [Shard(0), Replicate()]), runs, steps, data))
     print(f"gt FSDP benchmark: MLP {SIZES} ({params / 1e6:.2f} M parameters, {params * 4 / 2**20:.1f} MiB), "
           f"batch {BATCH}, AdamW, median of {runs} runs x {steps} steps")
     base = rows[0][1]

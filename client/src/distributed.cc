@@ -60,16 +60,15 @@ std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const 
                                  const char* what) {
   const std::string where = std::string(what) + "(" + mesh.ToString() + ", " + Join(placements) + "): ";
   CheckPlacements(mesh, placements, where);
+  std::vector<Placement> counted = placements;  // Shard dims from the front: Shard(0) and Shard(-2) alike
+  for (Placement& p : counted)
+    if (p.is_shard()) p.dim = ShardDim(t, p, where);
   std::vector<int64_t> attrs;
-  if (Alike(placements)) {
-    const bool split = placements[0].is_shard();
-    attrs = {split ? kSplit : kCopies, split ? ShardDim(t, placements[0], where) : 0};
+  if (Alike(counted)) {
+    attrs = {counted[0].is_shard() ? kSplit : kCopies, counted[0].dim};
   } else {
     attrs = {kOnMesh, mesh.size(0), mesh.size(1)};
-    for (const Placement& p : placements) {
-      attrs.push_back(p.is_shard() ? 1 : 2);
-      attrs.push_back(p.is_shard() ? ShardDim(t, p, where) : 0);
-    }
+    for (const Placement& p : counted) attrs.insert(attrs.end(), {p.is_shard() ? 1 : 2, p.dim});
   }
   attrs.insert(attrs.end(), mesh.workers().begin(), mesh.workers().end());
   return attrs;

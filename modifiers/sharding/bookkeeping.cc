@@ -26,7 +26,7 @@ Status CheckConfig(const std::string& signal, const Config& config, const Worker
       if (dim < -rank || dim >= rank)
         return InvalidArgument(field + " is out of range for a tensor of shape " + ShapeToString(*shape));
       const int64_t d = dim < 0 ? dim + rank : dim;
-      if (d == cut) return InvalidArgument(field + ": both mesh axes cut the same dim");
+      if (d == cut) return Status::Ok();  // both axes cut it: one split over the flattened mesh
       cut = d;
       const int64_t n = config.mesh_shape[a];
       if (static_cast<int64_t>(ChunkSizes((*shape)[static_cast<size_t>(d)], static_cast<size_t>(n)).size()) != n)

@@ -86,7 +86,7 @@ class Workers {
 
 // OK when every worker `config` (registered under `signal`) names is live
 // and, given the `shape` of a tensor it places (may be null), its shard axis
-// is in range (a mesh layout's Shard dims: in range, distinct, each giving a
+// is in range (a mesh layout's Shard dims: in range, each giving a
 // piece to every worker of its axis); else InvalidArgument naming the
 // signal and the field.
 Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape);

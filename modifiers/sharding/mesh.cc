@@ -257,7 +257,8 @@ Result<Placement> MeshMatmul(Step& s, const std::vector<const Tensor*>& in) {
     } else if (tb[x] == ShardAxis(1)) {  // columns of B: A whole along this axis
       ta[x] = ReplicateAxis();
       out[x] = ShardAxis(1);
-    } else if (ta[x] == ShardAxis(1) || tb[x] == ShardAxis(0)) {  // the contracted dim: partial products
+    } else if ((ta[x] == ShardAxis(1) || tb[x] == ShardAxis(0)) && !(x > 0 && out[0].partial())) {
+      // the contracted dim (cut along one axis only): partial products
       ta[x] = ShardAxis(1);
       tb[x] = ShardAxis(0);
       out[x] = PartialAxis();
@@ -328,6 +329,22 @@ Result<Placement> MeshReshape(Step& s, const Tensor& t, const TensorMeta& meta) 
     EmitOn(s, t.placement.workers[k], std::move(piece));
   }
   return MeshLike(t.placement, axes, ids);
+}
+
+// slice / select along a dim no axis cuts: each piece alike (a select's
+// dropped dim renumbers the cut ones after it).
+Result<Placement> MeshSliceOrSelect(Step& s, const Tensor& t) {
+  Axes axes = t.placement.mesh_axes;
+  if (s.inst->op == Op::kSelect) {
+    const int64_t dropped = Wrap(s.inst->attrs.axes.at(0), t.meta.shape.size());
+    for (MeshAxis& m : axes)
+      if (m.shard() && m.dim > dropped) --m.dim;
+  }
+  return MeshLike(t.placement, axes, EachWorker(s, t.placement, {t}, true, s.inst->op));
+}
+
+bool CutsDim(const Placement& p, int64_t dim) {
+  return std::any_of(p.mesh_axes.begin(), p.mesh_axes.end(), [&](const MeshAxis& m) { return m.shard() && m.dim == dim; });
 }
 
 // sum / mean: over a Shard dim each piece's part is an addend (Partial());
@@ -428,15 +445,19 @@ bool MeshRuns(const Instruction& inst, const std::vector<const Tensor*>& in, con
   if (KindOf(op) == OpKind::kMutate) return in[0]->placement.mesh();
   if (IsElementwise(op)) return true;
   if (op == Op::kMatmul) return in.size() == 2 && in[0]->meta.shape.size() == 2 && in[1]->meta.shape.size() == 2;
-  if (op == Op::kTranspose || op == Op::kPermute || op == Op::kSum || op == Op::kMean)
-    return in.size() == 1 && in[0]->placement.mesh();
+  if (in.size() != 1 || !in[0]->placement.mesh()) return false;
+  const size_t rank = in[0]->meta.shape.size();
+  if (op == Op::kTranspose || op == Op::kPermute) return rank >= 2;  // a 0-d or 1-d transpose: the 1-D strategies
+  if (op == Op::kSlice || op == Op::kSelect)
+    return !inst.attrs.axes.empty() && !CutsDim(in[0]->placement, Wrap(inst.attrs.axes[0], rank));
+  if (op == Op::kSum || op == Op::kMean) return true;
   return false;
 }
 
 bool MeshCarries(const Instruction& inst, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
   switch (inst.op) {
-    case Op::kClone: case Op::kNeg: case Op::kSum: case Op::kMean: case Op::kTranspose: case Op::kPermute:
-    case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze:
+    // (not views: a view of a pending sum would stop sharing data with it once either is summed)
+    case Op::kClone: case Op::kNeg: case Op::kSum: case Op::kMean:
       return in.size() == 1;
     case Op::kRedistribute:  // to a mesh: reduce-scattered or all-reduced by the change itself
       return in.size() == 1 && !inst.attrs.axes.empty() && inst.attrs.axes[0] == kMeshLayout;
@@ -460,6 +481,7 @@ Result<Placement> MeshOp(Step& s, const std::vector<const Tensor*>& in, const Te
     case Op::kTranspose: case Op::kPermute: return MeshMovement(s, *in[0]);
     case Op::kSum: case Op::kMean: return MeshReduce(s, *in[0]);
     case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze: return MeshReshape(s, *in[0], meta);
+    case Op::kSlice: case Op::kSelect: return MeshSliceOrSelect(s, *in[0]);
     default: return MeshElementwise(s, in, meta);
   }
 }
@@ -495,12 +517,25 @@ Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& 
 }
 
 void SumMeshPartials(Step& s, Tensor& t) {
+  if (!HasPartialAxis(t.placement)) return;  // summed already
   Tensor cur = t;
   for (size_t a = 0; a < cur.placement.mesh_axes.size(); ++a)
     if (cur.placement.mesh_axes[a].partial()) cur = GatherAxis(s, cur, a);
   Keep(s, cur.placement.ids);
   for (size_t k = 0; k < t.placement.workers.size(); ++k) s.temporaries.emplace_back(t.placement.workers[k], t.placement.ids[k]);
   t.placement = cur.placement;
+}
+
+namespace {
+bool HasId(const std::vector<TensorId>& ids, TensorId id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+}  // namespace
+
+void MakeCopies(Step& s, Tensor& t) {
+  const Placement old = t.placement;
+  t.placement = Unmesh(s, t).placement;
+  Keep(s, t.placement.ids);
+  for (size_t k = 0; k < old.workers.size(); ++k)
+    if (!HasId(t.placement.ids, old.ids[k])) s.temporaries.emplace_back(old.workers[k], old.ids[k]);
 }
 
 Tensor Unmesh(Step& s, const Tensor& t) {

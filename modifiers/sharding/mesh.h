@@ -14,19 +14,22 @@
 //                                          B Shard(1) -> Shard(1), A gathered;
 //                                          A Shard(1) or B Shard(0) -> Partial(), the
 //                                          other sliced to match; both copies -> copies
-//   transpose, permute                   local, the Shard dims renumbered
+//   transpose, permute (2+ dims)         local, the Shard dims renumbered
+//   slice, select along an uncut dim     local (a select renumbers the cut dims after it)
 //   reshape, unsqueeze, squeeze keeping  each piece reshaped to its part of the result
 //     every cut dim whole (as many         (the dims around the cut ones regroup)
 //     elements before it, same length)
 //   sum, mean                            over a Shard dim: local, Partial(); else local
-//   clone, neg, sum, mean, transpose,    a Partial() axis stays pending (each addend)
-//     permute, those reshapes, product or quotient by a
-//     number, sum or difference of two
-//     laid out alike
+//   clone, neg, sum, mean, product or    a Partial() axis stays pending (each addend);
+//     quotient by a number, sum or         a view sums it first (so that it shares data
+//     difference of two laid out alike     with the summed tensor)
 //   any other use of a Partial() axis    all-reduced within each group along it, once
 //                                          (the record says Replicate() from then on)
 //   anything else                        the mesh operands gathered into a copy on every
-//                                          mesh worker (replicated), then the 1-D strategies
+//                                          mesh worker (replicated), then the 1-D strategies;
+//                                          for a view (a slice along a cut dim, say) the
+//                                          operand's record itself becomes those copies, so
+//                                          that writes through the view reach it
 //   redistribute to a mesh layout        per axis: a Partial() axis to Shard(d) reduce-
 //                                          scattered, to Replicate() all-reduced; a Shard
 //                                          axis gathered where the target differs;
@@ -74,6 +77,10 @@ Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& 
 // changes; the addends are freed when the step ends.
 void SumMeshPartials(Step& s, Tensor& t);
 bool HasPartialAxis(const Placement& p);
+// `t`'s record (REQUIRES: t.placement.mesh()) changed to a copy on each of
+// its mesh workers (replicated), its pieces freed when the step ends: a view
+// the mesh cannot make piece by piece is then a view of those copies.
+void MakeCopies(Step& s, Tensor& t);
 // `t` (REQUIRES: t.placement.mesh()) as a copy on each of its mesh workers:
 // a replicated tensor whose pieces are temporaries of `s`.
 Tensor Unmesh(Step& s, const Tensor& t);

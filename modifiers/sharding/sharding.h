@@ -4,9 +4,11 @@
 //
 // Every tensor of a client has a placement (placement.h): whole on one
 // worker, sharded on an axis over a worker list (torch.chunk sizes),
-// replicated over a worker list, or a pending sum over a worker list (the
+// replicated over a worker list, a pending sum over a worker list (the
 // partial products of a contraction along a split dim, kept until their
-// value is needed, as DTensor's Partial). Creation inside a scope with a config
+// value is needed, as DTensor's Partial), or on a 2-D mesh with a placement
+// per mesh axis (mesh.h, whose table comes before this one's for such a
+// tensor). Creation inside a scope with a config
 // makes the shards on their workers directly (Creation); every other op
 // takes its output placement and the collective it needs from its inputs'.
 // The strategy table (strategy_table.cc) maps each op to the strategy
@@ -119,6 +121,8 @@
 //   strategy_table.{h,cc}  op -> strategy, the table above
 //   strategies.h           the strategies: strategies.cc, movement_strategies.cc,
 //                          indexing_strategies.cc, creation.cc
+//   mesh.{h,cc}            placements per axis of a 2-D mesh: the ops run there piece by
+//                          piece, changes of layout to and from the 1-D layouts
 //   step.{h,cc}            the emitter strategies write with: per-worker instructions,
 //                          temporaries, moves and collectives
 //   rendezvous.{h,cc}      the store collectives meet at; rendezvous.cc is the only LibTorch use

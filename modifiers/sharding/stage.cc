@@ -288,6 +288,14 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
       return st;
     }
   }
+  Config flat;  // a mesh layout whose axes cut the same dim (Shard(0) and Shard(-2), say) is one split over the mesh
+  if (chosen && !chosen->mesh_shape.empty() && chosen->mesh_axes[0].shard() && chosen->mesh_axes[1].shard() &&
+      Wrap(chosen->mesh_axes[0].dim, meta->shape.size()) == Wrap(chosen->mesh_axes[1].dim, meta->shape.size())) {
+    flat.sharded = true;
+    flat.axis = chosen->mesh_axes[0].dim;
+    flat.workers = chosen->workers;
+    chosen = &flat;
+  }
   const bool on_mesh = chosen && !chosen->mesh_shape.empty() && !meta->shape.empty();  // a scalar is placed whole
   Result<Placement> p = on_mesh ? MeshCreation(s, *chosen, *meta)
                                 : Creation(s, chosen && !chosen->mesh_shape.empty() ? nullptr : chosen, *meta);
@@ -457,7 +465,9 @@ Status ShardingStage::SettleTogether(Client& c, Instruction&& inst, Emitter& out
   std::vector<Tensor*> roots, on_mesh;
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);
-    if (it != c.tensors.end() && HasPartialAxis(it->second.placement)) on_mesh.push_back(&it->second);
+    if (it != c.tensors.end() && HasPartialAxis(it->second.placement) &&
+        std::find(on_mesh.begin(), on_mesh.end(), &it->second) == on_mesh.end())
+      on_mesh.push_back(&it->second);
     if (it == c.tensors.end() || !it->second.placement.partial()) continue;  // failed, whole or settled: nothing to do
     Tensor* t = &it->second;
     if (!t->view_of.empty()) {
@@ -583,6 +593,11 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
     } else if (KindOf(inst.op) == OpKind::kMutate && in[0]->placement.mesh()) {
       placed = InvalidArgument(inst.Describe() + ": its operands are laid out unlike its destination on the mesh (" +
                                in[0]->placement.ToString() + ")");
+    } else if (IsView(inst.op)) {  // a view shares its operand's data: the record itself becomes copies
+      for (TensorId id : inst.operands) {
+        auto it = c.tensors.find(id);
+        if (it != c.tensors.end() && it->second.placement.mesh()) MakeCopies(s, it->second);
+      }
     } else {
       unmeshed.reserve(in.size());  // `in` points into it
       for (const Tensor*& t : in) {

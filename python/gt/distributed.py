@@ -111,7 +111,21 @@ class Partial(Placement):
         return "Partial(sum)"
 
 
-_meshes = weakref.WeakSet()  # for naming the mesh axis of a recorded collective
+_meshes = []  # weak references to every DeviceMesh made, oldest first: names for axes and layouts
+_tensor_meshes = {}  # id(tensor) -> (weak reference to it, the mesh distribute_tensor laid it out on)
+
+
+def _live_meshes():
+    """The meshes still alive, oldest first."""
+    _meshes[:] = [r for r in _meshes if r() is not None]
+    return [m for m in (r() for r in _meshes) if m is not None]
+
+
+def _remember_mesh(tensor, mesh):
+    """`tensor` was laid out on `mesh`: its device_mesh names the axes as `mesh` does."""
+    key = id(tensor)
+    _tensor_meshes[key] = (weakref.ref(tensor, lambda _: _tensor_meshes.pop(key, None)), mesh)
+    return tensor
 
 
 class DeviceMesh:
@@ -139,7 +153,7 @@ class DeviceMesh:
         self._flat = flat
         self.mesh_dim_names = names
         if _register:
-            _meshes.add(self)
+            _meshes.append(weakref.ref(self))
 
     @property
     def shape(self):
@@ -204,8 +218,8 @@ def distribute_tensor(tensor, device_mesh, placements):
     if not isinstance(device_mesh, DeviceMesh):
         raise TypeError(f"distribute_tensor: expected a DeviceMesh, got {type(device_mesh).__name__}")
     pairs = _placement_pairs(list(placements))
-    return tensor._wrap(_C.redistribute(tensor._c, device_mesh._rows, list(device_mesh.mesh_dim_names),
-                                        device_mesh._flat, pairs))
+    return _remember_mesh(tensor._wrap(_C.redistribute(tensor._c, device_mesh._rows, list(device_mesh.mesh_dim_names),
+                                                       device_mesh._flat, pairs)), device_mesh)
 
 
 def fully_shard(module, mesh):
@@ -243,13 +257,16 @@ def fully_shard(module, mesh):
 
 def _layout(tensor):
     """(DeviceMesh of the workers holding `tensor`, [placement per mesh axis]) from the dispatcher. A
-    2-D layout names its axes as the first mesh made here with the same rows does."""
+    2-D layout names its axes as the mesh `tensor` was distributed on does, else as the newest mesh
+    made here with the same rows."""
     workers, shape, pairs, _sizes = _C.layout(tensor._c)
     placements = [Shard(dim) if kind == 0 else Partial() if kind == 2 else Replicate() for kind, dim in pairs]
     if len(shape) == 1:
         return DeviceMesh(list(workers), _register=False), placements
     rows = [list(workers[i:i + shape[1]]) for i in range(0, len(workers), shape[1])]
-    named = next((m for m in list(_meshes) if not m._flat and m._rows == rows), None)
+    own = _tensor_meshes.get(id(tensor))
+    candidates = ([own[1]] if own and own[0]() is tensor else []) + _live_meshes()[::-1]
+    named = next((m for m in candidates if not m._flat and m._rows == rows), None)
     return DeviceMesh(rows, named.mesh_dim_names if named else None, _register=False), placements
 
 
@@ -370,7 +387,7 @@ def _caller_source():
 
 def _axis_of(workers, signal):
     members = sorted(workers)
-    for mesh in list(_meshes):
+    for mesh in _live_meshes():
         for d, name in enumerate(mesh.mesh_dim_names):
             if any(sorted(g) == members for g in mesh.groups(d)):
                 return name

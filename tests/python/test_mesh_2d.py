@@ -267,3 +267,165 @@ def test_yaml_placements_per_mesh_axis_place_what_a_scope_makes(python, processe
     assert got["h"] == "[Shard(dim=0), Shard(dim=1)]" and got["h_collectives"] == [], got
     assert got["w_ok"] and got["h_ok"] and got["after_ok"], got
     assert got["short"] and "does not give a piece to each of the 2 workers of mesh axis 0" in got["short"], got
+
+
+TRANSITIONS = r"""
+import itertools, json, time
+import numpy as np
+import gt
+from gt.distributed import DeviceMesh, Shard, Replicate, distribute_tensor, record
+
+if ADDRESS:
+    gt.connect(ADDRESS)
+deadline = time.monotonic() + 30
+while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
+    assert time.monotonic() < deadline, "four workers did not register"
+    time.sleep(0.1)
+
+
+def collective_members():
+    total = 0
+    for h in gt.debug.get_worker_stats().values():
+        if h and h["host"] == "worker":
+            total += sum(s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total")
+    return total
+
+
+grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
+line = DeviceMesh([0, 1, 2, 3])
+R, S0, S1 = Replicate(), Shard(0), Shard(1)
+layouts = [(grid, [a, b]) for a, b in itertools.product([R, S0, S1], repeat=2)] + \
+          [(line, [S0]), (line, [S1]), (line, [R]), (DeviceMesh([2]), [R])]
+a = np.arange(6 * 10, dtype=np.float32).reshape(6, 10) - 7
+w = np.arange(10 * 4, dtype=np.float32).reshape(10, 4) - 11
+placed = {f"{m!r} {p!r}": distribute_tensor(gt.from_numpy(a), m, p) for m, p in layouts}
+sources = {name: (lambda x=x: x) for name, x in placed.items()}
+# Pending sums along one mesh axis or both (contractions over the dim they cut; integers: exact),
+# made afresh for each target (a pending sum is summed once: the first change of layout settles it).
+for name, (pa, pw) in {"[Shard(0), Partial()]": ([S0, S1], [R, S0]), "[Partial(), Replicate()]": ([S1, R], [S0, R]),
+                       "[Partial(), Partial()]": ([R, S1], [R, S0])}.items():
+    left, right = distribute_tensor(gt.from_numpy(a), grid, pa), distribute_tensor(gt.from_numpy(w), grid, pw)
+    sources[name] = lambda left=left, right=right: left @ right
+bad, count, members = [], 0, 0
+before = collective_members()
+with record() as r:
+    for name, make in sources.items():
+        expected = a @ w if "Partial" in name else a
+        for m, p in layouts:
+            y = make().redistribute(m, p)
+            count += 1
+            got_p = y.placements
+            want_p = [p[0]] if len(set(map(repr, p))) == 1 and m.ndim == 2 else p
+            if got_p != want_p or not np.array_equal(y.numpy(), expected):
+                bad.append(f"{name} -> {m!r} {p!r}: {got_p!r}")
+members = sum(len(c.workers) for c in r)
+print(json.dumps({"bad": bad, "count": count, "record_members": members,
+                  "metric_members": collective_members() - before,
+                  "kinds": sorted({c.name for c in r})}))
+"""
+
+
+@pytest.mark.parametrize("cluster", ["embedded", "processes"])
+def test_every_placement_transition_on_a_2x2_mesh(python, processes, cluster):
+    """Every source layout (nine 2-D placements, 1-D splits and copies, whole, pending sums along
+    either mesh axis or both) redistributed to every target layout equals NumPy, reports the
+    target's placements, and the record's collectives match the workers' counters."""
+    def run_all(address=None, env=None):
+        r = python(f"ADDRESS = {address!r}\n" + TRANSITIONS, env=env, timeout=240)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    if cluster == "embedded":
+        got = run_all(env={"GT_WORKERS": "4"})
+    else:
+        with processes(workers=4) as port:
+            got = run_all(address=f"127.0.0.1:{port}")
+    assert got["bad"] == [], got["bad"]
+    assert got["count"] == 16 * 13, got
+    assert got["record_members"] == got["metric_members"], got
+    assert {"all_gather", "reduce_scatter", "all_reduce(sum)", "broadcast"} <= set(got["kinds"]), got
+
+
+EDGES = r"""
+import json, time
+import numpy as np
+import gt
+from gt.distributed import DeviceMesh, Shard, Replicate, Partial, distribute_tensor
+
+if ADDRESS:
+    gt.connect(ADDRESS)
+deadline = time.monotonic() + 30
+while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
+    assert time.monotonic() < deadline, "four workers did not register"
+    time.sleep(0.1)
+g = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
+R, S0, S1 = Replicate(), Shard(0), Shard(1)
+rng = np.random.default_rng(5)
+out = {}
+
+
+def on(a, placements, mesh=g):
+    return distribute_tensor(gt.from_numpy(a), mesh, placements)
+
+
+# A transpose of a 1-d or 0-d result (the identity, as torch's .t()).
+a = rng.standard_normal((4, 6)).astype(np.float32)
+x = on(a, [S0, R])
+out["t_1d"] = bool(np.allclose(x.sum(1).t().numpy(), a.sum(1), atol=1e-5))
+out["t_0d"] = bool(np.allclose(x.sum().t().numpy(), a.sum(), atol=1e-4))
+# A contraction cut along both mesh axes, even and uneven.
+for m, k, n in ((4, 6, 8), (5, 3, 2)):
+    p = rng.standard_normal((m, k)).astype(np.float32)
+    q = rng.standard_normal((k, n)).astype(np.float32)
+    for pa, pb in (([S1, R], [R, S0]), ([R, S1], [S0, R]), ([S1, S0], [S0, S1])):
+        got = (on(p, pa) @ on(q, pb)).numpy()
+        out[f"matmul {m}x{k}x{n} {pa} {pb}"] = bool(np.allclose(got, p @ q, atol=1e-4))
+# The same parameter twice in an optimizer (its gradient a pending sum along "data").
+b = rng.standard_normal((6, 4)).astype(np.float32)
+w = on(b, [R, S1]).requires_grad_()
+(x @ w).sum().backward()
+gt.optim.SGD([w, w], lr=0.1).step()
+out["sgd_twice"] = bool(np.allclose(w.numpy(), b - 2 * 0.1 * a.sum(0)[:, None], atol=1e-4))
+# Writes through views of a mesh tensor reach it.
+z = on(a, [S0, S1])
+z[:, 0] = 7.0           # a select along a cut dim
+z[1:3].fill_(3.0)       # a slice along a cut dim
+z.t()[5].fill_(-1.0)    # a transpose, then a select along an uncut dim
+want = a.copy(); want[:, 0] = 7.0; want[1:3] = 3.0; want[:, 5] = -1.0
+out["writes"] = bool(np.array_equal(z.numpy(), want))
+# A view of a pending sum shares data with it.
+y = on(a, [S0, S1]) @ on(b, [R, S0])
+v = y.t()
+y.fill_(1.0)
+out["pending_view"] = bool(np.array_equal(v.numpy(), np.ones((4, 4), np.float32)))
+# Names: the mesh a tensor was distributed on, even with another mesh of the same rows.
+other = DeviceMesh([[0, 1], [2, 3]], ("dp", "tp"))
+first = on(a, [S0, R])
+second = on(a, [S0, R], other)
+out["names"] = [first.device_mesh.mesh_dim_names, second.device_mesh.mesh_dim_names]
+# Shard(0) and Shard(-2) are the same dim: one split over the flattened mesh.
+flat = on(a, [S0, Shard(-2)])
+out["flat"] = [repr(flat.placements), bool(np.array_equal(flat.numpy(), a))]
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("cluster", ["embedded", "processes"])
+def test_mesh_edges(python, processes, cluster):
+    """Transposes of 1-d and 0-d results, contractions cut along both mesh axes (even and uneven),
+    an optimizer given one parameter twice, writes through views (along cut and uncut dims), a view
+    of a pending sum, axis names of two meshes with the same rows, and Shard dims counted from the
+    end: each against NumPy (found by a hostile review)."""
+    def run_edges(address=None, env=None):
+        r = python(f"ADDRESS = {address!r}\n" + EDGES, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    if cluster == "embedded":
+        got = run_edges(env={"GT_WORKERS": "4"})
+    else:
+        with processes(workers=4) as port:
+            got = run_edges(address=f"127.0.0.1:{port}")
+    names = got.pop("names")
+    flat = got.pop("flat")
+    assert all(got.values()), got
+    assert names == [["data", "model"], ["dp", "tp"]], names
+    assert flat == ["[Shard(dim=0)]", True], flat
