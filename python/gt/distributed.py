@@ -320,9 +320,25 @@ class Recording:
         """The gradient-synchronisation pattern the records imply, in words (seed 003's patterns:
         data-parallel gradient all-reduce, FSDP weight all-gathers and gradient reduce-scatters,
         tensor-parallel all-reduce per block). A record's phase is that of the op that made what it
-        moves, so a gradient summed when the optimizer needs it counts as the backward's."""
+        moves, so a gradient summed when the optimizer needs it counts as the backward's. Collectives
+        along more than one mesh axis, or along an axis of a 2-D mesh, are read per axis: "along 'model': tensor
+        parallel ... | along 'data': data parallel ..."."""
         if not self.records:
             return "no communication: every op ran where its operands were"
+        axes = list(dict.fromkeys(r.axis for r in self.records if r.axis))
+        on_grid = {name for m in _live_meshes() if not m._flat for name in m.mesh_dim_names}
+        if len(axes) > 1 or (axes and axes[0] in on_grid):
+            parts = []
+            for axis in axes + [""]:
+                subset = Recording()
+                subset.records = [r for r in self.records if r.axis == axis]
+                if subset.records:
+                    parts.append((f"along {axis!r}" if axis else "elsewhere") + ": " + subset._one_pattern())
+            return " | ".join(parts)
+        return self._one_pattern()
+
+    def _one_pattern(self):
+        """pattern() of records read together."""
         contraction = ("matmul",)
         gathered = self.count("all_gather", "forward", contraction)
         regathered = self.count("all_gather", "backward", contraction)

@@ -106,6 +106,7 @@ def train(mesh):
         phases["backward+step"] = r
         counts.append(worker_counts())
         steps.append({phase: {"collectives": [[c.name, c.workers, c.axis] for c in rec],
+                              "pattern": rec.pattern(),
                               "record_members": sum(len(c.workers) for c in rec),
                               "work": delta(counts[i + 1], counts[i])}
                       for i, (phase, rec) in enumerate(phases.items())})
@@ -178,6 +179,9 @@ def check(got):
         assert sorted(c[1] for c in forward if c[0] == "all_reduce(sum)" and c[2] == "model") == rows, forward
         assert sorted(c[1] for c in forward if c[0] == "all_reduce(sum)" and c[2] == "data") == columns, forward
         assert [c for c in forward if c[0] != "all_reduce(sum)"] == [], forward
+        # The report reads the pattern per mesh axis.
+        assert "along 'model': tensor parallel: 2 all-reduces" in step["forward"]["pattern"], step["forward"]
+        assert "along 'data': data parallel: 8 gradient all-reduces" in step["backward+step"]["pattern"], step
         # Each of the four gradients summed within each column, and no tensor gathered.
         synced = [c for c in backward if c[0] == "all_reduce(sum)"]
         assert len(synced) == 4 * 2 and all(c[1] in columns and c[2] == "data" for c in synced), backward
