@@ -1,5 +1,7 @@
 #include "bookkeeping.h"
 
+#include <cstdint>
+
 namespace gt::sharding {
 
 std::vector<int> Workers::Of(const Config& config) const { return config.workers.empty() ? live_ : config.workers; }
@@ -8,6 +10,20 @@ int Workers::DefaultFor(Client& c) {
   if (c.default_worker >= 0 && Contains(live_, c.default_worker)) return c.default_worker;
   c.default_worker = live_[next_default_++ % live_.size()];
   return c.default_worker;
+}
+
+Result<std::vector<int>> LiveWorkerList(const std::vector<int64_t>& values, size_t from, const Workers& workers,
+                                        const std::string& where) {
+  std::vector<int> out;
+  for (size_t i = from; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] > INT32_MAX || !workers.IsLive(static_cast<int>(values[i])))
+      return InvalidArgument(where + "worker " + std::to_string(values[i]) + " is not a live worker (live: " +
+                             WorkerList(workers.live()) + ")");
+    if (Contains(out, static_cast<int>(values[i])))
+      return InvalidArgument(where + "worker " + std::to_string(values[i]) + " is named twice");
+    out.push_back(static_cast<int>(values[i]));
+  }
+  return out;
 }
 
 Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape) {

@@ -84,6 +84,11 @@ class Workers {
   size_t next_default_ = 0;
 };
 
+// values[from..] as worker indexes (a redistribute's target workers): each
+// live, none named twice; else InvalidArgument prefixed by `where`.
+Result<std::vector<int>> LiveWorkerList(const std::vector<int64_t>& values, size_t from, const Workers& workers,
+                                        const std::string& where);
+
 // OK when every worker `config` (registered under `signal`) names is live
 // and, given the `shape` of a tensor it places (may be null), its shard axis
 // is in range (a mesh layout's Shard dims: in range, each giving a

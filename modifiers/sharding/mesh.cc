@@ -416,14 +416,9 @@ Result<Placement> MeshTarget(const Instruction& inst, const Tensor& x, const Wor
   if (out.mesh_axes[0].shard() && out.mesh_axes[0] == out.mesh_axes[1])
     return InvalidArgument(where + "both mesh axes cut dim " + std::to_string(out.mesh_axes[0].dim) +
                            ": that is one split over the flattened mesh (layout 1)");
-  for (size_t i = 7; i < a.size(); ++i) {
-    if (a[i] < 0 || a[i] > INT32_MAX || !workers.IsLive(static_cast<int>(a[i])))
-      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is not a live worker (live: " +
-                             WorkerList(workers.live()) + ")");
-    if (Contains(out.workers, static_cast<int>(a[i])))
-      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is named twice");
-    out.workers.push_back(static_cast<int>(a[i]));
-  }
+  Result<std::vector<int>> members = LiveWorkerList(a, 7, workers, where);
+  if (!members.ok()) return members.status();
+  out.workers = std::move(*members);
   return out;
 }
 

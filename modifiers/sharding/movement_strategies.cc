@@ -205,14 +205,9 @@ Result<Placement> TargetLayout(const Instruction& inst, const Tensor& x, const W
   out.kind = a[0] == 0 ? Placement::Kind::kWhole : a[0] == 1 ? Placement::Kind::kSharded : Placement::Kind::kReplicated;
   if (a[0] == 0 && a.size() == 3 && a[2] == -1)  // whole where x's first piece lives
     return Placement{Placement::Kind::kWhole, {x.placement.workers.at(0)}, {}, 0, {}};
-  for (size_t i = 2; i < a.size(); ++i) {
-    if (a[i] < 0 || a[i] > INT32_MAX || !workers.IsLive(static_cast<int>(a[i])))
-      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is not a live worker (live: " +
-                             WorkerList(workers.live()) + ")");
-    if (Contains(out.workers, static_cast<int>(a[i])))
-      return InvalidArgument(where + "worker " + std::to_string(a[i]) + " is named twice");
-    out.workers.push_back(static_cast<int>(a[i]));
-  }
+  Result<std::vector<int>> members = LiveWorkerList(a, 2, workers, where);
+  if (!members.ok()) return members.status();
+  out.workers = std::move(*members);
   if (out.whole() && out.workers.size() != 1) return InvalidArgument(where + "a whole tensor lives on one worker");
   if (out.sharded()) {
     const int64_t rank = static_cast<int64_t>(meta.shape.size());

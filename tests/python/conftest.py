@@ -123,6 +123,51 @@ def processes():
     return process_cluster
 
 
+# Program text for a test's client process (it needs `import time` and `import gt`):
+# worker_counts(), per worker its collectives by kind (gt_collectives_total) and its
+# instruction count, from the workers' metrics; delta(after, before) of two of them; and
+# wait_for_workers(n), until n workers have registered.
+CLUSTER_PROBES = r"""
+def worker_counts():
+    counts = {}
+    for name, h in gt.debug.get_worker_stats().items():
+        if h is None or h["host"] != "worker":
+            continue
+        c = {s["labels"]["collective"]: s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total"}
+        c["instructions"] = h["instructions"]
+        counts[name] = c
+    return counts
+
+
+def delta(after, before):
+    return {w: {k: v - before.get(w, {}).get(k, 0) for k, v in c.items()} for w, c in after.items()}
+
+
+def wait_for_workers(n):
+    deadline = time.monotonic() + 30
+    while len(worker_counts()) < n:
+        assert time.monotonic() < deadline, f"{n} workers did not register"
+        time.sleep(0.1)
+"""
+
+
+def run_on_cluster(python, processes, cluster, program, workers=4, timeout=240):
+    """Runs `program` in a fresh client process on an embedded cluster of `workers` workers
+    (cluster "embedded") or on a process cluster of as many gt-worker processes ("processes");
+    the program finds ADDRESS (None, or the dispatcher's "127.0.0.1:PORT") defined and prints one
+    JSON line last, which is returned parsed."""
+    import json
+
+    def run(address, env):
+        r = python(f"ADDRESS = {address!r}\n" + program, env=env, timeout=timeout)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    if cluster == "embedded":
+        return run(None, {"GT_WORKERS": str(workers)})
+    with processes(workers=workers) as port:
+        return run(f"127.0.0.1:{port}", None)
+
+
 @pytest.fixture(autouse=True)
 def _clean_state():
     yield

@@ -29,6 +29,8 @@ import pathlib
 import numpy as np
 import pytest
 
+from conftest import CLUSTER_PROBES
+
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt"
 LAYERS = 2
 
@@ -48,25 +50,8 @@ rng = np.random.default_rng(7)
 batches = [rng.integers(0, VOCAB, (BATCH, BLOCK + 1)) for _ in range(STEPS)]
 
 
-def worker_counts():
-    counts = {}
-    for name, h in gt.debug.get_worker_stats().items():
-        if h is None or h["host"] != "worker":
-            continue
-        c = {s["labels"]["collective"]: s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total"}
-        c["instructions"] = h["instructions"]
-        counts[name] = c
-    return counts
-
-
-def delta(after, before):
-    return {w: {k: v - before.get(w, {}).get(k, 0) for k, v in c.items()} for w, c in after.items()}
-
-
-deadline = time.monotonic() + 30
-while len(worker_counts()) < 2:
-    assert time.monotonic() < deadline, "two workers did not register"
-    time.sleep(0.1)
+""" + CLUSTER_PROBES + r"""
+wait_for_workers(2)
 
 
 def train(model, place, record):

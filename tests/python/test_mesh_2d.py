@@ -26,15 +26,26 @@ import json
 import numpy as np
 import pytest
 
-PROGRAM = r"""
-import json, time
+from conftest import CLUSTER_PROBES, run_on_cluster
+
+# Every client program below starts so: connected (ADDRESS: a process cluster's dispatcher, or
+# None for the embedded default), with the probes of conftest.CLUSTER_PROBES, once four
+# workers have registered.
+PRELUDE = r"""
+import itertools, json, time
 import numpy as np
-import torch
 import gt
-from gt.distributed import DeviceMesh, Shard, Replicate, distribute_tensor, record
+from gt.distributed import DeviceMesh, Shard, Replicate, Partial, distribute_tensor, record
 
 if ADDRESS:
     gt.connect(ADDRESS)
+""" + CLUSTER_PROBES + r"""
+wait_for_workers(4)
+"""
+
+PROGRAM = PRELUDE + r"""
+import torch
+
 B, D, H, STEPS = 8, 6, 12, 5
 rng = np.random.default_rng(3)
 init = {"0.weight": rng.standard_normal((H, D)).astype(np.float32) * 0.4,
@@ -50,25 +61,6 @@ PLACEMENTS = {"0.weight": [Replicate(), Shard(0)], "0.bias": [Replicate(), Shard
 BATCH = [Shard(0), Replicate()]
 
 
-def worker_counts():
-    counts = {}
-    for name, h in gt.debug.get_worker_stats().items():
-        if h is None or h["host"] != "worker":
-            continue
-        c = {s["labels"]["collective"]: s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total"}
-        c["instructions"] = h["instructions"]
-        counts[name] = c
-    return counts
-
-
-def delta(after, before):
-    return {w: {k: v - before.get(w, {}).get(k, 0) for k, v in c.items()} for w, c in after.items()}
-
-
-deadline = time.monotonic() + 30
-while len(worker_counts()) < 4:
-    assert time.monotonic() < deadline, "four workers did not register"
-    time.sleep(0.1)
 
 
 def model_on(mesh):
@@ -148,12 +140,6 @@ print(json.dumps({"one": {"losses": one_losses, "params": values(one_model)},
 """
 
 
-def run(python, address=None, env=None):
-    r = python(f"ADDRESS = {address!r}\n" + PROGRAM, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-4000:]
-    return json.loads(r.stdout.strip().splitlines()[-1])
-
-
 def close(a, b, tol):
     return np.allclose(np.asarray(a), np.asarray(b), atol=tol, rtol=tol)
 
@@ -197,27 +183,12 @@ def check(got):
             assert min(ran) > 0 and max(ran) <= 1.5 * min(ran), (phase, ran)
 
 
-def test_data_by_model_parallel_mlp_embedded(python):
-    check(run(python, env={"GT_WORKERS": "4"}))
+@pytest.mark.parametrize("cluster", ["embedded", "processes"])
+def test_data_by_model_parallel_mlp(python, processes, cluster):
+    check(run_on_cluster(python, processes, cluster, PROGRAM, timeout=300))
 
 
-def test_data_by_model_parallel_mlp_process_cluster(python, processes):
-    with processes(workers=4) as port:
-        check(run(python, address=f"127.0.0.1:{port}"))
-
-
-SCOPES = r"""
-import json, time
-import numpy as np
-import gt
-from gt.distributed import DeviceMesh, Shard, Replicate
-
-if ADDRESS:
-    gt.connect(ADDRESS)
-deadline = time.monotonic() + 30
-while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
-    assert time.monotonic() < deadline, "four workers did not register"
-    time.sleep(0.1)
+SCOPES = PRELUDE + r"""
 gt.load_config_string('''
 mesh:
   workers: [[0, 1], [2, 3]]
@@ -256,15 +227,7 @@ print(json.dumps(out))
 def test_yaml_placements_per_mesh_axis_place_what_a_scope_makes(python, processes, cluster):
     """A signal config with a placement per axis of a 2-D mesh: a tensor made in its scope is laid
     out so (made whole, then copied and cut); ops on it follow the placements."""
-    def run_scopes(address=None, env=None):
-        r = python(f"ADDRESS = {address!r}\n" + SCOPES, env=env, timeout=120)
-        assert r.returncode == 0, r.stderr[-4000:]
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    if cluster == "embedded":
-        got = run_scopes(env={"GT_WORKERS": "4"})
-    else:
-        with processes(workers=4) as port:
-            got = run_scopes(address=f"127.0.0.1:{port}")
+    got = run_on_cluster(python, processes, cluster, SCOPES, timeout=120)
     assert "mesh=[[0, 1], [2, 3]], placements=['Shard(0)', 'Replicate()']" in got["config"], got
     assert got["x"] == "[Shard(dim=0), Replicate()]" and got["w"] == "[Replicate(), Shard(dim=1)]", got
     assert got["scalar"] == "[Replicate()]", got  # a scalar is made whole
@@ -273,26 +236,9 @@ def test_yaml_placements_per_mesh_axis_place_what_a_scope_makes(python, processe
     assert got["short"] and "does not give a piece to each of the 2 workers of mesh axis 0" in got["short"], got
 
 
-TRANSITIONS = r"""
-import itertools, json, time
-import numpy as np
-import gt
-from gt.distributed import DeviceMesh, Shard, Replicate, distribute_tensor, record
-
-if ADDRESS:
-    gt.connect(ADDRESS)
-deadline = time.monotonic() + 30
-while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
-    assert time.monotonic() < deadline, "four workers did not register"
-    time.sleep(0.1)
-
-
+TRANSITIONS = PRELUDE + r"""
 def collective_members():
-    total = 0
-    for h in gt.debug.get_worker_stats().values():
-        if h and h["host"] == "worker":
-            total += sum(s["value"] for s in h["samples"] if s["name"] == "gt_collectives_total")
-    return total
+    return sum(v for c in worker_counts().values() for k, v in c.items() if k != "instructions")
 
 
 grid = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
@@ -334,33 +280,14 @@ def test_every_placement_transition_on_a_2x2_mesh(python, processes, cluster):
     """Every source layout (nine 2-D placements, 1-D splits and copies, whole, pending sums along
     either mesh axis or both) redistributed to every target layout equals NumPy, reports the
     target's placements, and the record's collectives match the workers' counters."""
-    def run_all(address=None, env=None):
-        r = python(f"ADDRESS = {address!r}\n" + TRANSITIONS, env=env, timeout=240)
-        assert r.returncode == 0, r.stderr[-4000:]
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    if cluster == "embedded":
-        got = run_all(env={"GT_WORKERS": "4"})
-    else:
-        with processes(workers=4) as port:
-            got = run_all(address=f"127.0.0.1:{port}")
+    got = run_on_cluster(python, processes, cluster, TRANSITIONS)
     assert got["bad"] == [], got["bad"]
     assert got["count"] == 16 * 13, got
     assert got["record_members"] == got["metric_members"], got
     assert {"all_gather", "reduce_scatter", "all_reduce(sum)", "broadcast"} <= set(got["kinds"]), got
 
 
-EDGES = r"""
-import json, time
-import numpy as np
-import gt
-from gt.distributed import DeviceMesh, Shard, Replicate, Partial, distribute_tensor
-
-if ADDRESS:
-    gt.connect(ADDRESS)
-deadline = time.monotonic() + 30
-while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < 4:
-    assert time.monotonic() < deadline, "four workers did not register"
-    time.sleep(0.1)
+EDGES = PRELUDE + r"""
 g = DeviceMesh([[0, 1], [2, 3]], ("data", "model"))
 R, S0, S1 = Replicate(), Shard(0), Shard(1)
 rng = np.random.default_rng(5)
@@ -419,15 +346,7 @@ def test_mesh_edges(python, processes, cluster):
     an optimizer given one parameter twice, writes through views (along cut and uncut dims), a view
     of a pending sum, axis names of two meshes with the same rows, and Shard dims counted from the
     end: each against NumPy (found by a hostile review)."""
-    def run_edges(address=None, env=None):
-        r = python(f"ADDRESS = {address!r}\n" + EDGES, env=env, timeout=120)
-        assert r.returncode == 0, r.stderr[-4000:]
-        return json.loads(r.stdout.strip().splitlines()[-1])
-    if cluster == "embedded":
-        got = run_edges(env={"GT_WORKERS": "4"})
-    else:
-        with processes(workers=4) as port:
-            got = run_edges(address=f"127.0.0.1:{port}")
+    got = run_on_cluster(python, processes, cluster, EDGES, timeout=120)
     names = got.pop("names")
     flat = got.pop("flat")
     assert all(got.values()), got
