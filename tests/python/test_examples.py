@@ -53,7 +53,7 @@ def line_starting(text, prefix):
 
 def test_every_python_example_has_a_test():
     tested = {"demo.py", "signal_demo.py", "compile_demo.py", "debug_demo.py", "simple_launch.py",
-              "config_from_python.py", "auto_shard_demo.py", "show_stats.py",
+              "config_from_python.py", "auto_shard_demo.py", "show_stats.py", "mesh_2d.py",
               "mlp_train.py"}  # mlp_train.py: test_seed_readme.py::test_mlp_train_example_runs
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
     # examples/gpt: train.py below; model.py also in test_gpt.py against PyTorch.
@@ -67,6 +67,17 @@ def test_gpt_train_loss_falls_and_it_samples():
     assert len(losses) == 3 and losses[-1] < losses[0] - 0.5, out  # from ~ln(vocab) down
     sample = line_starting(out, "sample: ")
     assert sample.startswith("sample: 'This License") and len(eval(sample[len("sample: "):])) == 92
+
+
+def test_mesh_2d_trains_data_by_model_parallel():
+    out = run_example("mesh_2d.py").stdout
+    losses = [float(m) for m in re.findall(r"^step +\d+  loss ([0-9.]+)$", out, re.M)]
+    assert len(losses) == 4 and losses[-1] < losses[0] / 2, out
+    assert line_starting(out, "hidden activations:") == "hidden activations: [Shard(dim=0), Shard(dim=1)]"
+    pattern = line_starting(out, "pattern:")
+    assert "along 'model': tensor parallel: 2 all-reduces" in pattern and "along 'data': data parallel" in pattern
+    worst = float(line_starting(out, "weights after 30 steps").split()[-1])
+    assert worst < 1e-5, out
 
 
 def test_demo():
