@@ -275,7 +275,7 @@ SignalConfig signal_config(const DeviceMesh& mesh, const std::vector<Placement>&
   CheckPlacements(mesh, placements, where);
   SignalConfig config;
   if (!Alike(placements)) {
-    MeshConfig m{mesh.size(0), mesh.size(1), mesh.workers(), {}};
+    MeshConfig m{mesh.size(0), mesh.size(1), mesh.workers(), {}, mesh.axis_names()};
     for (const Placement& p : placements) m.shard_dims.push_back(p.is_shard() ? std::optional<int64_t>(p.dim) : std::nullopt);
     if (m.shard_dims[0] && m.shard_dims[0] == m.shard_dims[1])
       throw Invalid(where + "both mesh axes cut dim " + std::to_string(*m.shard_dims[0]));

@@ -44,11 +44,6 @@ Status CheckConfig(const std::string& signal, const Config& config, const Worker
       const int64_t d = dim < 0 ? dim + rank : dim;
       if (d == cut) return Status::Ok();  // both axes cut it: one split over the flattened mesh
       cut = d;
-      const int64_t n = config.mesh_shape[a];
-      if (static_cast<int64_t>(ChunkSizes((*shape)[static_cast<size_t>(d)], static_cast<size_t>(n)).size()) != n)
-        return InvalidArgument(field + ": dim " + std::to_string(d) + " of a tensor of shape " + ShapeToString(*shape) +
-                               " does not give a piece to each of the " + std::to_string(n) + " workers of mesh axis " +
-                               std::to_string(a) + " (torch.chunk)");
     }
   }
   if (shape && config.sharded && !shape->empty()) {  // a scalar is placed whole

@@ -91,9 +91,8 @@ Result<std::vector<int>> LiveWorkerList(const std::vector<int64_t>& values, size
 
 // OK when every worker `config` (registered under `signal`) names is live
 // and, given the `shape` of a tensor it places (may be null), its shard axis
-// is in range (a mesh layout's Shard dims: in range, each giving a
-// piece to every worker of its axis); else InvalidArgument naming the
-// signal and the field.
+// is in range (a mesh layout's Shard dims too); else InvalidArgument
+// naming the signal and the field.
 Status CheckConfig(const std::string& signal, const Config& config, const Workers& workers, const Shape* shape);
 
 

@@ -495,17 +495,38 @@ Result<Placement> MeshRedistribute(Step& s, const Tensor& x, const TensorMeta& m
 }
 
 Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& meta) {
-  Result<Placement> whole = Creation(s, nullptr, meta);
-  if (!whole.ok()) return whole;
-  s.temporaries.emplace_back(whole->workers[0], whole->ids[0]);  // the pieces are copies of their own
-  const Tensor made{meta, *whole};
   Placement target;
   target.kind = Placement::Kind::kMesh;
   target.workers = config.workers;
   target.mesh_shape = config.mesh_shape;
   target.mesh_axes = config.mesh_axes;
-  for (MeshAxis& m : target.mesh_axes)
-    if (m.shard()) m.dim = Wrap(m.dim, meta.shape.size());
+  // A dim too short to give each worker of its axis a piece is copied along that axis instead
+  // (as a 1-D split over fewer workers would leave some without one).
+  for (size_t a = 0; a < target.mesh_axes.size(); ++a) {
+    MeshAxis& m = target.mesh_axes[a];
+    if (!m.shard()) continue;
+    m.dim = Wrap(m.dim, meta.shape.size());
+    const size_t n = AxisSize(target, a);
+    if (ChunkSizes(meta.shape[static_cast<size_t>(m.dim)], n).size() != n) m = ReplicateAxis();
+  }
+  if (s.inst->op == Op::kZeros || s.inst->op == Op::kOnes) {  // each piece made where it lives
+    for (size_t k = 0; k < target.workers.size(); ++k) {
+      Instruction piece = *s.inst;
+      piece.attrs.shape = LocalShape(meta.shape, target, k);
+      target.ids.push_back(NewId(*s.client));
+      piece.results = {target.ids.back()};
+      EmitOn(s, target.workers[k], std::move(piece));
+    }
+    return target;
+  }
+  // Values that must match a one-worker run: made whole on the mesh's first worker, then
+  // copied and cut, each piece a tensor of its own.
+  Instruction whole = *s.inst;
+  const TensorId id = NewId(*s.client);
+  whole.results = {id};
+  EmitOn(s, target.workers[0], std::move(whole));
+  s.temporaries.emplace_back(target.workers[0], id);
+  const Tensor made{meta, Placement{Placement::Kind::kWhole, {target.workers[0]}, {id}, 0, {}}};
   const Tensor moved = Conform(s, OnMesh(s, made, target), target.mesh_axes);
   target.ids = EachWorker(s, target, {moved}, true, Op::kClone);
   return target;

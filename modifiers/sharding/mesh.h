@@ -69,8 +69,11 @@ Result<Placement> MeshOp(Step& s, const std::vector<const Tensor*>& in, const Te
 Result<Placement> MeshRedistribute(Step& s, const Tensor& x, const TensorMeta& meta);
 
 // A creation op (s.inst) in a scope whose config is a mesh layout
-// (REQUIRES: CheckConfig passed for `meta`): made whole on the client's
-// worker, then copied and cut there, each piece a tensor of its own.
+// (REQUIRES: CheckConfig passed for `meta`): zeros and ones made piece by
+// piece where they live; anything else made whole on the mesh's first
+// worker, then copied and cut, each piece a tensor of its own. A Shard dim
+// too short to give each worker of its axis a piece is copied along that
+// axis instead.
 Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& meta);
 
 // `t`'s Partial() axes all-reduced (REQUIRES: t.placement.mesh()): its record

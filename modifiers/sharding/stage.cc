@@ -19,6 +19,14 @@ namespace gt::sharding {
 namespace {
 
 // Ops whose result a worker makes as a view of operand 0.
+// True when `inst` writes an operand on a mesh (a mutation's destination,
+// adam_step's state too) that the mesh cannot run it on piece by piece.
+bool WritesMesh(const Instruction& inst, const std::vector<const Tensor*>& in) {
+  if (KindOf(inst.op) != OpKind::kMutate || in.empty()) return false;
+  if (in[0]->placement.mesh()) return true;
+  return inst.op == Op::kAdamStep && in.size() == 4 && (in[2]->placement.mesh() || in[3]->placement.mesh());
+}
+
 bool IsView(Op op) {
   return op == Op::kSlice || op == Op::kSelect || op == Op::kTranspose || op == Op::kPermute || op == Op::kUnsqueeze ||
          op == Op::kSqueeze || op == Op::kReshape;
@@ -431,6 +439,30 @@ void ShardingStage::Settle(Client& c, Step& s, const Instruction& inst) {
   SettleMesh(c, s, inst);
 }
 
+void ShardingStage::MakeFamilyCopies(Client& c, Step& s, TensorId id) {
+  const Tensor& t = c.tensors.at(id);
+  const TensorId root = t.view_of.empty() ? id : t.view_of[0].operands.at(0);
+  auto base = c.tensors.find(root);
+  if (base != c.tensors.end() && base->second.placement.mesh()) MakeCopies(s, base->second);
+  for (auto& [member_id, m] : c.tensors) {
+    if (member_id == root || !m.placement.mesh() || m.view_of.empty() || m.view_of[0].operands.at(0) != root) continue;
+    if (base == c.tensors.end()) {  // its base is gone: nothing can write through it
+      MakeCopies(s, m);
+      continue;
+    }
+    // Made again from the base's copies through each view between them (temporaries), then m.
+    Placement view = base->second.placement;
+    for (size_t i = 0; i < m.view_of.size(); ++i) {
+      const bool last = i + 1 == m.view_of.size();
+      view.ids = PerMember(s, view, m.view_of[i].op, m.view_of[i].attrs, [&view](size_t r) {
+        return std::vector<TensorId>{view.ids[r]};
+      }, !last);
+    }
+    for (size_t k = 0; k < m.placement.workers.size(); ++k) s.temporaries.emplace_back(m.placement.workers[k], m.placement.ids[k]);
+    m.placement = view;
+  }
+}
+
 void ShardingStage::SettleMesh(Client& c, Step& s, const Instruction& inst) {
   for (TensorId id : inst.operands) {
     auto it = c.tensors.find(id);
@@ -586,17 +618,24 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   const bool to_mesh = redistribute && !inst.attrs.axes.empty() && inst.attrs.axes[0] == kMeshLayout;
   if (to_mesh || std::any_of(in.begin(), in.end(), [](const Tensor* t) { return t->placement.mesh(); })) {
     if (!MeshCarries(inst, in, meta)) SettleMesh(c, s, inst);
+    // An optimizer's state on the mesh, its parameter copies since a view made it so: the state
+    // becomes copies alike (the 1-D update then runs where each lives).
+    if (inst.op == Op::kAdamStep && in.size() == 4 && in[0]->placement.replicated())
+      for (size_t i : {size_t{2}, size_t{3}})
+        if (in[i]->placement.mesh() && in[i]->placement.workers == in[0]->placement.workers)
+          MakeFamilyCopies(c, s, inst.operands[i]);
     if (redistribute) {
       placed = MeshRedistribute(s, *in[0], meta);
     } else if (MeshRuns(inst, in, meta)) {
       placed = MeshOp(s, in, meta);
-    } else if (KindOf(inst.op) == OpKind::kMutate && in[0]->placement.mesh()) {
-      placed = InvalidArgument(inst.Describe() + ": its operands are laid out unlike its destination on the mesh (" +
-                               in[0]->placement.ToString() + ")");
-    } else if (IsView(inst.op)) {  // a view shares its operand's data: the record itself becomes copies
+    } else if (WritesMesh(inst, in)) {  // never into copies made for the op: the write would be lost
+      placed = InvalidArgument(inst.Describe() + ": it writes a tensor on a mesh (" + in[0]->placement.ToString() +
+                               ") with operands laid out unlike it (a parameter and its optimizer state must be "
+                               "laid out alike)");
+    } else if (IsView(inst.op)) {  // a view shares its operand's data: the records themselves become copies
       for (TensorId id : inst.operands) {
         auto it = c.tensors.find(id);
-        if (it != c.tensors.end() && it->second.placement.mesh()) MakeCopies(s, it->second);
+        if (it != c.tensors.end() && it->second.placement.mesh()) MakeFamilyCopies(c, s, id);
       }
     } else {
       unmeshed.reserve(in.size());  // `in` points into it
@@ -621,6 +660,10 @@ Status ShardingStage::Compute(Client& c, Instruction inst, Emitter& out) {
   FreeTemporaries(s);
   if (produces) {
     Tensor& made = c.tensors[inst.results.at(0)] = Tensor{meta, std::move(**placed)};
+    if (IsView(inst.op) && made.placement.mesh() && in[0]->placement.mesh()) {  // for MakeFamilyCopies
+      made.view_of = in[0]->view_of;
+      made.view_of.push_back(inst);
+    }
     if (made.placement.partial() || HasPartialAxis(made.placement)) {  // carried through a linear op, it keeps the op that made its addends
       made.made_by = inst.seq;
       if (IsView(inst.op) && made.placement.partial()) {  // a view of a view keeps the first base and every op from it

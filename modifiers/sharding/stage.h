@@ -91,6 +91,11 @@ class ShardingStage final : public Stage {
   std::optional<Result<Placement>> PlaceOnWorkers(Client& c, Step& s, Instruction& inst,
                                                   std::vector<const Tensor*>& in, TensorMeta& meta,
                                                   std::vector<Tensor>& moved, Status& forwarded, Emitter& out);
+  // The tensor `id` (on a mesh), the base it is a view of and every other
+  // mesh view of that base turned into copies on their mesh workers
+  // (MakeCopies): the base's copies, the views made again from them, so that
+  // they still share data.
+  void MakeFamilyCopies(Client& c, Step& s, TensorId id);
   // The mesh operands of `inst` with Partial() axes summed (mesh.h), unless
   // the op carries them.
   void SettleMesh(Client& c, Step& s, const Instruction& inst);

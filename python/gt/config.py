@@ -109,8 +109,10 @@ class SignalConfig:
         self.compile = compile
         self.replicated = replicated
         self.replicas = list(replicas) if replicas else []  # with replicated: the workers holding a copy
-        # Different placements per axis of a 2-D mesh: (rows, columns, workers, [dim or None per axis]).
+        # Different placements per axis of a 2-D mesh: (rows, columns, workers, [dim or None per axis]),
+        # and that gt.distributed.DeviceMesh (naming its axes for placements and records).
         self.mesh_layout = None
+        self.mesh = None
         if placements is not None or mesh is not None:
             if shard is not None or replicated or replicas:
                 raise ConfigError("invalid SignalConfig", ["SignalConfig: placements exclude shard and replicated"])
@@ -132,6 +134,7 @@ class SignalConfig:
         self.shard = ShardConfig(axis=shard[0], workers=shard[1]) if shard is not None else None
         self.replicated, self.replicas = replicated, list(replicas)
         self.mesh_layout = _mesh_layout(layout)
+        self.mesh = mesh if self.mesh_layout is not None else None
 
     @property
     def backward(self):
@@ -181,7 +184,7 @@ def _mesh_layout(layout):
     """(rows, columns, workers, [dim or None]) from the C++ client, with lists as lists (comparable)."""
     if layout is None:
         return None
-    rows, columns, workers, dims = layout
+    rows, columns, workers, dims = layout[:4]
     return rows, columns, list(workers), list(dims)
 
 
@@ -248,6 +251,11 @@ def _register_parsed(source, signals, problems):
         found[name] = SignalConfig(shard=shard, backward_signal=backward or None, compile=compile,
                                    replicated=replicated, replicas=replicas)
         found[name].mesh_layout = _mesh_layout(mesh)
+        if mesh is not None:  # the file's mesh, so that tensors made in the scope name its axes
+            from .distributed import DeviceMesh
+            rows, columns, workers, _, names = mesh
+            found[name].mesh = DeviceMesh([workers[i:i + columns] for i in range(0, rows * columns, columns)],
+                                          tuple(names))
     with _lock:
         for name, config in found.items():
             _send(name, config)

@@ -325,13 +325,13 @@ class Recording:
         parallel ... | along 'data': data parallel ..."."""
         if not self.records:
             return "no communication: every op ran where its operands were"
-        axes = list(dict.fromkeys(r.axis for r in self.records if r.axis))
         on_grid = {name for m in _live_meshes() if not m._flat for name in m.mesh_dim_names}
-        if len(axes) > 1 or (axes and axes[0] in on_grid):
+        axes = list(dict.fromkeys(r.axis for r in self.records if r.axis in on_grid))
+        if axes:
             parts = []
             for axis in axes + [""]:
                 subset = Recording()
-                subset.records = [r for r in self.records if r.axis == axis]
+                subset.records = [r for r in self.records if (r.axis == axis if axis else r.axis not in axes)]
                 if subset.records:
                     parts.append((f"along {axis!r}" if axis else "elsewhere") + ": " + subset._one_pattern())
             return " | ".join(parts)

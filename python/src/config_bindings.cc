@@ -21,10 +21,11 @@ namespace py = pybind11;
 namespace gt::python {
 namespace {
 
-// A MeshConfig as (rows, columns, workers, [dim or None per mesh axis]); None for none.
+// A MeshConfig as (rows, columns, workers, [dim or None per mesh axis], axis names); None for none.
 py::object MeshToPython(const std::optional<MeshConfig>& mesh) {
   if (!mesh) return py::none();
-  return py::make_tuple(mesh->rows, mesh->columns, py::cast(mesh->workers), py::cast(mesh->shard_dims));
+  return py::make_tuple(mesh->rows, mesh->columns, py::cast(mesh->workers), py::cast(mesh->shard_dims),
+                        py::cast(mesh->axis_names));
 }
 
 // (signals, problems): signals as (name, shard, replicated, backward,
@@ -60,7 +61,7 @@ void BindConfig(py::module_& m) {
   m.def("parse_config_file", &ParseFile, py::arg("path"),
         "Reads the signal configs of a YAML file, registering nothing: (signals, problems), signals as "
         "(name, shard: None or (axis, workers), replicated, backward, compile, replicas, mesh: None or (rows, "
-        "columns, workers, [dim or None per mesh axis])), problems as 'FILE:LINE: PATH: what'. "
+        "columns, workers, [dim or None per mesh axis], axis names)), problems as 'FILE:LINE: PATH: what'. "
         "OSError for a file that cannot be read.");
   m.def(
       "parse_config_string",
@@ -75,7 +76,7 @@ void BindConfig(py::module_& m) {
          std::optional<std::tuple<int64_t, int64_t, std::vector<int>, std::vector<std::optional<int64_t>>>> mesh) {
         SignalConfig config;
         if (mesh)
-          config.mesh = MeshConfig{std::get<0>(*mesh), std::get<1>(*mesh), std::get<2>(*mesh), std::get<3>(*mesh)};
+          config.mesh = MeshConfig{std::get<0>(*mesh), std::get<1>(*mesh), std::get<2>(*mesh), std::get<3>(*mesh), {}};
         if (axis) config.shard = ShardConfig{*axis, std::move(workers)};
         config.replicated = replicated;
         config.replicas = std::move(replicas);

@@ -58,6 +58,7 @@ struct MeshConfig {
   int64_t columns = 0;
   std::vector<int> workers;                        // rows * columns, row-major
   std::vector<std::optional<int64_t>> shard_dims;  // per mesh axis: the dim it cuts (Shard); nullopt: copies
+  std::vector<std::string> axis_names;             // the mesh's (not sent: the dispatcher needs none)
   friend bool operator==(const MeshConfig&, const MeshConfig&) = default;
 };
 
