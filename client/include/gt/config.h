@@ -68,9 +68,11 @@ struct SignalConfig {
   std::vector<int> replicas;         // with `replicated`: the workers holding a copy; empty: every live one
   std::string backward;              // the signal whose config gradients use; "" for none
   bool compile = false;              // a compile boundary
-  // Tensors made in the scope laid out on a 2-D mesh (made whole, then cut
-  // and copied there); other ops in the scope follow their operands'
-  // placements. Excludes `shard` and `replicated`.
+  // Tensors made in the scope laid out on a 2-D mesh (zeros and ones piece
+  // by piece; others made whole on the mesh's first worker, then copied and
+  // cut; a dim too short to cut is copied along that axis); other ops in
+  // the scope follow their operands' placements. Excludes `shard` and
+  // `replicated`.
   std::optional<MeshConfig> mesh;
 };
 
