@@ -37,14 +37,17 @@ class FusedWireTest : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     ASSERT_TRUE(ready_) << "four workers did not register";
     client_ = std::make_unique<RawClient>(context_, cluster_->endpoint());
-    // signals: "rows" cuts axis 0 over 4 workers, "cols" axis 1 over 4, "rep" replicated.
+    // signals: "rows" cuts axis 0 over 4 workers, "cols" axis 1 over 4, "rep" replicated, "grid" a 2-D mesh.
     std::vector<Instruction> configs;
     ConfigureSpec rows{.signal = "rows", .shard_axis = 0, .workers = {0, 1, 2, 3}};
     ConfigureSpec cols{.signal = "cols", .shard_axis = 1, .workers = {0, 1, 2, 3}};
     ConfigureSpec rep{.signal = "rep", .replicated = true};
+    // "grid": [Shard(0), Replicate()] on the 2 x 2 mesh [[0, 1], [2, 3]].
+    ConfigureSpec grid{.signal = "grid", .workers = {0, 1, 2, 3}, .mesh = {2, 2, 1, 0, 2, 0}};
     configs.push_back(MakeConfigure(seq_++, rows));
     configs.push_back(MakeConfigure(seq_++, cols));
     configs.push_back(MakeConfigure(seq_++, rep));
+    configs.push_back(MakeConfigure(seq_++, grid));
     client_->Send(configs);
     auto done = client_->Sync(nullptr, kPromptMs);
     ASSERT_TRUE(done.has_value());
@@ -301,7 +304,23 @@ TEST_P(FusedWireTest, IntAndEmptyInputs) {
   OtherClientWorks();
 }
 
-INSTANTIATE_TEST_SUITE_P(Placements, FusedWireTest, ::testing::Values("whole", "rows", "cols", "rep"));
+// A payload that cannot be the tensor it names is refused, and a later use of that tensor names
+// the refused op (in a mesh scope the tensor is made whole and then copied: a stand-in must not
+// be what the copies carry).
+TEST_P(FusedWireTest, PayloadOfTheWrongSizeIsRefusedAndNamedLater) {
+  const TensorId x = Id(), y = Id();
+  std::vector<float> six(6, 1.0f);
+  Instruction bad = Bytes(x, DType::kFloat32, {4, 2}, six.data(), six.size() * 4);  // 8 floats named, 6 sent
+  const uint64_t bad_seq = bad.seq;
+  std::vector<std::string> errors = Run({bad});
+  ASSERT_FALSE(errors.empty()) << "a short payload was accepted [" << GetParam() << "]";
+  errors = Run({Op_(Op::kGelu, y, {x})});
+  ASSERT_FALSE(errors.empty()) << "a use of the refused tensor ran [" << GetParam() << "]";
+  EXPECT_NE(errors[0].find("#" + std::to_string(bad_seq)), std::string::npos) << ::testing::PrintToString(errors);
+  OtherClientWorks();
+}
+
+INSTANTIATE_TEST_SUITE_P(Placements, FusedWireTest, ::testing::Values("whole", "rows", "cols", "rep", "grid"));
 
 }  // namespace
 }  // namespace gt::testing

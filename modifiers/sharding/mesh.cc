@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 
+#include "gt/dtype.h"
 #include "gt/op_attrs.h"
 #include "shape_inference.h"
 #include "strategies.h"
@@ -520,7 +521,11 @@ Result<Placement> MeshCreation(Step& s, const Config& config, const TensorMeta& 
     return target;
   }
   // Values that must match a one-worker run: made whole on the mesh's first worker, then
-  // copied and cut, each piece a tensor of its own.
+  // copied and cut, each piece a tensor of its own. A payload that cannot be the tensor is
+  // refused here: made there, it would fail, and the copies would carry a stand-in.
+  if (s.inst->op == Op::kFromBytes &&
+      (s.inst->payload ? s.inst->payload->size() : 0) != static_cast<size_t>(NumElements(meta.shape)) * ElementSize(meta.dtype))
+    return InvalidArgument(s.inst->Describe() + ": payload size does not match shape and dtype");
   Instruction whole = *s.inst;
   const TensorId id = NewId(*s.client);
   whole.results = {id};

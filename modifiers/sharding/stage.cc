@@ -307,7 +307,11 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
   const bool on_mesh = chosen && !chosen->mesh_shape.empty() && !meta->shape.empty();  // a scalar is placed whole
   Result<Placement> p = on_mesh ? MeshCreation(s, *chosen, *meta)
                                 : Creation(s, chosen && !chosen->mesh_shape.empty() ? nullptr : chosen, *meta);
-  if (!p.ok()) return p.status();
+  if (!p.ok()) {  // a later use names this op, not an unknown tensor
+    FreeTemporaries(s);
+    c.failed.Record(result, inst.seq);
+    return p.status();
+  }
   Explain(s, {}, *p);
   FreeTemporaries(s);
   c.tensors[result] = Tensor{*meta, std::move(*p)};
