@@ -34,7 +34,10 @@ BATCH_SPLIT = [Shard(0), Replicate()]
 
 
 def model_on(mesh, initial):
-    model = gt.nn.Sequential(gt.nn.Linear(D, H), gt.nn.GELU(), gt.nn.Linear(H, D))
+    """Linear, GELU, Linear with the `initial` weights ({name: array}), laid out on `mesh` by
+    PLACEMENTS (None: whole tensors on one worker)."""
+    hidden, features = initial["0.weight"].shape
+    model = gt.nn.Sequential(gt.nn.Linear(features, hidden), gt.nn.GELU(), gt.nn.Linear(hidden, features))
     modules = dict(model.named_modules())
     for name, value in initial.items():
         owner, _, attr = name.rpartition(".")
@@ -67,17 +70,22 @@ def train(mesh, initial, report):
     return model
 
 
-gt.manual_seed(0)
-initial = {n: p.numpy() for n, p in gt.nn.Sequential(gt.nn.Linear(D, H), gt.nn.GELU(),
-                                                      gt.nn.Linear(H, D)).named_parameters()}
-print(f"mesh: {grid!r}")
-model = train(grid, initial, report=True)
-x = distribute_tensor(gt.from_numpy(xs[0]), grid, BATCH_SPLIT)
-with gt.no_grad():
-    hidden = model[1](model[0](x))
-print(f"hidden activations: {hidden.placements}")  # cut along both dims, no collective
-print(f"first weight: {model[0].weight.placements}, second weight: {model[2].weight.placements}")
-reference = train(None, initial, report=False)
-worst = max(float(np.abs(p.numpy() - q.numpy()).max())
-            for p, q in zip(model.parameters(), reference.parameters()))
-print(f"weights after {STEPS} steps: largest difference from one worker {worst:.2e}")
+def main():
+    gt.manual_seed(0)
+    initial = {n: p.numpy() for n, p in gt.nn.Sequential(gt.nn.Linear(D, H), gt.nn.GELU(),
+                                                          gt.nn.Linear(H, D)).named_parameters()}
+    print(f"mesh: {grid!r}")
+    model = train(grid, initial, report=True)
+    x = distribute_tensor(gt.from_numpy(xs[0]), grid, BATCH_SPLIT)
+    with gt.no_grad():
+        hidden = model[1](model[0](x))
+    print(f"hidden activations: {hidden.placements}")  # cut along both dims, no collective
+    print(f"first weight: {model[0].weight.placements}, second weight: {model[2].weight.placements}")
+    reference = train(None, initial, report=False)
+    worst = max(float(np.abs(p.numpy() - q.numpy()).max())
+                for p, q in zip(model.parameters(), reference.parameters()))
+    print(f"weights after {STEPS} steps: largest difference from one worker {worst:.2e}")
+
+
+if __name__ == "__main__":
+    main()

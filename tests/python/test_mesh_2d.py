@@ -22,11 +22,14 @@ from the workers' own metrics (gt_collectives_total, instruction counts):
 """
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
 
 from conftest import CLUSTER_PROBES, run_on_cluster
+
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples"
 
 # Every client program below starts so: connected (ADDRESS: a process cluster's dispatcher, or
 # None for the embedded default), with the probes of conftest.CLUSTER_PROBES, once four
@@ -44,7 +47,10 @@ wait_for_workers(4)
 """
 
 PROGRAM = PRELUDE + r"""
+import sys
 import torch
+sys.path.insert(0, """ + repr(str(EXAMPLES)) + r""")
+from mesh_2d import model_on  # the example's model and layout (Megatron's pair on "model")
 
 B, D, H, STEPS = 8, 6, 12, 5
 rng = np.random.default_rng(3)
@@ -54,29 +60,13 @@ init = {"0.weight": rng.standard_normal((H, D)).astype(np.float32) * 0.4,
         "2.bias": rng.standard_normal(D).astype(np.float32) * 0.1}
 batches = [(rng.standard_normal((B, D)).astype(np.float32), rng.standard_normal((B, D)).astype(np.float32))
            for _ in range(STEPS)]
-# Megatron: the first layer's weight [H, D] and bias split by output features, the second's
-# weight [D, H] by input features; each copied along "data".
-PLACEMENTS = {"0.weight": [Replicate(), Shard(0)], "0.bias": [Replicate(), Shard(0)],
-              "2.weight": [Replicate(), Shard(1)], "2.bias": [Replicate(), Replicate()]}
 BATCH = [Shard(0), Replicate()]
 
 
 
 
-def model_on(mesh):
-    model = gt.nn.Sequential(gt.nn.Linear(D, H), gt.nn.GELU(), gt.nn.Linear(H, D))
-    modules = dict(model.named_modules())
-    for name, value in init.items():
-        owner, _, attr = name.rpartition(".")
-        t = gt.from_numpy(value)
-        if mesh is not None:
-            t = distribute_tensor(t, mesh, PLACEMENTS[name])
-        setattr(modules[owner], attr, t.requires_grad_())
-    return model
-
-
 def train(mesh):
-    model = model_on(mesh)
+    model = model_on(mesh, init)
     opt = gt.optim.Adam(model.parameters(), lr=0.02)
     losses, steps = [], []
     for x_np, t_np in batches:
