@@ -102,12 +102,19 @@ def test_pow_tensor_exponent(rng, sa, sb):
 # ---- matmul ---------------------------------------------------------------------
 
 MATMUL = [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((2, 3, 4), (2, 4, 5)), ((2, 1, 3, 4), (3, 4, 2)),
-          ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4,))]
+          ((4,), (4, 3)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4,)), ((2, 2, 3, 4), (4, 5))]
 
 
 @pytest.mark.parametrize("sa,sb", MATMUL, ids=[f"{a}@{b}" for a, b in MATMUL])
 def test_matmul(rng, sa, sb):
     gradcheck(lambda a, b: a @ b, [normal(rng, *sa), normal(rng, *sb)], rng)
+
+
+def test_matmul_of_views(rng):
+    # A batched x @ W's weight gradient is one product over every row
+    # (reshapes of x and of the gradient): here x is a transposed view and W
+    # one too, as in a linear layer after attention's head swap.
+    gradcheck(lambda a, b: a.transpose(1, 2) @ b.T, [normal(rng, 2, 4, 3), normal(rng, 5, 4)], rng)
 
 
 def test_matmul_same_operand_twice(rng):
