@@ -26,6 +26,9 @@ constexpr int kBatchInstructions = 256;
 // one, as backpressure. Far below the default quota, so that sharding's
 // several instructions per op stay under it too.
 constexpr int64_t kSyncWindow = 32768;
+// At most this many tensors in one free (a run of frees is held until the next
+// other instruction; this bounds one instruction's size).
+constexpr size_t kFreesPerInstruction = 1024;
 constexpr size_t kBatchPayloadBytes = 4 << 20;
 
 // "localhost:P" / "127.0.0.1:P" of a dispatcher on this machine: its local
@@ -351,6 +354,7 @@ void Session::Marker(Op op, const std::string& signal) {
 }
 
 void Session::QueueLocked(Instruction&& inst) {
+  QueueFreesLocked();
   if (unsynced_ >= kSyncWindow) SyncLocked(0, nullptr, /*keep_errors=*/true);
   if (pipeline_ && !placing_) pipeline_->Push(std::move(inst));
   else AppendLocked(inst);
@@ -364,7 +368,15 @@ void Session::AppendLocked(const Instruction& inst) {
   ++unsynced_;
 }
 
+void Session::QueueFreesLocked() {
+  if (!pending_free_) return;
+  Instruction run = std::move(*pending_free_);
+  pending_free_.reset();
+  QueueLocked(std::move(run));
+}
+
 void Session::FlushLocked() {
+  QueueFreesLocked();
   if (pipeline_) pipeline_->Drain();
   SendBatchLocked();
 }
@@ -392,7 +404,12 @@ void Session::Free(TensorId id) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mu_);
     if (!started_ || closed_) return;
-    QueueLocked(MakeFree(0, next_seq_++, {id}));
+    if (pending_free_ && pending_free_->operands.size() < kFreesPerInstruction) {
+      pending_free_->operands.push_back(id);
+      return;
+    }
+    QueueFreesLocked();
+    pending_free_ = MakeFree(0, next_seq_++, {id});
   } catch (...) {
     // A free that cannot be sent is reclaimed when the session ends.
   }

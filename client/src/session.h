@@ -147,6 +147,12 @@ class Session : public std::enable_shared_from_this<Session> {
   // Queues `inst` through the client's stages (when it has any and does not
   // place tensors) and sends the batch once it is full.
   void QueueLocked(Instruction&& inst);
+  // Frees in a row travel as one free naming every tensor (about half of a
+  // training step's instructions are frees, mostly in runs): the run is held
+  // here until the next other instruction or flush goes out, so it ends at
+  // the same place in the stream whatever the batch boundaries are (a hot
+  // sequence stays the same sequence).
+  void QueueFreesLocked();
   // Encodes `inst` into the batch being filled.
   void AppendLocked(const Instruction& inst);
   // Sends the batch as it is; the stages may still hold instructions back.
@@ -182,6 +188,7 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
   int64_t unsynced_ = 0;                     // GUARDED_BY(mu_): instructions sent since the last sync
+  std::optional<Instruction> pending_free_;  // GUARDED_BY(mu_): the run of frees not queued yet
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
   bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point, or a redistribute did
   // Recording collectives (Inspect): each op's origin by seq. The hook is

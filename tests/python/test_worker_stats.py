@@ -104,3 +104,23 @@ def test_hot_step_compiled_through_real_processes(python, processes, tmp_path):
     table = out["table"]
     assert table.splitlines()[1].split()[:2] == ["dispatcher", "dispatcher"]
     assert f"dispatcher/hotpath  {step['id']}  length {step['length']}  x5" in table
+
+
+def test_a_run_of_frees_travels_as_one_instruction_and_frees_every_tensor():
+    # Half of a training step's instructions are frees, mostly in runs: the
+    # client sends a run as one free naming every tensor.
+    def figures():
+        hosts = gt.debug.get_worker_stats()  # a sync point: the run goes out before it
+        live = sum(s["value"] for h in hosts.values() if h and h["host"] == "worker"
+                   for s in h["samples"] if s["name"] == "gt_worker_live_tensors")
+        return hosts["embedded-dispatcher"]["instructions"], live
+
+    xs = [gt.zeros(4) for _ in range(20)]
+    instructions, live = figures()
+    del xs
+    after_instructions, after_live = figures()
+    assert live - after_live == 20
+    assert after_instructions - instructions == 2  # the one free, then the stats call's sync
+    y = gt.ones(3)  # the stream goes on after a run of frees
+    del y
+    assert (gt.ones(2) * 2).sum().item() == 4.0
