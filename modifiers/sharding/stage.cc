@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -324,6 +325,7 @@ Status ShardingStage::Create(Client& c, Instruction inst, Emitter& out) {
 Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
   Step s = StepFor(c, inst, out);
   size_t kept = 0;
+  std::map<int, std::vector<TensorId>> pieces;  // worker -> the pieces it frees, one free each
   for (size_t i = 0; i < inst.operands.size(); ++i) {
     const TensorId id = inst.operands[i];
     if (c.failed.Forget(id)) continue;  // never made: nothing to free
@@ -334,11 +336,10 @@ Status ShardingStage::Free(Client& c, Instruction inst, Emitter& out) {
       continue;
     }
     const Placement& p = it->second.placement;
-    for (size_t r = 0; r < p.workers.size(); ++r) {
-      EmitOn(s, p.workers[r], MakeFree(0, 0, {p.ids[r]}));
-    }
+    for (size_t r = 0; r < p.workers.size(); ++r) pieces[p.workers[r]].push_back(p.ids[r]);
     c.tensors.erase(it);
   }
+  for (auto& [worker, ids] : pieces) EmitOn(s, worker, MakeFree(0, 0, std::move(ids)));
   inst.operands.resize(kept);
   if (kept) out.Emit(std::move(inst));
   return Status::Ok();

@@ -124,3 +124,20 @@ def test_a_run_of_frees_travels_as_one_instruction_and_frees_every_tensor():
     y = gt.ones(3)  # the stream goes on after a run of frees
     del y
     assert (gt.ones(2) * 2).sum().item() == 4.0
+
+
+def test_a_run_of_frees_of_split_tensors_is_one_free_per_worker():
+    # The sharding stage frees every piece a worker holds in one instruction.
+    gt.register_config("frees-split", gt.SignalConfig(shard=gt.ShardConfig(axis=0, workers=[0, 1])))
+
+    def per_worker():
+        hosts = gt.debug.get_worker_stats()
+        return {name: h["instructions"] for name, h in hosts.items() if h and h["host"] == "worker"}
+
+    with gt.signal.context("frees-split"):
+        xs = [gt.zeros(8, 4) for _ in range(6)]
+    before = per_worker()
+    del xs
+    after = per_worker()
+    grew = {name: after[name] - before[name] for name in after}
+    assert grew["embedded-worker-0"] == grew["embedded-worker-1"] == 2, grew  # one free, one sync
