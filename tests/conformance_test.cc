@@ -537,6 +537,21 @@ std::vector<Case> Cases() {
   add("fill_and_zero", {Op::kClone}, {Normal({2, 2}, 117), Normal({3}, 118)},
       [](const V& v) { gt::Tensor c = v[0].clone(); c.fill_(7); gt::Tensor d = v[1].clone(); d.zero_(); return gt::cat({c.reshape({-1}), d}); },
       [](const A&) { return at::cat({at::full({4}, 7.0), at::zeros({3})}); });
+  // mul_ by a tensor of the same dtype is one mul_into; of another, a mul and a copy_
+  add("mul_in_place_broadcast", {Op::kClone}, {Normal({3, 4}, 121), Normal({4}, 122)},
+      [](const V& v) { gt::Tensor c = v[0].clone(); c.mul_(v[1]); gt::Tensor view = c.select(0, 1); view *= v[1]; return c; },
+      [](const A& a) { at::Tensor c = a[0] * a[1]; c.select(0, 1).mul_(a[1]); return c; });
+  add("mul_in_place_int_by_float", {Op::kClone, Op::kMul}, {Ints({2, 3}, at::kLong), Normal({3}, 123)},
+      [](const V& v) { gt::Tensor c = v[0].clone(); c.mul_(v[1]); return c; },
+      [](const A& a) { return (a[0] * a[1]).to(at::kLong); });
+  // clip_grad_norm_'s norm: one sum_of_squares of every gradient (2 p)
+  add("clip_grad_norm_sum_of_squares", {Op::kSumOfSquares}, {Normal({3, 4}, 124), Normal({5}, 125)},
+      [](const V& v) {
+        gt::Tensor p = v[0].clone().requires_grad_(), q = v[1].clone().requires_grad_();
+        ((p * p).sum() + (q * q).sum()).backward();
+        return gt::nn::clip_grad_norm_({p, q}, 1e9);
+      },
+      [](const A& a) { return at::cat({a[0].reshape({-1}), a[1]}).mul(2).norm(); });
   add("sub_in_place", {Op::kSub}, {Normal({3, 4}, 119), Normal({3, 4}, 120)},
       [](const V& v) { gt::Tensor p = v[0].clone(); p -= v[1] * 0.1; return p; },
       [](const A& a) { return a[0] - a[1] * 0.1; });

@@ -1,4 +1,5 @@
-// The fused ops (gelu, gelu_backward, layer_norm, layer_norm_backward) from
+// The fused ops (gelu, gelu_backward, layer_norm, layer_norm_backward,
+// sum_of_squares, mul_into) from
 // a raw-wire client that lies, on four worker processes with the sharding
 // stage, their operands whole, cut by rows, cut by columns or replicated:
 // every hostile instruction gets a clear error at the next sync, no host
@@ -317,6 +318,70 @@ TEST_P(FusedWireTest, PayloadOfTheWrongSizeIsRefusedAndNamedLater) {
   errors = Run({Op_(Op::kGelu, y, {x})});
   ASSERT_FALSE(errors.empty()) << "a use of the refused tensor ran [" << GetParam() << "]";
   EXPECT_NE(errors[0].find("#" + std::to_string(bad_seq)), std::string::npos) << ::testing::PrintToString(errors);
+  OtherClientWorks();
+}
+
+// clip_grad_norm_'s ops: sum_of_squares (many operands, one number) and
+// mul_into (a mutation of its first operand), from a client that lies, and
+// their values where the operands are whole, cut or copied.
+TEST_P(FusedWireTest, SumOfSquaresAndMulInto) {
+  auto mutation = [&](Op op, std::vector<TensorId> operands) {
+    Instruction inst = MakeInstruction(op, seq_++, {}, std::move(operands));
+    inst.signal = Signal();
+    return inst;
+  };
+  ExpectRefused("sum_of_squares 0 operands", {}, Op_(Op::kSumOfSquares, Id(), {}), "at least one operand");
+  TensorId a = Id();
+  ExpectRefused("sum_of_squares int64", {I64(a, {8, 4})}, Op_(Op::kSumOfSquares, Id(), {a}), "floating-point");
+  TensorId b = Id(), c = Id();
+  ExpectRefused("sum_of_squares mixed dtypes", {F32(b, {8, 4}), F64(c, {8, 4})}, Op_(Op::kSumOfSquares, Id(), {b, c}),
+                "one dtype");
+  TensorId d = Id();
+  ExpectRefused("sum_of_squares unknown operand", {F32(d, {8, 4})}, Op_(Op::kSumOfSquares, Id(), {d, 9997}));
+  TensorId e = Id();
+  ExpectRefused("mul_into 1 operand", {F32(e, {8, 4})}, mutation(Op::kMulInto, {e}), "expected 2 operand");
+  TensorId f = Id();
+  ExpectRefused("mul_into 3 operands", {F32(f, {8, 4})}, mutation(Op::kMulInto, {f, f, f}), "expected 2 operand");
+  TensorId g = Id(), h = Id();
+  ExpectRefused("mul_into factor that does not broadcast", {F32(g, {8, 4}), F32(h, {3})}, mutation(Op::kMulInto, {g, h}));
+  TensorId i = Id(), j = Id();
+  ExpectRefused("mul_into int64 by float32", {I64(i, {8, 4}), F32(j, {4})}, mutation(Op::kMulInto, {i, j}));
+  TensorId k = Id();
+  ExpectRefused("mul_into unknown factor", {F32(k, {8, 4})}, mutation(Op::kMulInto, {k, 9996}));
+  Instruction with_result = mutation(Op::kMulInto, {k, k});
+  with_result.results = {Id()};
+  ExpectRefused("mul_into with a result", {}, with_result);
+
+  // Values: sin(1 + i) in every tensor (F32).
+  auto sines = [](size_t n) {
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(std::sin(1.0 + i));
+    return v;
+  };
+  TensorId x = Id(), y = Id(), empty = Id(), total = Id();
+  EXPECT_TRUE(Run({F32(x, {8, 4}), F32(y, {1, 4}), F32(empty, {0, 4}), Op_(Op::kSumOfSquares, total, {x, y, empty})}).empty());
+  double want = 0;
+  for (double v : sines(32)) want += v * v;
+  for (double v : sines(4)) want += v * v;
+  std::vector<std::string> errors;
+  auto got = Fetch(total, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->first.shape_size(), 0);
+  ASSERT_EQ(got->second.size(), 4u);
+  float sum = 0;
+  std::memcpy(&sum, got->second.data(), 4);
+  EXPECT_NEAR(sum, want, 1e-4 * want);
+
+  EXPECT_TRUE(Run({mutation(Op::kMulInto, {x, y})}).empty());
+  got = Fetch(x, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->second.size(), 32u * 4u);
+  std::vector<float> product(32);
+  std::memcpy(product.data(), got->second.data(), got->second.size());
+  const std::vector<double> xs = sines(32), ys = sines(4);
+  for (size_t n = 0; n < 32; ++n) EXPECT_NEAR(product[n], xs[n] * ys[n % 4], 1e-6) << n;
   OtherClientWorks();
 }
 

@@ -191,12 +191,10 @@ Tensor clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return zeros({});
   client_internal::SettleTogether(grads);
-  Tensor squares = (grads[0] * grads[0]).sum();
-  for (size_t i = 1; i < grads.size(); ++i) squares = squares + (grads[i] * grads[i]).sum();
-  const Tensor norm = squares.sqrt();
+  const Tensor norm = client_internal::SumOfSquares(grads).sqrt();
   const Tensor coef = (norm + 1e-6).pow(-1.0) * max_norm;
   const Tensor clamped = where(coef.lt(1.0), coef, 1.0);  // no sync: the scale stays on the worker
-  for (Tensor& g : grads) g *= clamped;
+  for (Tensor& g : grads) g.mul_(clamped);
   return norm;
 }
 

@@ -325,13 +325,15 @@ void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& o
     if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": undefined tensor");
     inst.operands.push_back(r->id);
   }
-  if (inst.op == Op::kCopyInto) {
+  if (inst.op == Op::kCopyInto || inst.op == Op::kMulInto) {
     const Shape& to = operands[0]->meta.shape;
     const Shape& from = operands[1]->meta.shape;
     Result<Shape> shape = BroadcastShapes(to, from);
+    const bool copy = inst.op == Op::kCopyInto;
     if (!shape.ok() || *shape != to)
-      throw Error(Code::kInvalidArgument, "copy_: source of shape " + ShapeToString(from) +
-                                              " does not broadcast to destination " + ShapeToString(to));
+      throw Error(Code::kInvalidArgument, std::string(copy ? "copy_: source" : "mul_: factor") + " of shape " +
+                                              ShapeToString(from) + " does not broadcast to destination " +
+                                              ShapeToString(to));
   }
   Origin origin = NoteOrigin(inst.op, inst.signal);
   std::lock_guard<std::mutex> lock(mu_);
@@ -439,6 +441,11 @@ void Session::SettleTogether(const std::vector<const TensorRecord*>& tensors) {
   for (const TensorRecord* t : tensors) settle.operands.push_back(t->id);
   settle.seq = next_seq_++;
   QueueLocked(std::move(settle));
+}
+
+bool Session::Places() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return placing_;
 }
 
 FetchedData Session::Inspect(Instruction inst, const TensorRecord* operand) {

@@ -114,6 +114,10 @@ class Session : public std::enable_shared_from_this<Session> {
   // bucketing) when tensors are placed (a signal config or a redistribute:
   // else nothing is pending); not a sync point.
   void SettleTogether(const std::vector<const TensorRecord*>& tensors);
+  // True once tensors may be placed (split, copied, on a mesh): a signal
+  // config, a redistribute or GT_AUTO_SHARD did it. Until then every tensor
+  // of the session is whole on one worker.
+  bool Places();
   FetchedData Inspect(Instruction inst, const TensorRecord* operand);
   // What the session noted of the op with `seq` while recording (empty op: nothing).
   struct Origin {

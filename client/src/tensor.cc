@@ -287,6 +287,17 @@ Tensor& Tensor::copy_(const Tensor& source) {
   return *this;
 }
 
+Tensor& Tensor::mul_(const Tensor& factor) {
+  CheckInPlaceAllowed(*this, "mul_");
+  const TensorRecord& destination = Require(*this, "mul_");
+  const TensorRecord& by = Require(factor, "mul_");
+  if (by.meta.dtype != destination.meta.dtype) return copy_(*this * factor);
+  Instruction inst;
+  inst.op = Op::kMulInto;
+  Mutate(std::move(inst), {&destination, &by});
+  return *this;
+}
+
 namespace nn {
 
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
@@ -455,6 +466,16 @@ void SettleTogether(const std::vector<Tensor>& tensors) {
   for (const Tensor& t : tensors)
     if (t.defined()) records.push_back(&Require(t, "settle"));
   if (!records.empty()) records[0]->session->SettleTogether(records);
+}
+
+Tensor SumOfSquares(const std::vector<Tensor>& tensors) {
+  const TensorRecord& first = Require(tensors.at(0), "sum_of_squares");
+  bool one_op = IsFloatingPoint(first.meta.dtype) && !first.session->Places();
+  for (const Tensor& t : tensors) one_op = one_op && t.dtype() == first.meta.dtype;
+  if (one_op) return IssueFused(Op::kSumOfSquares, tensors);
+  Tensor total = (tensors[0] * tensors[0]).sum();
+  for (size_t i = 1; i < tensors.size(); ++i) total = total + (tensors[i] * tensors[i]).sum();
+  return total;
 }
 
 Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t> axes, double scalar) {

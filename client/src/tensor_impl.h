@@ -60,6 +60,13 @@ Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t>
 // the optimizers and clip_grad_norm_ call it with the gradients they read.
 void SettleTogether(const std::vector<Tensor>& tensors);
 
+// The sum of the squares of every element of `tensors` (defined, not empty),
+// a 0-d tensor: one kSumOfSquares when they are whole on one worker (the
+// session places nothing) and share one floating dtype, else a square and a
+// sum per tensor added up (the sharding stage's strategies for those ops
+// keep split gradients where they are).
+Tensor SumOfSquares(const std::vector<Tensor>& tensors);
+
 // Runs backward from `root` (see Tensor::backward).
 void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph);
 

@@ -61,11 +61,14 @@ Status Admission::CheckArity(const Instruction& inst) {
   if (ProducesTensor(inst.op) && inst.results.size() != 1)
     return InvalidArgument(inst.Describe() + ": expected exactly one result id, got " +
                            std::to_string(inst.results.size()));
-  const size_t operands = inst.op == Op::kCopyInto ? 2 : inst.op == Op::kAdamStep ? 4 : 1;
-  const bool fixed = inst.op == Op::kCopyInto || inst.op == Op::kFill || inst.op == Op::kFetch ||
+  const bool pair = inst.op == Op::kCopyInto || inst.op == Op::kMulInto;
+  const size_t operands = pair ? 2 : inst.op == Op::kAdamStep ? 4 : 1;
+  const bool fixed = pair || inst.op == Op::kFill || inst.op == Op::kFetch ||
                      inst.op == Op::kAdamStep || inst.op == Op::kRedistribute;
   if (inst.op == Op::kSettle && !inst.results.empty())
     return InvalidArgument(inst.Describe() + ": settle makes no tensor");
+  if (KindOf(inst.op) == OpKind::kMutate && !inst.results.empty())
+    return InvalidArgument(inst.Describe() + ": " + std::string(OpName(inst.op)) + " changes its first operand and makes no tensor");
   if (inst.op == Op::kInspect && !inst.results.empty())
     return InvalidArgument(inst.Describe() + ": inspect makes no tensor");
   if (inst.op == Op::kInspect && inst.operands.size() != (inst.attrs.seed == 1 ? 1u : 0u))

@@ -444,6 +444,19 @@ Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<cons
   return x;
 }
 
+// Every operand floating and of one dtype: the 0-d result is in it.
+Result<TensorMeta> InferSumOfSquares(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  if (in.empty()) return InvalidArgument(Where(inst) + ": expects at least one operand");
+  for (const TensorMeta* t : in) {
+    if (!IsFloatingPoint(t->dtype))
+      return InvalidArgument(Where(inst) + ": expects floating-point operands, got " + std::string(DTypeName(t->dtype)));
+    if (t->dtype != in[0]->dtype)
+      return InvalidArgument(Where(inst) + ": expects operands of one dtype, got " + std::string(DTypeName(in[0]->dtype)) +
+                             " and " + std::string(DTypeName(t->dtype)));
+  }
+  return TensorMeta{{}, in[0]->dtype};
+}
+
 Result<TensorMeta> InferMovement(const Instruction& inst, const TensorMeta& in) {
   switch (inst.op) {
     case Op::kReshape: return InferReshape(inst, in);
@@ -524,7 +537,9 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
     case Op::kSlice: case Op::kSelect:
       if (in.size() != 1) return ArityError(inst, 1, in.size());
       return InferMovement(inst, *in[0]);
-    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep:  // change their operands, make nothing
+    case Op::kSumOfSquares:
+      return InferSumOfSquares(inst, in);
+    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto:  // change their operands, make nothing
     case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:  // made only by dispatcher stages, which know their shapes

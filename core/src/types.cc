@@ -163,6 +163,8 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kLayerNorm, "layer_norm", OpKind::kUnary},
     {Op::kLayerNormBackward, "layer_norm_backward", OpKind::kBinary},
     {Op::kSettle, "settle", OpKind::kControl},
+    {Op::kMulInto, "mul_into", OpKind::kMutate},
+    {Op::kSumOfSquares, "sum_of_squares", OpKind::kReduce},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -66,6 +66,7 @@ Strategy StrategyFor(Op op) {
     case Op::kGeluBackward:  // {grad, x}, one shape
     case Op::kClone:
     case Op::kCopyInto:  // a mutation changes its destination where it lives
+    case Op::kMulInto:
     case Op::kFill:
       return &Elementwise;
     // an optimizer step: its parameter and state where they live, alike
@@ -143,6 +144,10 @@ Strategy StrategyFor(Op op) {
     case Op::kAllGather:
     case Op::kReduceScatter:
     case Op::kCount:
+      return &Whole;
+    // Many operands reduced to one number: assembled whole (the client's
+    // clip_grad_norm_ sends it only when its tensors are whole anyway).
+    case Op::kSumOfSquares:
       return &Whole;
   }
   return &Whole;  // not an Op

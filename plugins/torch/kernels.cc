@@ -54,7 +54,7 @@ Result<at::Tensor> FromBytes(const Instruction& inst, size_t bytes, const at::Te
   // Wrapped without a copy: the deleter's copy of `payload` keeps the bytes
   // alive, and the tensor owns them from here on (no stage reads a
   // from_bytes payload once it is executed). from_blob wants a mutable
-  // pointer: a later kCopyInto / kFill of this tensor writes into the payload.
+  // pointer: a later mutation (kCopyInto, kMulInto, ...) of this tensor writes into the payload.
   void* data = const_cast<std::byte*>(payload->data());
   at::Tensor tensor = at::from_blob(data, inst.attrs.shape, [payload](void*) {}, options);
   // A frame need not be aligned to its element size; ATen kernels assume it is.
@@ -251,6 +251,23 @@ Result<at::Tensor> Reduce(const Instruction& inst, TensorSource source) {
   return Internal("not a reduction: " + inst.Describe());
 }
 
+// One dot product per operand (a BLAS kernel, no temporary for a contiguous
+// one), summed in the operands' one floating dtype.
+Result<at::Tensor> SumOfSquares(const Instruction& inst, TensorSource source) {
+  if (inst.operands.empty()) return Invalid(inst, "expects at least one operand");
+  Result<std::vector<at::Tensor>> operands = Operands(inst, inst.operands.size(), source);
+  if (!operands.ok()) return operands.status();
+  const at::ScalarType type = (*operands)[0].scalar_type();
+  if (!at::isFloatingType(type)) return Invalid(inst, "expects floating-point operands");
+  at::Tensor total = at::zeros({}, at::TensorOptions().dtype(type));
+  for (const at::Tensor& t : *operands) {
+    if (t.scalar_type() != type) return Invalid(inst, "expects operands of one dtype");
+    const at::Tensor flat = t.reshape({-1});
+    total.add_(type == at::kFloat || type == at::kDouble ? at::dot(flat, flat) : (flat * flat).sum());
+  }
+  return total;
+}
+
 Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
   const std::vector<int64_t>& axes = inst.attrs.axes;
   if (axes.size() == 2) return at::transpose(a, axes[0], axes[1]);
@@ -391,6 +408,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kMin:
     case Op::kArgMax:
     case Op::kArgMin: return Reduce(inst, source);
+    case Op::kSumOfSquares: return SumOfSquares(inst, source);
     case Op::kReshape:
     case Op::kTranspose:
     case Op::kUnsqueeze:
@@ -409,6 +427,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kReduceScatter: return Collective(inst, source, collectives);
     // No tensor of their own: Mutate(), or the backend's control path.
     case Op::kCopyInto:
+    case Op::kMulInto:
     case Op::kFill:
     case Op::kAdamStep:
     case Op::kInspect:
@@ -461,12 +480,14 @@ Status Mutate(const Instruction& inst, TensorSource source) {
     if (!operands.ok()) return operands.status();
     return AdamStep(inst, *operands);
   }
-  const size_t count = inst.op == Op::kCopyInto ? 2 : 1;
+  const size_t count = inst.op == Op::kCopyInto || inst.op == Op::kMulInto ? 2 : 1;
   Result<std::vector<at::Tensor>> operands = Operands(inst, count, source);
   if (!operands.ok()) return operands.status();
   at::Tensor destination = (*operands)[0];
   if (inst.op == Op::kCopyInto) {
     destination.copy_((*operands)[1]);
+  } else if (inst.op == Op::kMulInto) {
+    destination.mul_((*operands)[1]);
   } else {
     destination.fill_(inst.attrs.scalar);
   }

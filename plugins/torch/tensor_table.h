@@ -4,7 +4,7 @@
 //
 // A stored tensor may share its storage with others (a view made by
 // reshape/transpose/..., or a tensor wrapping a received payload), and
-// kCopyInto / kFill write a stored tensor in place, which every tensor
+// mutations (kCopyInto, kMulInto, ...) write a stored tensor in place, which every tensor
 // sharing its storage then sees, as in PyTorch. Resident bytes count each
 // distinct storage once, so a view adds no bytes.
 //

@@ -34,7 +34,7 @@ void SetBlasThreads(int threads) {
 // Bytes of a stored tensor on their way to a client, sent without a copy.
 // Holding the tensor keeps its storage alive after the tensor is freed from
 // its namespace. The bytes are read when the transport sends them, not now:
-// a kCopyInto / kFill of the tensor executed before that would show in them.
+// a mutation (kCopyInto, kMulInto, ...) of the tensor executed before that would show in them.
 // The gt client sends none: a fetch is a sync point, and Session::Fetch
 // sends nothing more until the data has arrived (a client that did would
 // only see its own later write).
@@ -157,9 +157,11 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kBroadcast:
     case Op::kAllReduce:
     case Op::kAllGather:
-    case Op::kReduceScatter: return ComputeAndStore(inst, operands);
+    case Op::kReduceScatter:
+    case Op::kSumOfSquares: return ComputeAndStore(inst, operands);
     // In place, no result (kernels.h).
     case Op::kCopyInto:
+    case Op::kMulInto:
     case Op::kFill:
     case Op::kAdamStep: return Mutate(inst, operands);
     // Control.

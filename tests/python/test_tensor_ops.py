@@ -456,6 +456,25 @@ def test_in_place_ops_change_the_same_tensor(rng):
         x.copy_(gt.zeros(5))
 
 
+def test_in_place_mul_by_a_tensor_writes_through_views_and_casts_as_before(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    f = rng.standard_normal(4).astype(np.float32)
+    x = g(a)
+    row = x[1]
+    row *= g(f)  # one mul_into of the view: the base sees it
+    want = a.copy()
+    want[1] *= f
+    np.testing.assert_allclose(x.numpy(), want, **F32)
+    x.mul_(g(f[:1]))  # broadcast
+    np.testing.assert_allclose(x.numpy(), want * f[0], **F32)
+    n = gt.tensor(np.arange(6, dtype=np.int64).reshape(2, 3))
+    n *= g(np.full(3, 1.5, np.float32))  # another dtype: the product cast back, as before
+    assert n.dtype == gt.int64
+    np.testing.assert_array_equal(n.numpy(), (np.arange(6).reshape(2, 3) * 1.5).astype(np.int64))
+    with pytest.raises(gt.Error, match="broadcast"):
+        x.mul_(g(np.ones(5, np.float32)))
+
+
 def test_module_level_functions(rng):
     a = rng.standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_allclose(gt.exp(g(a)).numpy(), np.exp(a), rtol=1e-6)

@@ -9,6 +9,7 @@ import json
 import os
 import textwrap
 
+import numpy as np
 import pytest
 
 import gt
@@ -141,3 +142,53 @@ def test_a_run_of_frees_of_split_tensors_is_one_free_per_worker():
     after = per_worker()
     grew = {name: after[name] - before[name] for name in after}
     assert grew["embedded-worker-0"] == grew["embedded-worker-1"] == 2, grew  # one free, one sync
+
+
+CLIP_PROGRAM = """
+import json
+import numpy as np
+import gt
+
+def op_counts():
+    counts = {}
+    for h in gt.debug.get_worker_stats().values():
+        if h and h["host"] == "worker":
+            for s in h["samples"]:
+                if s["name"] == "gt_backend_op_seconds_count":
+                    counts[s["labels"]["op"]] = counts.get(s["labels"]["op"], 0) + s["value"]
+    return counts
+
+def clip(make):
+    params = [make(4, 3), make(3), make(2, 2)]
+    sum((p * p).sum() for p in params).backward()
+    before = op_counts()
+    norm = gt.nn.utils.clip_grad_norm_(params, 0.1).item()
+    after = op_counts()
+    grads = np.concatenate([2 * p.detach().numpy().ravel() for p in params])
+    clipped = np.concatenate([p.grad.numpy().ravel() for p in params])
+    return {"grew": {op: after[op] - before.get(op, 0) for op in after}, "norm": norm,
+            "want": float(np.linalg.norm(grads)), "clipped": float(np.linalg.norm(clipped))}
+
+whole = clip(lambda *shape: gt.randn(*shape, requires_grad=True))
+gt.register_config("copies", gt.SignalConfig(replicated=True))
+def replicated(*shape):
+    with gt.signal.context("copies"):
+        return gt.randn(*shape, requires_grad=True)
+placed = clip(replicated)
+print(json.dumps({"whole": whole, "placed": placed}))
+"""
+
+
+def test_clip_grad_norm_is_one_sum_of_squares_and_one_mul_into_per_gradient(python):
+    # A fresh interpreter: a session that ever placed a tensor keeps the
+    # per-gradient form (the sharding stage's strategies for split gradients).
+    r = python(CLIP_PROGRAM, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    whole, placed = got["whole"], got["placed"]
+    assert whole["grew"]["sum_of_squares"] == 1 and whole["grew"]["mul_into"] == 3, whole["grew"]
+    assert whole["grew"]["mul"] <= 1 and whole["grew"]["copy_into"] == 0, whole["grew"]
+    assert placed["grew"]["sum_of_squares"] == 0 and placed["grew"]["sum"] >= 3, placed["grew"]
+    for case in (whole, placed):
+        np.testing.assert_allclose(case["norm"], case["want"], rtol=1e-5)
+        np.testing.assert_allclose(case["clipped"], 0.1, rtol=1e-4)

@@ -134,6 +134,10 @@ class Tensor {
   // REQUIRES (copy_): source broadcasts to this tensor's shape.
   Tensor& copy_(const Tensor& source);
   Tensor& fill_(double value);
+  // This tensor times `factor` (broadcast to its shape), in place: one op
+  // where the factor has this tensor's dtype, else copy_(*this * factor)
+  // (the product cast back, as before).
+  Tensor& mul_(const Tensor& factor);
 
   // `value` where `mask` is true (nonzero), this tensor's elements elsewhere;
   // the mask broadcasts. value may be -inf (attention masks).
@@ -152,7 +156,7 @@ class Tensor {
   Tensor& zero_() { return fill_(0); }
   Tensor& operator+=(const Tensor& other) { return copy_(*this + other); }
   Tensor& operator-=(const Tensor& other) { return copy_(*this - other); }
-  Tensor& operator*=(const Tensor& other) { return copy_(*this * other); }
+  Tensor& operator*=(const Tensor& other) { return mul_(other); }
   Tensor& operator+=(double s) { return copy_(*this + s); }
   Tensor& operator-=(double s) { return copy_(*this - s); }
   Tensor& operator*=(double s) { return copy_(*this * s); }
