@@ -336,6 +336,8 @@ TEST_P(FusedWireTest, SumOfSquaresAndMulInto) {
   TensorId b = Id(), c = Id();
   ExpectRefused("sum_of_squares mixed dtypes", {F32(b, {8, 4}), F64(c, {8, 4})}, Op_(Op::kSumOfSquares, Id(), {b, c}),
                 "one dtype");
+  TensorId axed = Id();
+  ExpectRefused("sum_of_squares with axes", {F32(axed, {8, 4})}, Op_(Op::kSumOfSquares, Id(), {axed}, {0}), "no axes");
   TensorId d = Id();
   ExpectRefused("sum_of_squares unknown operand", {F32(d, {8, 4})}, Op_(Op::kSumOfSquares, Id(), {d, 9997}));
   TensorId e = Id();
@@ -372,6 +374,21 @@ TEST_P(FusedWireTest, SumOfSquaresAndMulInto) {
   float sum = 0;
   std::memcpy(&sum, got->second.data(), 4);
   EXPECT_NEAR(sum, want, 1e-4 * want);
+
+  // One tensor named 4000 times: each worker squares its own piece of it, 4000
+  // times over, in one instruction (a gather per operand took minutes and
+  // stalled every other client).
+  const TensorId repeated = Id();
+  EXPECT_TRUE(Run({Op_(Op::kSumOfSquares, repeated, std::vector<TensorId>(4000, x))}).empty());
+  got = Fetch(repeated, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->second.size(), 4u);
+  std::memcpy(&sum, got->second.data(), 4);
+  double once = 0;
+  for (double v : sines(32)) once += v * v;
+  EXPECT_NEAR(sum, 4000 * once, 1e-4 * 4000 * once);
+  OtherClientWorks();
 
   EXPECT_TRUE(Run({mutation(Op::kMulInto, {x, y})}).empty());
   got = Fetch(x, &errors);

@@ -225,8 +225,11 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
 // the same arithmetic in small pieces and then reads a [..., k, n] result
 // once more to reduce it (a third of the GPT step's sum time).
 Tensor FoldedWeightGrad(const Tensor& A, const Tensor& G) {
-  Tensor rows = A.reshape({-1, A.shape().back()});
-  Tensor grads = G.reshape({-1, G.shape().back()});
+  // The row count spelled out: -1 beside a 0-sized dim names no size.
+  int64_t n = 1;
+  for (size_t d = 0; d + 1 < A.shape().size(); ++d) n *= A.shape()[d];
+  Tensor rows = A.reshape({n, A.shape().back()});
+  Tensor grads = G.reshape({n, G.shape().back()});
   return grads.transpose(-1, -2).matmul(rows).transpose(-1, -2);
 }
 

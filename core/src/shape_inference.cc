@@ -447,6 +447,8 @@ Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<cons
 // Every operand floating and of one dtype: the 0-d result is in it.
 Result<TensorMeta> InferSumOfSquares(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   if (in.empty()) return InvalidArgument(Where(inst) + ": expects at least one operand");
+  if (!inst.attrs.axes.empty() || inst.attrs.keepdims)
+    return InvalidArgument(Where(inst) + ": sums over every element; it takes no axes or keepdims");
   for (const TensorMeta* t : in) {
     if (!IsFloatingPoint(t->dtype))
       return InvalidArgument(Where(inst) + ": expects floating-point operands, got " + std::string(DTypeName(t->dtype)));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "gt/op_attrs.h"
 
@@ -63,6 +64,31 @@ Result<Placement> Whole(Step& s, const std::vector<const Tensor*>& in, const Ten
   const TensorId result = inst.results[0];
   EmitOn(s, worker, std::move(inst));
   return Placement{Placement::Kind::kWhole, {worker}, {result}, 0, {}};
+}
+
+Result<Placement> SumOfSquares(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {
+  std::map<int, std::vector<TensorId>> held;  // worker -> what it squares
+  for (const Tensor* t : in) {
+    const Placement& p = t->placement;
+    if (p.whole() || p.replicated()) {
+      held[p.workers[0]].push_back(p.ids[0]);
+    } else if (p.sharded()) {
+      for (size_t r = 0; r < p.workers.size(); ++r) held[p.workers[r]].push_back(p.ids[r]);
+    } else {
+      return Whole(s, in, meta);  // the stage settles pending sums and meshes before a strategy runs
+    }
+  }
+  std::vector<int> workers;
+  std::vector<TensorId> sums;
+  for (auto& [worker, ids] : held) {
+    Instruction piece = *s.inst;
+    piece.operands = std::move(ids);
+    piece.results = {NewId(*s.client)};
+    workers.push_back(worker);
+    sums.push_back(piece.results[0]);
+    EmitOn(s, worker, std::move(piece));
+  }
+  return Pending(workers, std::move(sums));
 }
 
 Result<Placement> Elementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {

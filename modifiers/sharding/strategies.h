@@ -51,6 +51,11 @@ Result<Placement> Reduce(Step& s, const Tensor& t, const TensorMeta& meta);
 // softmax / log_softmax: shard-local along an unsharded dim; along the
 // sharded one, all-reduces of the max and the sum, staying sharded.
 Result<Placement> Softmax(Step& s, const Tensor& t, const TensorMeta& meta);
+// sum_of_squares: each worker squares and sums what it holds (its pieces of
+// cut operands, the whole ones on it, one copy of each copied one) in one
+// instruction, and those sums stay a pending sum: nothing is gathered, and
+// an operand named many times costs no more collectives than once.
+Result<Placement> SumOfSquares(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 // Cat along a dim that is not cut: shard-local, operands cut like the first
 // sharded one (replicas alike: on every replica).
 Result<Placement> Cat(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);

@@ -145,10 +145,9 @@ Strategy StrategyFor(Op op) {
     case Op::kReduceScatter:
     case Op::kCount:
       return &Whole;
-    // Many operands reduced to one number: assembled whole (the client's
-    // clip_grad_norm_ sends it only when its tensors are whole anyway).
+    // many operands reduced to one number: a pending sum of each worker's part
     case Op::kSumOfSquares:
-      return &Whole;
+      return &SumOfSquares;
   }
   return &Whole;  // not an Op
 }

@@ -90,7 +90,8 @@ class GraphBuilder {
         return in.size() == 2 ? Insert(jit::aten::matmul, {in[0], in[1]}) : nullptr;
       case OpKind::kReduce: {
         if (in.size() != 1 || axes.empty()) return nullptr;  // "all dims" needs the rank
-        if (inst.op == Op::kArgMax || inst.op == Op::kArgMin) return nullptr;  // interpreted
+        if (inst.op != Op::kSum && inst.op != Op::kMean && inst.op != Op::kMax && inst.op != Op::kMin)
+          return nullptr;  // argmax / argmin / sum_of_squares: interpreted
         const jit::Symbol symbol = inst.op == Op::kSum    ? jit::aten::sum
                                    : inst.op == Op::kMean ? jit::aten::mean
                                    : inst.op == Op::kMax  ? jit::aten::amax

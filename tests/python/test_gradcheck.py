@@ -117,6 +117,15 @@ def test_matmul_of_views(rng):
     gradcheck(lambda a, b: a.transpose(1, 2) @ b.T, [normal(rng, 2, 4, 3), normal(rng, 5, 4)], rng)
 
 
+@pytest.mark.parametrize("sa,sb", [((2, 3, 0), (0, 5)), ((2, 3, 4), (4, 0)), ((2, 3, 0), (0,)), ((0, 3, 4), (4, 2))])
+def test_matmul_with_an_empty_dim_has_zero_gradients(sa, sb):
+    a = gt.tensor(np.ones(sa, np.float32), requires_grad=True)
+    b = gt.tensor(np.ones(sb, np.float32), requires_grad=True)
+    (a @ b).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.zeros(sa, np.float32))
+    np.testing.assert_array_equal(b.grad.numpy(), np.zeros(sb, np.float32))
+
+
 def test_matmul_same_operand_twice(rng):
     gradcheck(lambda a: a @ a.T, [normal(rng, 3, 4)], rng)
 
