@@ -141,7 +141,9 @@ def test_a_run_of_frees_of_split_tensors_is_one_free_per_worker():
     del xs
     after = per_worker()
     grew = {name: after[name] - before[name] for name in after}
-    assert grew["embedded-worker-0"] == grew["embedded-worker-1"] == 2, grew  # one free, one sync
+    # The two workers holding the pieces (which ones depends on the session's
+    # earlier tests): one free and one sync each.
+    assert sorted(grew.values())[-2:] == [2, 2] and sum(grew.values()) == 4, grew
 
 
 CLIP_PROGRAM = """
