@@ -109,8 +109,20 @@ Result<at::Tensor> Binary(const Instruction& inst, TensorSource source) {
   Result<std::vector<at::Tensor>> operands = Operands(inst, side == ScalarSide::kNone ? 2 : 1, source);
   if (!operands.ok()) return operands.status();
   std::vector<at::Tensor>& args = *operands;
-  if (side == ScalarSide::kRight) args.push_back(WrappedScalar(inst.attrs.scalar));
-  if (side == ScalarSide::kLeft) args.insert(args.begin(), WrappedScalar(inst.attrs.scalar));
+  if (side != ScalarSide::kNone) {
+    // Beside a floating tensor the scalar is made in its dtype at once:
+    // ATen would cast a double one to it in every call (a copy and an
+    // allocation, a fifth of a small add's time), giving the same value.
+    // (Past float32's range ATen's cast gives +-inf, where making one refuses.)
+    const at::Tensor& t = args[0];
+    const double v = inst.attrs.scalar;
+    const bool fits = t.scalar_type() == at::kDouble ||
+                      (t.scalar_type() == at::kFloat && !(std::fabs(v) > std::numeric_limits<float>::max() && std::isfinite(v)));
+    at::Tensor scalar = fits && inst.op != Op::kPow ? at::scalar_tensor(v, t.options()) : WrappedScalar(v);
+    scalar.unsafeGetTensorImpl()->set_wrapped_number(true);
+    if (side == ScalarSide::kRight) args.push_back(std::move(scalar));
+    else args.insert(args.begin(), std::move(scalar));
+  }
   const at::Tensor& a = args[0];
   const at::Tensor& b = args[1];
   switch (inst.op) {

@@ -163,6 +163,22 @@ def test_scalar_forms_both_sides(rng):
     np.testing.assert_allclose((x * np.int64(2)).numpy(), a * 2, **F32)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scalar_operands_match_pytorch_bit_for_bit(dtype):
+    # The worker makes a scalar in a floating tensor's dtype up front (ATen
+    # would cast it in every call): the values must be PyTorch's exactly,
+    # at rounding boundaries and overflow too.
+    import torch
+    a = np.array([0.1, 1e-8, 3.0, -2.5, 1e38, 16777217.0], dtype)
+    x, t = g(a), torch.from_numpy(a)
+    for s in (0.1, 3, 1e40, -0.0, 1e-45, 16777217, 2.5):
+        for f in (lambda u: u + s, lambda u: s - u, lambda u: u * s, lambda u: u / s,
+                  lambda u: u == s, lambda u: u > s, lambda u: u <= s):
+            np.testing.assert_array_equal(f(x).numpy(), f(t).numpy(), err_msg=f"{dtype.__name__} scalar {s}")
+        # PyTorch's `s / t` is t.reciprocal() * s (an ulp off true division); gt divides, as torch.div does
+        np.testing.assert_array_equal((s / x).numpy(), (torch.tensor(s, dtype=t.dtype) / t).numpy())
+
+
 def test_pow(rng):
     a = (rng.random((3, 4)) + 0.5).astype(np.float32)
     b = rng.standard_normal((3, 4)).astype(np.float32)
