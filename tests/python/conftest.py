@@ -126,8 +126,19 @@ def processes():
 # Program text for a test's client process (it needs `import time` and `import gt`):
 # worker_counts(), per worker its collectives by kind (gt_collectives_total) and its
 # instruction count, from the workers' metrics; delta(after, before) of two of them; and
-# wait_for_workers(n), until n workers have registered.
+# wait_for_workers(n), until n workers have registered; summed_by(metric, label), one
+# worker metric summed over the workers by a label's value.
 CLUSTER_PROBES = r"""
+def summed_by(metric, label):
+    totals = {}
+    for h in gt.debug.get_worker_stats().values():
+        if h and h["host"] == "worker":
+            for s in h["samples"]:
+                if s["name"] == metric:
+                    totals[s["labels"][label]] = totals.get(s["labels"][label], 0) + s["value"]
+    return totals
+
+
 def worker_counts():
     counts = {}
     for name, h in gt.debug.get_worker_stats().items():

@@ -11,6 +11,7 @@ import pathlib
 
 import pytest
 
+from conftest import CLUSTER_PROBES
 from test_gpt_parallel import assert_same_training
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "gpt"
@@ -22,7 +23,7 @@ import gt
 from gt.distributed import DeviceMesh, Shard, Replicate, distribute_tensor, fully_shard, record
 sys.path.insert(0, EXAMPLES)
 from model import build
-
+""" + CLUSTER_PROBES + r"""
 if ADDRESS:
     gt.connect(ADDRESS)
 GPT = build(gt)
@@ -36,13 +37,7 @@ while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] ==
 
 
 def collectives():
-    counts = {}
-    for h in gt.debug.get_worker_stats().values():
-        if h and h["host"] == "worker":
-            for s in h["samples"]:
-                if s["name"] == "gt_collectives_total":
-                    counts[s["labels"]["collective"]] = counts.get(s["labels"]["collective"], 0) + s["value"]
-    return counts
+    return summed_by("gt_collectives_total", "collective")
 
 
 def train(model, place, recorded):

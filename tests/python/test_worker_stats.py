@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import gt
+from conftest import CLUSTER_PROBES
 
 DISPATCHER_MANIFEST = """\
 host: dispatcher
@@ -148,17 +149,13 @@ def test_a_run_of_frees_of_split_tensors_is_one_free_per_worker():
 
 CLIP_PROGRAM = """
 import json
+import time
 import numpy as np
 import gt
+""" + CLUSTER_PROBES + """
 
 def op_counts():
-    counts = {}
-    for h in gt.debug.get_worker_stats().values():
-        if h and h["host"] == "worker":
-            for s in h["samples"]:
-                if s["name"] == "gt_backend_op_seconds_count":
-                    counts[s["labels"]["op"]] = counts.get(s["labels"]["op"], 0) + s["value"]
-    return counts
+    return summed_by("gt_backend_op_seconds_count", "op")
 
 def clip(make):
     params = [make(4, 3), make(3), make(2, 2)]

@@ -154,8 +154,8 @@ enum class Op : uint16_t {
   // pending sum are left as they are; a backend without a sharding stage has
   // none and does nothing.
   kSettle,
-  // What clip_grad_norm_ runs per gradient, one op each instead of three and
-  // two (after the rest, likewise).
+  // clip_grad_norm_'s two steps, one op each: the norm over every gradient,
+  // then each gradient scaled in place (after the rest, likewise).
   kMulInto,       // mutation: operands {destination, factor}; factor broadcast and cast to
                   // the destination, which is multiplied by it in place (Tensor.mul_)
   kSumOfSquares,  // operands {t_1, ..., t_n}, n >= 1, one floating dtype: a 0-d tensor of
