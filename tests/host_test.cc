@@ -366,5 +366,55 @@ TEST_F(HostTest, DispatcherNoticesADeadWorkerAtOnce) {
       << done->errors(1).message();
 }
 
+
+// A worker's heartbeats travel on its control connection (wire.proto), so a
+// batch that keeps its pipeline thread busy for longer than the heartbeat
+// timeout (1.5 s here) does not get it declared lost.
+TEST_F(HostTest, AWorkerBusyPastTheHeartbeatTimeoutIsNotLost) {
+  RawClient client(context_, cluster_->endpoint());
+  constexpr int64_t kSide = 2048;
+  Instruction ones = MakeInstruction(Op::kOnes, 1, {1}, {});
+  ones.attrs.shape = {kSide, kSide};
+  ones.attrs.dtype = DType::kFloat32;
+  std::vector<Instruction> batch = {ones};
+  // Each product replaces the last: %k = %1 @ %1, then %(k-1) is freed.
+  uint64_t seq = 2;
+  const auto started = std::chrono::steady_clock::now();
+  for (TensorId id = 2; id < 40; ++id) {
+    batch.push_back(MakeInstruction(Op::kMatmul, seq++, {id}, {1, 1}));
+    if (id > 2) batch.push_back(MakeInstruction(Op::kFree, seq++, {}, {id - 1}));
+  }
+  client.Send(batch);
+  std::optional<wire::Envelope> done = client.Sync(nullptr, 120000);
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->errors_size(), 0) << done->DebugString();
+  const auto busy = std::chrono::steady_clock::now() - started;
+  if (busy < std::chrono::milliseconds(1800)) GTEST_SKIP() << "the batch ran in under the heartbeat timeout: proves nothing";
+  EXPECT_EQ(Scrape(dport(), "gt_host_heartbeats_missed_total"), 0);
+  EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1);
+  EXPECT_EQ(FetchFloats(client, 1, seq, nullptr).size(), static_cast<size_t>(kSide * kSide));
+}
+
+// A control connection attaches only under the token its worker registered
+// with (and, with keys, its key); anything else is refused and changes
+// nothing for the workers or the clients.
+TEST_F(HostTest, AnAttachWithoutTheWorkersTokenIsRefused) {
+  RawClient stranger(context_, cluster_->endpoint(), /*hello=*/false);
+  stranger.SendToken(wire::Envelope::ATTACH, 0x1234567890abcdefULL);
+  std::optional<wire::Envelope> reply = stranger.Receive(5000);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->kind(), wire::Envelope::ERROR);
+  EXPECT_NE(FirstError(*reply).find("ATTACH names no registered worker"), std::string::npos) << FirstError(*reply);
+
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {3}, {1})});
+  client.SendToken(wire::Envelope::ATTACH, 0);
+  reply = client.Receive(5000);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->kind(), wire::Envelope::ERROR);
+  EXPECT_EQ(FetchFloats(client, 1, 2), (std::vector<float>{3}));
+  EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1);
+}
+
 }  // namespace
 }  // namespace gt::testing

@@ -247,7 +247,7 @@ class Dispatcher::Impl final : public PeerSender {
   // no client session (it could otherwise name itself a client's worker).
   Status CheckRole(PeerRole role, wire::Envelope::Kind kind) const {
     if (!zap_) return Status::Ok();
-    const bool registering = kind == wire::Envelope::REGISTER;
+    const bool registering = kind == wire::Envelope::REGISTER || kind == wire::Envelope::ATTACH;
     if (registering && role != PeerRole::kWorker)
       return InvalidArgument(std::string("a ") + PeerRoleName(role) + " may not register as a worker (only a key on the workers list may)");
     if (!registering && role != PeerRole::kClient)
@@ -294,7 +294,9 @@ class Dispatcher::Impl final : public PeerSender {
         if (ClientState* c = clients_.FindByRoute(msg.routing_id)) DropClient(c->id, kGoodbye);
         return;
       case wire::Envelope::REGISTER:
-        return RegisterWorker(msg.routing_id, env, peer_ip, peer_fd);
+        return RegisterWorker(msg.routing_id, env, peer_ip, peer_fd, peer_key);
+      case wire::Envelope::ATTACH:
+        return AttachWorkerControl(msg.routing_id, env, peer_fd, peer_key);
       case wire::Envelope::STATS:
         return stats_.Begin(msg.routing_id, env);
       default:
@@ -367,6 +369,7 @@ class Dispatcher::Impl final : public PeerSender {
       case wire::Envelope::BYE:
         return WorkerLost(w, kGoodbye);
       case wire::Envelope::REGISTER:
+      case wire::Envelope::ATTACH:
         return;  // a repeated registration changes nothing
       case wire::Envelope::STATS_REPLY:
         return stats_.OnReply(w, env);
@@ -386,7 +389,8 @@ class Dispatcher::Impl final : public PeerSender {
 
   // ---- workers -------------------------------------------------------------
 
-  void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip, int fd) {
+  void RegisterWorker(const std::string& route, const wire::Envelope& env, const std::string& peer_ip, int fd,
+                      const std::string& key) {
     // The close of a connection whose fd this one reuses is queued before
     // this connection's accept, but may have arrived during this drain:
     // read it now, or it would be taken for this worker's. Losses found
@@ -403,7 +407,7 @@ class Dispatcher::Impl final : public PeerSender {
     if (std::optional<size_t> old = workers_.FindLiveByName(env.name()))
       if (Clock::now() - workers_.at(*old).last_seen > 2 * std::chrono::milliseconds(manifest_.heartbeat_interval_ms))
         WorkerLost(*old, "replaced by a new registration under its id");
-    const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd);
+    const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd, env.token(), key);
     GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
                                      << (peer_ip.empty() ? "" : " from " + peer_ip));
     metrics_.workers_connected.Increment();
@@ -416,6 +420,24 @@ class Dispatcher::Impl final : public PeerSender {
     Send(route, welcome, {});
     if (!ever_had_worker_) ReplayBacklog();
     membership_changed_ = true;
+  }
+
+  // A registered worker's second connection, for heartbeats and STATS
+  // (wire.proto). It must show the REGISTER's token, and with keys the same
+  // key; a route that holds a client session cannot become a worker's.
+  void AttachWorkerControl(const std::string& route, const wire::Envelope& env, int fd, const std::string& key) {
+    // As in RegisterWorker: closes queued before this connection's accept
+    // are read first, and a live worker on this fd lost that connection.
+    HandleMonitorEvents();
+    std::optional<size_t> w = workers_.FindAttachable(env.token());
+    if (!w || workers_.at(*w).key != key)
+      return RejectMessage(route, InvalidArgument("ATTACH names no registered worker awaiting a control connection"));
+    if (clients_.FindByRoute(route))
+      return RejectMessage(route, InvalidArgument("a client's connection cannot become a worker's"));
+    if (std::optional<size_t> old = workers_.FindByFd(fd); old && *old != *w) WorkerLost(*old, kConnectionClosed);
+    workers_.AttachControl(*w, route, fd);
+    workers_.Touch(*w);
+    GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(*w).name << " attached its control connection");
   }
 
   void ReplayBacklog() {

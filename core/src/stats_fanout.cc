@@ -19,7 +19,7 @@ void StatsFanout::Begin(const std::string& client_route, const wire::Envelope& r
   ask.set_request_id(id);
   for (size_t w = 0; w < workers_.size(); ++w) {
     if (!workers_.IsAlive(w)) continue;
-    if (sender_.Send(workers_.at(w).route, ask, {})) p.waiting.insert(w);
+    if (sender_.Send(workers_.at(w).ControlRoute(), ask, {})) p.waiting.insert(w);
     else p.reply.add_missing(workers_.at(w).name);
   }
   if (p.waiting.empty()) Answer(pending_.find(id));

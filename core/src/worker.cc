@@ -3,6 +3,8 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <mutex>
+#include <random>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -30,17 +32,17 @@ double SecondsSince(Clock::time_point start) {
 
 // Control messages from the dispatcher are one frame whose first field is
 // their kind (protobuf writes fields in number order: `kind` = 1 comes
-// first as the bytes 0x08, KIND); the I/O thread decodes only those, so
-// batches reach the pipeline thread without a parse on the I/O thread.
+// first as the bytes 0x08, KIND); a cheap look tells them from batches,
+// which are decoded once, by the pipeline.
 bool IsControlKind(const zmq::message_t& frame) {
   const auto* bytes = static_cast<const uint8_t*>(frame.data());
   return frame.size() >= 2 && bytes[0] == 0x08 &&
          (bytes[1] == wire::Envelope::STATS || bytes[1] == wire::Envelope::ERROR);
 }
 
-// The control message in `frames`, answered by the I/O thread itself
-// (STATS) or ending the worker (ERROR: the dispatcher refused it); nullopt
-// for anything else.
+// The control message in `frames`: STATS (answered where it came) or ERROR
+// (the dispatcher refused the worker, which ends it); nullopt for anything
+// else.
 std::optional<wire::Envelope> ControlMessage(const std::vector<zmq::message_t>& frames) {
   if (frames.size() != 1 || !IsControlKind(frames[0])) return std::nullopt;
   wire::Envelope env;
@@ -88,48 +90,48 @@ class Worker::Impl final : public Terminal, public ReplySink {
 
   void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
 
+  // Two connections to the dispatcher (wire.proto): the work connection,
+  // registered here and then owned by the pipeline thread, and the control
+  // connection, which this (the I/O) thread attaches once the worker is
+  // welcomed and keeps for heartbeats, STATS and the goodbye.
   Status Run(const std::string& dispatcher, const std::atomic<bool>& stop) {
-    zmq::socket_t dealer(context_, zmq::socket_type::dealer);
-    dealer.set(zmq::sockopt::linger, 1000);
-    dealer.set(zmq::sockopt::sndhwm, 0);
-    dealer.set(zmq::sockopt::rcvhwm, 0);
-    if (manifest_.security.enabled()) {
-      const CurveClientKeys keys{manifest_.security.key, manifest_.security.server_key};
-      if (Status s = ApplyCurveClient(dealer, keys); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
-    }
+    zmq::socket_t work(context_, zmq::socket_type::dealer);
+    zmq::socket_t control(context_, zmq::socket_type::dealer);
+    for (zmq::socket_t* dealer : {&work, &control})
+      if (Status s = ConfigureDealer(*dealer); !s.ok()) return s;
     // With keys, a refused handshake ends the worker (libzmq would retry it forever).
     zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
     handshake_events.set(zmq::sockopt::linger, 0);
     if (manifest_.security.enabled()) {
       const std::string events = UniqueInprocEndpoint("gt-worker-handshake");
-      if (zmq_socket_monitor(dealer.handle(), events.c_str(),
+      if (zmq_socket_monitor(work.handle(), events.c_str(),
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
         handshake_events.connect(events);
         handshake_events_ = &handshake_events;
       }
     }
     try {
-      dealer.connect(dispatcher);
+      work.connect(dispatcher);
+      control.connect(dispatcher);
     } catch (const zmq::error_t& e) {
       return Unavailable("worker " + manifest_.id + ": cannot connect to " + dispatcher + ": " + e.what());
     }
-    zmq::socket_t link(context_, zmq::socket_type::pair);
-    link.set(zmq::sockopt::linger, 0);
-    std::string link_endpoint = UniqueInprocEndpoint("gt-worker-link");
-    link.bind(link_endpoint);
-    std::atomic<bool> pipeline_stop{false};
-    std::thread pipeline_thread([&] { PipelineLoop(link_endpoint, pipeline_stop); });
-    SendControl(dealer, wire::Envelope::REGISTER);
+    token_ = RandomToken();
+    SendControl(work, wire::Envelope::REGISTER);
     GT_LOG(kWorker, manifest_.id << ": registering with " << dispatcher);
-    IoLoop(dealer, link, stop);
-    if (refused_.ok()) {  // a refused worker has no connection to say it on: the send would wait forever
-      SendControl(dealer, wire::Envelope::BYE);
-      GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
-    }
+    // Starting the thread orders this thread's use of `work` before its.
+    std::atomic<bool> pipeline_stop{false};
+    std::thread pipeline_thread([&] { PipelineLoop(work, pipeline_stop); });
+    IoLoop(control, stop);
     pipeline_stop = true;
     pipeline_thread.join();
     handshake_events_ = nullptr;
-    if (!refused_.ok()) return Status(refused_.code(), "worker " + manifest_.id + ": " + refused_.message());
+    const Status refused = RefusedStatus();
+    if (!refused.ok()) return Status(refused.code(), "worker " + manifest_.id + ": " + refused.message());
+    // On the registered connection (joined: this thread's again), which
+    // the dispatcher knows whether or not the control one attached.
+    SendControl(work, wire::Envelope::BYE);
+    GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
     return Status::Ok();
   }
 
@@ -195,7 +197,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     if (!request.operands.empty()) env.set_tensor(request.operands[0]);
     env.set_dtype(static_cast<uint32_t>(dtype));
     env.mutable_shape()->Add(shape.begin(), shape.end());
-    (void)SendEnvelope(*pipeline_link_, "", env, {std::move(bytes)});
+    SendOnWork(env, {std::move(bytes)});
   }
 
  private:
@@ -233,7 +235,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
       for (auto& e : it->second) *ack.add_errors() = std::move(e);
       errors_.erase(it);
     }
-    (void)SendEnvelope(*pipeline_link_, "", ack, {});
+    SendOnWork(ack, {});
     return Status::Ok();
   }
 
@@ -246,12 +248,38 @@ class Worker::Impl final : public Terminal, public ReplySink {
     errors_[ref.client].push_back(MakeOpError(ref, status, manifest_.id));
   }
 
+  Status ConfigureDealer(zmq::socket_t& dealer) {
+    dealer.set(zmq::sockopt::linger, 1000);
+    dealer.set(zmq::sockopt::sndhwm, 0);
+    dealer.set(zmq::sockopt::rcvhwm, 0);
+    if (!manifest_.security.enabled()) return Status::Ok();
+    const CurveClientKeys keys{manifest_.security.key, manifest_.security.server_key};
+    if (Status s = ApplyCurveClient(dealer, keys); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
+    return Status::Ok();
+  }
+
+  // What a control connection shows to attach: unguessable, never 0 (0
+  // means "no control connection").
+  static uint64_t RandomToken() {
+    std::random_device random;
+    uint64_t token = 0;
+    while (token == 0) token = (static_cast<uint64_t>(random()) << 32) ^ random();
+    return token;
+  }
+
   void SendControl(zmq::socket_t& dealer, wire::Envelope::Kind kind) {
     wire::Envelope env;
     env.set_kind(kind);
     env.set_name(manifest_.id);
     env.set_metrics_endpoint(metrics_endpoint_);
+    if (kind == wire::Envelope::REGISTER || kind == wire::Envelope::ATTACH) env.set_token(token_);
     if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
+  }
+
+  // Pipeline thread: a reply on the work connection.
+  void SendOnWork(const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
+    if (Result<size_t> sent = SendEnvelope(*work_, "", env, frames); sent.ok())
+      Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
   static void Count(size_t bytes, prometheus::Counter& byte_counter, prometheus::Counter& message_counter) {
@@ -265,26 +293,44 @@ class Worker::Impl final : public Terminal, public ReplySink {
     return n;
   }
 
-  // I/O thread: relays between the dispatcher and the pipeline thread and
-  // keeps the heartbeat going.
-  void IoLoop(zmq::socket_t& dealer, zmq::socket_t& link, const std::atomic<bool>& stop) {
+  // The dispatcher's refusal (of the registration, the attach, or the keys)
+  // ends the worker: no work would ever come. Either thread may learn it.
+  void Refuse(Status why) {
+    std::lock_guard<std::mutex> lock(refused_mutex_);
+    if (refused_.ok()) refused_ = std::move(why);
+    refused_flag_.store(true, std::memory_order_release);
+  }
+  bool Refused() const { return refused_flag_.load(std::memory_order_acquire); }
+  Status RefusedStatus() const {
+    std::lock_guard<std::mutex> lock(refused_mutex_);
+    return refused_;
+  }
+
+  // I/O thread: attaches the control connection once the pipeline thread
+  // saw the WELCOME, then keeps the heartbeat going and answers STATS.
+  void IoLoop(zmq::socket_t& control, const std::atomic<bool>& stop) {
     auto interval = std::chrono::milliseconds(manifest_.heartbeat_interval_ms);
     Clock::time_point next_beat = Clock::now() + interval;
-    // A refusal ends the worker: its registration (or a message) was not
-    // taken, so no work would ever come.
-    while (!stop.load(std::memory_order_relaxed) && refused_.ok()) {
-      zmq::pollitem_t items[] = {{dealer.handle(), 0, ZMQ_POLLIN, 0}, {link.handle(), 0, ZMQ_POLLIN, 0}};
+    bool attached = false;
+    while (!stop.load(std::memory_order_relaxed) && !Refused()) {
+      if (!attached && welcomed_.load(std::memory_order_acquire)) {
+        SendControl(control, wire::Envelope::ATTACH);
+        attached = true;
+      }
+      // Until then, look for the WELCOME's flag often; the work connection
+      // stands in for heartbeats meanwhile (registering counts as one).
+      const int64_t wait_ms = attached ? std::min<int64_t>(100, manifest_.heartbeat_interval_ms) : 5;
+      zmq::pollitem_t item{control.handle(), 0, ZMQ_POLLIN, 0};
       try {
-        zmq::poll(items, 2, std::chrono::milliseconds(std::min<int64_t>(100, manifest_.heartbeat_interval_ms)));
+        zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         continue;
       }
       if (handshake_events_) CheckHandshake();
-      if (items[0].revents & ZMQ_POLLIN) RelayFromDispatcher(dealer, link);
-      if (items[1].revents & ZMQ_POLLIN) Relay(link, dealer, metrics_.bytes_sent, metrics_.messages_sent);
-      if (Clock::now() >= next_beat) {
-        SendControl(dealer, wire::Envelope::HEARTBEAT);
+      if (item.revents & ZMQ_POLLIN) HandleControlMessages(control);
+      if (attached && Clock::now() >= next_beat) {
+        SendControl(control, wire::Envelope::HEARTBEAT);
         next_beat = Clock::now() + interval;
       }
     }
@@ -300,26 +346,30 @@ class Worker::Impl final : public Terminal, public ReplySink {
       while (event.more() && handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
       }
       if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        refused_ = Unavailable("the dispatcher refused this worker's key (its .pub is not on the workers list)");
+        Refuse(Unavailable("the dispatcher refused this worker's key (its .pub is not on the workers list)"));
       else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-        refused_ = Unavailable("the CURVE handshake failed: a wrong --server-key, or a dispatcher without keys");
+        Refuse(Unavailable("the CURVE handshake failed: a wrong --server-key, or a dispatcher without keys"));
     }
   }
 
-  // Like Relay(), but answers STATS requests here: the registry is
-  // thread-safe, and a worker busy with a long op still answers at once.
-  void RelayFromDispatcher(zmq::socket_t& dealer, zmq::socket_t& link) {
+  // I/O thread: only control messages come on the control connection.
+  void HandleControlMessages(zmq::socket_t& control) {
     for (int n = 0; n < 256; ++n) {
-      auto frames = ReceiveFrames(dealer, zmq::recv_flags::dontwait);
+      auto frames = ReceiveFrames(control, zmq::recv_flags::dontwait);
       if (!frames) return;
       Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
-      if (std::optional<wire::Envelope> control = ControlMessage(*frames)) {
-        if (control->kind() == wire::Envelope::STATS) AnswerStats(dealer, control->request_id());
-        else refused_ = OpErrorToStatus(control->errors_size() ? control->errors(0) : wire::OpError());
-        continue;
-      }
-      (void)SendFrames(link, "", *frames);
+      if (!AnswerControl(control, *frames)) metrics_.malformed_messages.Increment();
     }
+  }
+
+  // STATS is answered on the connection it came on (the registry is
+  // thread-safe); ERROR is the dispatcher's refusal. False: not one of them.
+  bool AnswerControl(zmq::socket_t& dealer, const std::vector<zmq::message_t>& frames) {
+    std::optional<wire::Envelope> control = ControlMessage(frames);
+    if (!control) return false;
+    if (control->kind() == wire::Envelope::STATS) AnswerStats(dealer, control->request_id());
+    else Refuse(OpErrorToStatus(control->errors_size() ? control->errors(0) : wire::OpError()));
+    return true;
   }
 
   void AnswerStats(zmq::socket_t& dealer, uint64_t request_id) {
@@ -332,32 +382,23 @@ class Worker::Impl final : public Terminal, public ReplySink {
       Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
-  void Relay(zmq::socket_t& from, zmq::socket_t& to, prometheus::Counter& bytes, prometheus::Counter& messages) {
-    for (int n = 0; n < 256; ++n) {
-      auto frames = ReceiveFrames(from, zmq::recv_flags::dontwait);
-      if (!frames) return;
-      Count(FrameBytes(*frames), bytes, messages);
-      (void)SendFrames(to, "", *frames);
-    }
-  }
-
-  // Pipeline thread.
-  void PipelineLoop(const std::string& link_endpoint, const std::atomic<bool>& stop) {
-    zmq::socket_t link(context_, zmq::socket_type::pair);
-    link.set(zmq::sockopt::linger, 0);
-    link.connect(link_endpoint);
-    pipeline_link_ = &link;
-    while (!stop.load(std::memory_order_relaxed)) {
-      zmq::pollitem_t item{link.handle(), 0, ZMQ_POLLIN, 0};
+  // Pipeline thread: reads the work connection and runs what comes.
+  void PipelineLoop(zmq::socket_t& work, const std::atomic<bool>& stop) {
+    work_ = &work;
+    while (!stop.load(std::memory_order_relaxed) && !Refused()) {
+      zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
       try {
         if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
       } catch (const zmq::error_t&) {
         break;
       }
-      auto frames = ReceiveFrames(link, zmq::recv_flags::dontwait);
-      if (frames) HandleFrames(std::move(*frames));
+      auto frames = ReceiveFrames(work, zmq::recv_flags::dontwait);
+      if (!frames) continue;
+      Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
+      // Before the control connection attaches, STATS come here.
+      if (!AnswerControl(work, *frames)) HandleFrames(std::move(*frames));
     }
-    pipeline_link_ = nullptr;
+    work_ = nullptr;
   }
 
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
@@ -369,6 +410,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     }
     if (msg->envelope.kind() == wire::Envelope::WELCOME) {
       GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
+      welcomed_.store(true, std::memory_order_release);
       if (pipeline_->events().enabled()) {
         const std::string detail = "registered as index=" + std::to_string(msg->envelope.worker_index());
         HostEvent event{HostEventKind::kConnect, "dispatcher"};
@@ -398,9 +440,13 @@ class Worker::Impl final : public Terminal, public ReplySink {
   std::string metrics_endpoint_;
   PluginInstance<Backend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
-  Status refused_;                           // I/O thread: the dispatcher's ERROR, ending the worker
-  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the dealer's handshake failures (with keys)
-  zmq::socket_t* pipeline_link_ = nullptr;  // owned by the pipeline thread
+  uint64_t token_ = 0;  // shown by REGISTER and ATTACH
+  std::atomic<bool> welcomed_{false};  // the pipeline thread saw the WELCOME: time to attach
+  mutable std::mutex refused_mutex_;
+  Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker
+  std::atomic<bool> refused_flag_{false};
+  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake failures (with keys)
+  zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
   // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
   // (added with the gauges), and per client namespace:
   std::array<HistogramTally, static_cast<size_t>(Op::kCount)> op_seconds_;

@@ -5,7 +5,8 @@
 namespace gt {
 
 size_t WorkerRegistry::Register(const std::string& route, const std::string& name,
-                                const std::string& metrics_endpoint, const std::string& peer_ip, int fd) {
+                                const std::string& metrics_endpoint, const std::string& peer_ip, int fd,
+                                uint64_t token, const std::string& key) {
   size_t index = workers_.size();
   for (size_t i = 0; i < workers_.size() && !name.empty(); ++i)
     if (!workers_[i].alive && workers_[i].name == name) index = i;  // a replacement
@@ -15,6 +16,8 @@ size_t WorkerRegistry::Register(const std::string& route, const std::string& nam
   w.metrics_endpoint = metrics_endpoint;
   w.peer_ip = peer_ip;
   w.fd = fd;
+  w.token = token;
+  w.key = key;
   w.last_seen = Clock::now();
   if (index == workers_.size()) workers_.push_back(std::move(w));
   else workers_[index] = std::move(w);
@@ -32,8 +35,21 @@ std::optional<size_t> WorkerRegistry::FindLiveByName(const std::string& name) co
 std::optional<size_t> WorkerRegistry::FindByFd(int fd) const {
   if (fd < 0) return std::nullopt;
   for (size_t i = 0; i < workers_.size(); ++i)
-    if (workers_[i].alive && workers_[i].fd == fd) return i;
+    if (workers_[i].alive && (workers_[i].fd == fd || workers_[i].control_fd == fd)) return i;
   return std::nullopt;
+}
+
+std::optional<size_t> WorkerRegistry::FindAttachable(uint64_t token) const {
+  if (token == 0) return std::nullopt;
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (workers_[i].alive && workers_[i].token == token && workers_[i].control_route.empty()) return i;
+  return std::nullopt;
+}
+
+void WorkerRegistry::AttachControl(size_t w, const std::string& route, int fd) {
+  workers_[w].control_route = route;
+  workers_[w].control_fd = fd;
+  by_route_[route] = w;
 }
 
 std::optional<size_t> WorkerRegistry::FindByRoute(const std::string& route) const {
@@ -47,6 +63,7 @@ bool WorkerRegistry::MarkLost(size_t w) {
   if (!worker.alive) return false;
   worker.alive = false;
   by_route_.erase(worker.route);
+  if (!worker.control_route.empty()) by_route_.erase(worker.control_route);
   Publish();
   return true;
 }

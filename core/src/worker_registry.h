@@ -36,16 +36,29 @@ struct WorkerEndpoint {
                         // for ipc:// and inproc:// peers)
 };
 
+// A worker talks to the dispatcher over up to two connections. The one it
+// registered on carries its work: BATCH out, SYNC_ACK and DATA back, read
+// and written by the worker's pipeline thread with no relay in between. The
+// optional control connection, attached later under the token the worker
+// registered with, carries heartbeats and STATS from the worker's I/O
+// thread, which a long op on the pipeline thread does not hold up.
 struct WorkerState {
-  std::string route;  // its ZeroMQ routing id
+  std::string route;          // the registering (work) connection's ZeroMQ routing id
+  std::string control_route;  // the attached control connection's; "" until one attaches
+  uint64_t token = 0;         // from REGISTER; 0: the worker attaches no control connection
+  std::string key;            // the CURVE key it registered under ("" without keys)
   std::string name;
   std::string metrics_endpoint;
   std::string peer_ip;  // tcp peers only
   std::chrono::steady_clock::time_point last_seen;
-  int fd = -1;  // its connection's file descriptor (tcp, ipc); -1: unknown (inproc)
+  int fd = -1;          // its work connection's file descriptor (tcp, ipc); -1: unknown (inproc)
+  int control_fd = -1;  // its control connection's, likewise
   bool alive = true;
   wire::Envelope outgoing;        // this pass's BATCH, sent by Flush()
   std::vector<BlobPtr> payloads;  // its payload frames
+
+  // Where control messages (STATS) go: the control connection once attached.
+  const std::string& ControlRoute() const { return control_route.empty() ? route : control_route; }
 };
 
 class WorkerRegistry {
@@ -57,11 +70,18 @@ class WorkerRegistry {
   // signal config's worker list keeps meaning the same workers); what the
   // lost one held is gone (the router forgot it when it was lost). `fd` is
   // the connection's file descriptor, -1 when unknown.
+  // `token` and `key` are what a control connection must show to attach.
   size_t Register(const std::string& route, const std::string& name, const std::string& metrics_endpoint,
-                  const std::string& peer_ip, int fd = -1);
-  // The live worker connected under `route`, if any.
+                  const std::string& peer_ip, int fd = -1, uint64_t token = 0, const std::string& key = "");
+  // The live worker that registered with `token` (non-zero) and has no
+  // control connection yet, if any.
+  std::optional<size_t> FindAttachable(uint64_t token) const;
+  // Makes `route` (connection `fd`) worker w's control connection.
+  // REQUIRES: w is live, has none yet, and `route` is nobody's.
+  void AttachControl(size_t w, const std::string& route, int fd);
+  // The live worker connected under `route` (either connection), if any.
   std::optional<size_t> FindByRoute(const std::string& route) const;
-  // The live worker whose connection is file descriptor `fd`, if any.
+  // The live worker with a connection on file descriptor `fd`, if any.
   std::optional<size_t> FindByFd(int fd) const;
   // The live worker named `name`, if any.
   std::optional<size_t> FindLiveByName(const std::string& name) const;
