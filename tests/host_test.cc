@@ -1,8 +1,11 @@
 // The hosts as a user of the wire protocol sees them: real gt-dispatcher and
 // gt-worker processes, metrics scraped over HTTP, several clients at once,
 // and bad input that must get a clear error without disturbing anyone.
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -385,7 +388,19 @@ TEST_F(HostTest, AWorkerBusyPastTheHeartbeatTimeoutIsNotLost) {
     if (id > 2) batch.push_back(MakeInstruction(Op::kFree, seq++, {}, {id - 1}));
   }
   client.Send(batch);
+  // The client's own heartbeats, from another socket as a real client's
+  // are, while it waits longer than the dispatcher's client timeout.
+  std::atomic<bool> waiting{true};
+  std::thread heartbeats([&] {
+    RawClient beat(context_, cluster_->endpoint(), /*hello=*/false);
+    while (waiting) {
+      beat.SendToken(wire::Envelope::HEARTBEAT, client.token());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
   std::optional<wire::Envelope> done = client.Sync(nullptr, 120000);
+  waiting = false;
+  heartbeats.join();
   ASSERT_TRUE(done);
   EXPECT_EQ(done->errors_size(), 0) << done->DebugString();
   const auto busy = std::chrono::steady_clock::now() - started;
@@ -414,6 +429,34 @@ TEST_F(HostTest, AnAttachWithoutTheWorkersTokenIsRefused) {
   EXPECT_EQ(reply->kind(), wire::Envelope::ERROR);
   EXPECT_EQ(FetchFloats(client, 1, 2), (std::vector<float>{3}));
   EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1);
+}
+
+
+// A worker stopped with SIGTERM says goodbye on its work connection and then
+// closes both of its connections; the close of the other one, read first,
+// must not turn the goodbye into "its connection closed" for the clients.
+TEST(HostShutdownTest, AStoppedWorkersClientsAreToldItSaidGoodbye) {
+  constexpr int kWorkers = 4;
+  ClusterOptions options;
+  options.workers = kWorkers;
+  ProcessCluster cluster(options);
+  ASSERT_TRUE(cluster.WaitForWorkers(kWorkers));
+  zmq::context_t context(1);
+  std::vector<std::unique_ptr<RawClient>> clients;
+  for (int i = 0; i < kWorkers; ++i) {  // a client's tensors go to the next worker in turn
+    clients.push_back(std::make_unique<RawClient>(context, cluster.endpoint()));
+    clients.back()->Send({FromFloats(1, {1}, {1})});
+    ASSERT_TRUE(clients.back()->Sync());
+  }
+  for (int w = 0; w < kWorkers; ++w) cluster.SignalWorkerForTest(w, SIGTERM);
+  const int port = cluster.dispatcher_metrics_port();
+  EXPECT_TRUE(WaitFor([&] { return Scrape(port, "gt_host_workers_connected") == 0; }));
+  for (auto& client : clients) {
+    std::optional<wire::Envelope> done = client->Sync();
+    ASSERT_TRUE(done);
+    ASSERT_GE(done->errors_size(), 1) << done->DebugString();
+    EXPECT_NE(FirstError(*done).find("(said goodbye)"), std::string::npos) << FirstError(*done);
+  }
 }
 
 }  // namespace

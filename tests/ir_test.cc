@@ -1,9 +1,11 @@
 // The IR and its wire encoding, without any process: instruction round trips
 // through wire::Envelope and ZeroMQ frames, decoder rejections, the op and
 // dtype tables, and the shape rules the client applies on every call.
+#include <chrono>
 #include <cstring>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -231,6 +233,31 @@ TEST(CodecTest, PayloadSurvivesZeroMqFramesWithoutACopy) {
   EXPECT_EQ(got->payload.get(), msg->frames[0].get()) << "decode must reuse the frame's Blob";
   ASSERT_EQ(got->payload->size(), inst.payload->size());
   EXPECT_EQ(std::memcmp(got->payload->data(), values.data(), got->payload->size()), 0);
+}
+
+// The busy phase finds a message that comes while it polls (the sleeping
+// poll after it, with timeout 0, would not wait for one); with nothing
+// coming it lasts its full length, and a zero busy wait is a plain poll.
+TEST(TransportTest, PollWithBusyWaitFindsWhatComesWhileItPolls) {
+  zmq::context_t context(1);
+  zmq::socket_t receiver(context, zmq::socket_type::pair), sender(context, zmq::socket_type::pair);
+  const std::string endpoint = UniqueInprocEndpoint("busy-wait-test");
+  receiver.bind(endpoint);
+  sender.connect(endpoint);
+  zmq::pollitem_t item{receiver.handle(), 0, ZMQ_POLLIN, 0};
+  EXPECT_EQ(PollWithBusyWait(&item, 1, std::chrono::milliseconds(0), std::chrono::microseconds(0)), 0);
+
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_EQ(PollWithBusyWait(&item, 1, std::chrono::milliseconds(0), std::chrono::milliseconds(20)), 0);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(20));
+
+  std::thread later([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    sender.send(zmq::str_buffer("x"), zmq::send_flags::none);
+  });
+  EXPECT_EQ(PollWithBusyWait(&item, 1, std::chrono::milliseconds(0), std::chrono::seconds(10)), 1);
+  later.join();
+  EXPECT_TRUE(item.revents & ZMQ_POLLIN);
 }
 
 TEST(CodecTest, RejectsUnknownOpCode) {

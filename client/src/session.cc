@@ -68,6 +68,14 @@ int64_t DefaultIntraOpThreads() {
   return n > 0 ? n : 0;
 }
 
+// GT_BUSY_WAIT_US: how long the embedded default's hosts poll before they
+// sleep around a sync point; 0 turns it off; at most 10 ms.
+std::chrono::microseconds DefaultBusyWait() {
+  const char* env = std::getenv("GT_BUSY_WAIT_US");
+  if (env == nullptr || *env == '\0') return kEmbeddedBusyWait;
+  return std::chrono::microseconds(std::clamp<long long>(std::atoll(env), 0, 10000));
+}
+
 std::mutex global_mu;
 std::shared_ptr<Session>& GlobalSession() {  // GUARDED_BY(global_mu)
   static auto* session = new std::shared_ptr<Session>();
@@ -165,6 +173,7 @@ void Session::EnsureStartedLocked() {
     EmbeddedClusterOptions options;
     options.workers = workers_ > 0 ? workers_ : DefaultWorkers();
     options.intra_op_threads = DefaultIntraOpThreads();
+    options.busy_wait = DefaultBusyWait();
     Result<std::unique_ptr<EmbeddedCluster>> cluster = EmbeddedCluster::Start(*context_, options);
     if (!cluster.ok()) throw Error(cluster.status().code(), "gt: cannot start the embedded cluster: " + cluster.status().message());
     cluster_ = std::move(*cluster);

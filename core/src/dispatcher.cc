@@ -149,30 +149,36 @@ class Dispatcher::Impl final : public PeerSender {
   std::string endpoint() const { return endpoint_; }
   const WorkerRegistry& workers() const { return workers_; }
 
+  void set_busy_wait(std::chrono::microseconds busy_wait) { busy_wait_ = busy_wait; }
+
   void Run(const std::atomic<bool>& stop) {
     auto tick = std::chrono::milliseconds(std::max<int64_t>(10, manifest_.heartbeat_interval_ms / 2));
     Clock::time_point next_check = Clock::now() + tick;
+    bool near_sync = false;  // a sync began or was answered in the last pass
     while (!stop.load(std::memory_order_relaxed)) {
       zmq::pollitem_t items[] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                  {monitor_.handle(), 0, ZMQ_POLLIN, 0},
                                  {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       int ready = 0;
       try {
-        ready = zmq::poll(items, zap_ ? 3 : 2, tick);
+        ready = PollWithBusyWait(items, zap_ ? 3 : 2, tick, near_sync ? busy_wait_ : std::chrono::microseconds(0));
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         continue;
       }
       if (zap_) zap_->AnswerPending();
-      // Closed connections first: a new peer's fd may be a closed one's,
-      // whose event is then already queued (see ConnectionClosed).
-      HandleMonitorEvents();
-      // Drain what is waiting, then look at the clock.
+      // Drain what is waiting, then the closed connections: what a peer
+      // sent before it closed (a worker's BYE) is queued before the close
+      // is reported, so it is read first. (A registration reads the closes
+      // itself first: a new peer's fd may be a closed one's, see
+      // ConnectionClosed.) Then look at the clock.
       for (int n = 0; ready > 0 && n < 1024; ++n) {
         auto frames = ReceiveFrames(socket_, zmq::recv_flags::dontwait);
         if (!frames) break;
         HandleFrames(std::move(*frames));
       }
+      HandleMonitorEvents();
+      near_sync = syncs_.TakeActivity();
       if (Clock::now() >= next_check) {
         CheckLiveness();
         stats_.Expire(Clock::now());
@@ -220,8 +226,14 @@ class Dispatcher::Impl final : public PeerSender {
   // the close before that accept, and Run() reads it before the socket (and
   // RegisterWorker again, for a close that came during a drain), so `fd`
   // still names the closed connection's worker here.
+  //
+  // A worker is lost with its work connection. Its control connection alone
+  // closing loses only the heartbeats and STATS path: on a graceful stop it
+  // may close before the BYE on the work connection is read, and the loss
+  // must still read as a goodbye.
   void ConnectionClosed(int fd) {
     if (std::optional<size_t> w = workers_.FindByFd(fd)) WorkerLost(*w, kConnectionClosed);
+    else if (std::optional<size_t> c = workers_.FindByControlFd(fd)) workers_.DetachControl(*c);
   }
 
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
@@ -399,7 +411,7 @@ class Dispatcher::Impl final : public PeerSender {
     if (!lost_unreported_.empty()) ReportLostWorkers();
     // An open connection's fd is unique: a live worker still on this one
     // had its connection closed (its monitor event was lost).
-    if (std::optional<size_t> old = workers_.FindByFd(fd)) WorkerLost(*old, kConnectionClosed);
+    ConnectionClosed(fd);
     // A worker registering under the id of one that has missed two
     // heartbeats replaces it: a restart of a hung or unreachable process
     // not yet past its heartbeat timeout. One that is heard from keeps its
@@ -429,12 +441,12 @@ class Dispatcher::Impl final : public PeerSender {
     // As in RegisterWorker: closes queued before this connection's accept
     // are read first, and a live worker on this fd lost that connection.
     HandleMonitorEvents();
+    ConnectionClosed(fd);
     std::optional<size_t> w = workers_.FindAttachable(env.token());
     if (!w || workers_.at(*w).key != key)
       return RejectMessage(route, InvalidArgument("ATTACH names no registered worker awaiting a control connection"));
     if (clients_.FindByRoute(route))
       return RejectMessage(route, InvalidArgument("a client's connection cannot become a worker's"));
-    if (std::optional<size_t> old = workers_.FindByFd(fd); old && *old != *w) WorkerLost(*old, kConnectionClosed);
     workers_.AttachControl(*w, route, fd);
     workers_.Touch(*w);
     GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(*w).name << " attached its control connection");
@@ -578,6 +590,7 @@ class Dispatcher::Impl final : public PeerSender {
   zmq::socket_t socket_;
   zmq::socket_t monitor_;  // socket_'s disconnect events (zmq_socket_monitor)
   std::string endpoint_;
+  std::chrono::microseconds busy_wait_{0};  // Run(): after a message, poll this long before sleeping
   prometheus::Registry& registry_;  // outlives this host
   HostMetrics metrics_;
   ClientTable clients_;
@@ -611,6 +624,7 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const HostManifest& manif
 Status Dispatcher::Bind(const std::string& endpoint) { return impl_->Bind(endpoint); }
 std::string Dispatcher::endpoint() const { return impl_->endpoint(); }
 void Dispatcher::Run(const std::atomic<bool>& stop) { impl_->Run(stop); }
+void Dispatcher::set_busy_wait(std::chrono::microseconds busy_wait) { impl_->set_busy_wait(busy_wait); }
 std::vector<WorkerEndpoint> Dispatcher::LiveWorkerEndpoints() const { return impl_->workers().LiveEndpoints(); }
 size_t Dispatcher::LiveWorkerCount() const { return impl_->workers().PublishedLiveCount(); }
 

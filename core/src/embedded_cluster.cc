@@ -57,6 +57,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& 
   Result<std::unique_ptr<Dispatcher>> dispatcher = Dispatcher::Create(*dm, context, *cluster->registries_.back());
   if (!dispatcher.ok()) return dispatcher.status();
   cluster->dispatcher_ = std::move(*dispatcher);
+  cluster->dispatcher_->set_busy_wait(options.busy_wait);
   if (Status s = cluster->dispatcher_->Bind(UniqueInprocEndpoint("gt-embedded")); !s.ok()) return s;
   cluster->endpoint_ = cluster->dispatcher_->endpoint();
 
@@ -66,6 +67,7 @@ Result<std::unique_ptr<EmbeddedCluster>> EmbeddedCluster::Start(zmq::context_t& 
     cluster->registries_.push_back(std::make_unique<prometheus::Registry>());
     Result<std::unique_ptr<Worker>> worker = Worker::Create(*wm, context, *cluster->registries_.back());
     if (!worker.ok()) return worker.status();
+    (*worker)->set_busy_wait(options.busy_wait);
     cluster->workers_.push_back(std::move(*worker));
   }
   EmbeddedCluster* c = cluster.get();

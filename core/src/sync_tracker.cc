@@ -34,6 +34,7 @@ void SyncTracker::Begin(ClientState& c, const Instruction& sync) {
   }
   c.touched.clear();
   c.syncs.push_back(std::move(pending));
+  active_ = true;
   CompleteReady(c);
 }
 
@@ -80,6 +81,7 @@ void SyncTracker::CompleteReady(ClientState& c) {
     for (auto& e : errors) *done.add_errors() = std::move(e);
     c.errors.clear();
     (void)sender_.Send(c.route, done, {});
+    active_ = true;
     c.answered = std::max(c.answered, s.admitted_before);
     c.syncs.pop_front();
   }

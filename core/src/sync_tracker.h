@@ -7,6 +7,8 @@
 // Thread-safety: owned by the dispatcher's thread.
 #pragma once
 
+#include <utility>
+
 #include <string>
 
 #include "client_table.h"
@@ -30,6 +32,9 @@ class SyncTracker {
   // fails with `message` (the others with a short note), or, when none
   // waits and `report_anyway`, the next one does.
   void OnWorkerLost(ClientState& c, size_t w, const std::string& message, bool report_anyway);
+  // Whether a sync began or was answered since the last call: a reply, or
+  // the client's next batch, is then probably near (Dispatcher's busy wait).
+  bool TakeActivity() { return std::exchange(active_, false); }
 
  private:
   void CompleteReady(ClientState& c);
@@ -37,6 +42,7 @@ class SyncTracker {
   WorkerRegistry& workers_;
   PeerSender& sender_;
   std::string host_id_;
+  bool active_ = false;
 };
 
 }  // namespace gt

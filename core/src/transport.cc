@@ -1,5 +1,7 @@
 #include "transport.h"
 
+#include <thread>
+
 #include <atomic>
 
 namespace gt {
@@ -57,6 +59,18 @@ Result<WireMessage> DecodeFrames(std::vector<zmq::message_t>&& frames, bool with
   for (size_t i = next + 1; i < frames.size(); ++i)
     out.frames.push_back(std::make_shared<FrameBlob>(std::move(frames[i])));
   return out;
+}
+
+int PollWithBusyWait(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout,
+                     std::chrono::microseconds busy_wait) {
+  if (busy_wait.count() > 0) {
+    const auto until = std::chrono::steady_clock::now() + busy_wait;
+    do {
+      if (int ready = zmq::poll(items, count, std::chrono::milliseconds(0)); ready > 0) return ready;
+      std::this_thread::yield();  // a thread woken on this vCPU runs at once
+    } while (std::chrono::steady_clock::now() < until);
+  }
+  return zmq::poll(items, count, timeout);
 }
 
 zmq::message_t BlobToMessage(BlobPtr blob) {

@@ -7,6 +7,7 @@
 // Thread-safety: none; a socket belongs to one thread (ZeroMQ's rule).
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
@@ -41,6 +42,15 @@ Result<size_t> SendEnvelope(zmq::socket_t& socket, const std::string& routing_id
 // Forwards already-received frames unchanged (no re-encoding).
 Result<size_t> SendFrames(zmq::socket_t& socket, const std::string& routing_id,
                           std::vector<zmq::message_t>& frames);
+
+// zmq::poll, but first polls without sleeping for up to `busy_wait`,
+// yielding the CPU between polls (a thread woken on this vCPU runs at
+// once). Between threads of one process (inproc://) a reply often comes
+// within tens of microseconds, and on a virtual machine waking a thread
+// whose vCPU went idle costs about as much again (docs/PERFORMANCE.md,
+// round trip).
+int PollWithBusyWait(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout,
+                     std::chrono::microseconds busy_wait);
 
 // A zmq message that shares `blob`'s bytes.
 zmq::message_t BlobToMessage(BlobPtr blob);

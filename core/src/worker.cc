@@ -9,6 +9,7 @@
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 
 #include "codec.h"
 #include "curve_keys.h"
@@ -89,6 +90,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   }
 
   void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
+  void set_busy_wait(std::chrono::microseconds busy_wait) { busy_wait_ = busy_wait; }
 
   // Two connections to the dispatcher (wire.proto): the work connection,
   // registered here and then owned by the pipeline thread, and the control
@@ -99,6 +101,14 @@ class Worker::Impl final : public Terminal, public ReplySink {
     zmq::socket_t control(context_, zmq::socket_type::dealer);
     for (zmq::socket_t* dealer : {&work, &control})
       if (Status s = ConfigureDealer(*dealer); !s.ok()) return s;
+    // The work connection may sit idle, or behind a busy pipeline thread,
+    // while the control connection's heartbeats keep the worker alive:
+    // ZeroMQ's own heartbeats, answered by its I/O threads, prove that this
+    // path still carries traffic. The TTL asks the dispatcher's side to
+    // close it when they stop (then the worker is lost with it).
+    work.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
+    work.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(manifest_.heartbeat_timeout_ms));
+    work.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(manifest_.heartbeat_timeout_ms));
     // With keys, a refused handshake ends the worker (libzmq would retry it forever).
     zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
     handshake_events.set(zmq::sockopt::linger, 0);
@@ -236,6 +246,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
       errors_.erase(it);
     }
     SendOnWork(ack, {});
+    acknowledged_sync_ = true;
     return Status::Ok();
   }
 
@@ -312,6 +323,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     auto interval = std::chrono::milliseconds(manifest_.heartbeat_interval_ms);
     Clock::time_point next_beat = Clock::now() + interval;
     bool attached = false;
+    int64_t welcome_poll_ms = 1;  // backs off while no dispatcher answers
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
       if (!attached && welcomed_.load(std::memory_order_acquire)) {
         SendControl(control, wire::Envelope::ATTACH);
@@ -319,7 +331,8 @@ class Worker::Impl final : public Terminal, public ReplySink {
       }
       // Until then, look for the WELCOME's flag often; the work connection
       // stands in for heartbeats meanwhile (registering counts as one).
-      const int64_t wait_ms = attached ? std::min<int64_t>(100, manifest_.heartbeat_interval_ms) : 5;
+      const int64_t wait_ms = attached ? std::min<int64_t>(100, manifest_.heartbeat_interval_ms) : welcome_poll_ms;
+      if (!attached) welcome_poll_ms = std::min<int64_t>(2 * welcome_poll_ms, 100);
       zmq::pollitem_t item{control.handle(), 0, ZMQ_POLLIN, 0};
       try {
         zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
@@ -387,8 +400,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
     work_ = &work;
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
       zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
+      // After a sync point the client's next batch is probably near.
+      const auto busy_wait = std::exchange(acknowledged_sync_, false) ? busy_wait_ : std::chrono::microseconds(0);
       try {
-        if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+        if (PollWithBusyWait(&item, 1, std::chrono::milliseconds(100), busy_wait) == 0) continue;
       } catch (const zmq::error_t&) {
         break;
       }
@@ -438,6 +453,8 @@ class Worker::Impl final : public Terminal, public ReplySink {
   prometheus::Registry& registry_;  // thread-safe; outlives this host
   HostMetrics metrics_;
   std::string metrics_endpoint_;
+  std::chrono::microseconds busy_wait_{0};  // after a sync (set_busy_wait)
+  bool acknowledged_sync_ = false;          // pipeline thread: since the last poll
   PluginInstance<Backend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
   uint64_t token_ = 0;  // shown by REGISTER and ATTACH
@@ -469,6 +486,7 @@ Result<std::unique_ptr<Worker>> Worker::Create(const HostManifest& manifest, zmq
 }
 
 void Worker::set_metrics_endpoint(std::string endpoint) { impl_->set_metrics_endpoint(std::move(endpoint)); }
+void Worker::set_busy_wait(std::chrono::microseconds busy_wait) { impl_->set_busy_wait(busy_wait); }
 Status Worker::Run(const std::string& dispatcher, const std::atomic<bool>& stop) { return impl_->Run(dispatcher, stop); }
 
 }  // namespace gt

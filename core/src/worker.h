@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,12 @@ class Worker {
 
   // Announced to the dispatcher for service discovery ("host:port").
   void set_metrics_endpoint(std::string endpoint);
+
+  // After acknowledging a sync, the pipeline thread polls its connection
+  // without sleeping for up to `busy_wait` before it sleeps
+  // (PollWithBusyWait): the client's next batch is probably near. 0 (the
+  // default): never. REQUIRES: Run() has not started.
+  void set_busy_wait(std::chrono::microseconds busy_wait);
 
   // Connects to `dispatcher` and serves until `stop` becomes true; then says
   // goodbye to the dispatcher.

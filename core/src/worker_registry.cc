@@ -35,7 +35,14 @@ std::optional<size_t> WorkerRegistry::FindLiveByName(const std::string& name) co
 std::optional<size_t> WorkerRegistry::FindByFd(int fd) const {
   if (fd < 0) return std::nullopt;
   for (size_t i = 0; i < workers_.size(); ++i)
-    if (workers_[i].alive && (workers_[i].fd == fd || workers_[i].control_fd == fd)) return i;
+    if (workers_[i].alive && workers_[i].fd == fd) return i;
+  return std::nullopt;
+}
+
+std::optional<size_t> WorkerRegistry::FindByControlFd(int fd) const {
+  if (fd < 0) return std::nullopt;
+  for (size_t i = 0; i < workers_.size(); ++i)
+    if (workers_[i].alive && workers_[i].control_fd == fd) return i;
   return std::nullopt;
 }
 
@@ -50,6 +57,13 @@ void WorkerRegistry::AttachControl(size_t w, const std::string& route, int fd) {
   workers_[w].control_route = route;
   workers_[w].control_fd = fd;
   by_route_[route] = w;
+}
+
+void WorkerRegistry::DetachControl(size_t w) {
+  WorkerState& worker = workers_[w];
+  if (!worker.control_route.empty()) by_route_.erase(worker.control_route);
+  worker.control_route.clear();
+  worker.control_fd = -1;
 }
 
 std::optional<size_t> WorkerRegistry::FindByRoute(const std::string& route) const {

@@ -79,10 +79,15 @@ class WorkerRegistry {
   // Makes `route` (connection `fd`) worker w's control connection.
   // REQUIRES: w is live, has none yet, and `route` is nobody's.
   void AttachControl(size_t w, const std::string& route, int fd);
+  // Forgets worker w's control connection (it closed); control messages go
+  // to its work connection again.
+  void DetachControl(size_t w);
   // The live worker connected under `route` (either connection), if any.
   std::optional<size_t> FindByRoute(const std::string& route) const;
-  // The live worker with a connection on file descriptor `fd`, if any.
+  // The live worker whose work connection is file descriptor `fd`, if any.
   std::optional<size_t> FindByFd(int fd) const;
+  // The live worker whose control connection is file descriptor `fd`, if any.
+  std::optional<size_t> FindByControlFd(int fd) const;
   // The live worker named `name`, if any.
   std::optional<size_t> FindLiveByName(const std::string& name) const;
   // Marks worker `w` dead; false when it already was.

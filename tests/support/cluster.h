@@ -84,6 +84,9 @@ class RawClient {
   // Waits for any message (nullopt on timeout).
   std::optional<wire::Envelope> Receive(int timeout_ms);
   void Bye();
+  // The session's heartbeat token (0: no session). Heartbeats are matched by
+  // token, so another socket may send them while this one waits.
+  uint64_t token() const { return token_; }
 
  private:
   zmq::socket_t socket_;
