@@ -373,26 +373,33 @@ TEST_F(HostTest, DispatcherNoticesADeadWorkerAtOnce) {
 // A worker's heartbeats travel on its control connection (wire.proto), so a
 // batch that keeps its pipeline thread busy for longer than the heartbeat
 // timeout (1.5 s here) does not get it declared lost.
-TEST_F(HostTest, AWorkerBusyPastTheHeartbeatTimeoutIsNotLost) {
-  RawClient client(context_, cluster_->endpoint());
-  constexpr int64_t kSide = 2048;
+constexpr int64_t kLongBatchSide = 2048;
+
+// One batch that keeps a worker busy for seconds: %1 = ones(2048, 2048),
+// then %k = %1 @ %1 for k = 2..39, each freeing the one before. Returns the
+// next free seq.
+uint64_t SendLongBatch(RawClient& client) {
   Instruction ones = MakeInstruction(Op::kOnes, 1, {1}, {});
-  ones.attrs.shape = {kSide, kSide};
+  ones.attrs.shape = {kLongBatchSide, kLongBatchSide};
   ones.attrs.dtype = DType::kFloat32;
   std::vector<Instruction> batch = {ones};
-  // Each product replaces the last: %k = %1 @ %1, then %(k-1) is freed.
   uint64_t seq = 2;
-  const auto started = std::chrono::steady_clock::now();
   for (TensorId id = 2; id < 40; ++id) {
     batch.push_back(MakeInstruction(Op::kMatmul, seq++, {id}, {1, 1}));
     if (id > 2) batch.push_back(MakeInstruction(Op::kFree, seq++, {}, {id - 1}));
   }
   client.Send(batch);
-  // The client's own heartbeats, from another socket as a real client's
-  // are, while it waits longer than the dispatcher's client timeout.
+  return seq;
+}
+
+// A client's sync that waits longer than the dispatcher's client timeout,
+// with the client's heartbeats sent from another socket meanwhile, as a
+// real client's are.
+std::optional<wire::Envelope> SyncWithHeartbeats(zmq::context_t& context, const std::string& endpoint,
+                                                 RawClient& client) {
   std::atomic<bool> waiting{true};
   std::thread heartbeats([&] {
-    RawClient beat(context_, cluster_->endpoint(), /*hello=*/false);
+    RawClient beat(context, endpoint, /*hello=*/false);
     while (waiting) {
       beat.SendToken(wire::Envelope::HEARTBEAT, client.token());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -401,13 +408,37 @@ TEST_F(HostTest, AWorkerBusyPastTheHeartbeatTimeoutIsNotLost) {
   std::optional<wire::Envelope> done = client.Sync(nullptr, 120000);
   waiting = false;
   heartbeats.join();
+  return done;
+}
+
+TEST_F(HostTest, AWorkerBusyPastTheHeartbeatTimeoutIsNotLost) {
+  RawClient client(context_, cluster_->endpoint());
+  const auto started = std::chrono::steady_clock::now();
+  const uint64_t seq = SendLongBatch(client);
+  std::optional<wire::Envelope> done = SyncWithHeartbeats(context_, cluster_->endpoint(), client);
   ASSERT_TRUE(done);
   EXPECT_EQ(done->errors_size(), 0) << done->DebugString();
   const auto busy = std::chrono::steady_clock::now() - started;
   if (busy < std::chrono::milliseconds(1800)) GTEST_SKIP() << "the batch ran in under the heartbeat timeout: proves nothing";
   EXPECT_EQ(Scrape(dport(), "gt_host_heartbeats_missed_total"), 0);
   EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1);
-  EXPECT_EQ(FetchFloats(client, 1, seq, nullptr).size(), static_cast<size_t>(kSide * kSide));
+  EXPECT_EQ(FetchFloats(client, 1, seq, nullptr).size(), static_cast<size_t>(kLongBatchSide * kLongBatchSide));
+}
+
+// Stopped (SIGTERM) in the middle of such a batch, the worker says goodbye
+// at once, though it finishes the batch before it exits and sends no more
+// heartbeats meanwhile: its clients are told it said goodbye, not that it
+// missed its heartbeats.
+TEST_F(HostTest, AWorkerStoppedInALongBatchSaysGoodbyeAtOnce) {
+  RawClient client(context_, cluster_->endpoint());
+  SendLongBatch(client);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  cluster_->SignalWorkerForTest(0, SIGTERM);
+  std::optional<wire::Envelope> done = SyncWithHeartbeats(context_, cluster_->endpoint(), client);
+  ASSERT_TRUE(done);
+  ASSERT_GE(done->errors_size(), 1) << done->DebugString();
+  EXPECT_NE(FirstError(*done).find("(said goodbye)"), std::string::npos) << FirstError(*done);
+  EXPECT_EQ(Scrape(dport(), "gt_host_heartbeats_missed_total"), 0);
 }
 
 // A control connection attaches only under the token its worker registered
@@ -431,6 +462,46 @@ TEST_F(HostTest, AnAttachWithoutTheWorkersTokenIsRefused) {
   EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1);
 }
 
+
+// A heartbeat with a worker's token from a connection the dispatcher does
+// not know is that worker's control connection, reconnected by ZeroMQ: it
+// is attached in place of the old one (STATS go there). Once the worker is
+// lost, the same heartbeat gets the error that ends a worker left unheard.
+TEST_F(HostTest, AWorkersTokenReattachesItsControlConnectionUntilItIsLost) {
+  constexpr uint64_t kToken = 0x5eed5eed5eed5eedULL;
+  auto work = std::make_unique<RawClient>(context_, cluster_->endpoint(), /*hello=*/false);
+  work->SendToken(wire::Envelope::REGISTER, kToken);
+  std::optional<wire::Envelope> welcome = work->Receive(5000);
+  ASSERT_TRUE(welcome);
+  ASSERT_EQ(welcome->kind(), wire::Envelope::WELCOME);
+  const uint32_t index = welcome->worker_index();
+
+  RawClient control(context_, cluster_->endpoint(), /*hello=*/false);
+  RawClient asker(context_, cluster_->endpoint(), /*hello=*/false);
+  bool stats_on_control = false;
+  for (uint64_t request = 1; request <= 50 && !stats_on_control; ++request) {
+    control.SendToken(wire::Envelope::HEARTBEAT, kToken);
+    wire::Envelope stats;
+    stats.set_kind(wire::Envelope::STATS);
+    stats.set_request_id(request);
+    stats.set_timeout_ms(50);
+    asker.SendFrames({stats.SerializeAsString()});
+    for (std::optional<wire::Envelope> m = control.Receive(100); m; m = control.Receive(0))
+      stats_on_control |= m->kind() == wire::Envelope::STATS;
+  }
+  EXPECT_TRUE(stats_on_control) << "the heartbeat with worker #" << index << "'s token did not attach its connection";
+
+  work.reset();  // its work connection closes: the worker is lost
+  EXPECT_TRUE(WaitFor([&] { return Scrape(dport(), "gt_host_workers_connected") == 1; }));
+  control.SendToken(wire::Envelope::HEARTBEAT, kToken);
+  std::optional<wire::Envelope> told;
+  for (told = control.Receive(5000); told && told->kind() != wire::Envelope::ERROR; told = control.Receive(5000)) {
+  }
+  ASSERT_TRUE(told) << "a lost worker's heartbeat got no answer";
+  EXPECT_NE(FirstError(*told).find("lost worker worker-" + std::to_string(index) + ": start it again"), std::string::npos)
+      << FirstError(*told);
+  EXPECT_EQ(Scrape(dport(), "gt_host_workers_connected"), 1) << "the real worker is untouched";
+}
 
 // A worker stopped with SIGTERM says goodbye on its work connection and then
 // closes both of its connections; the close of the other one, read first,

@@ -250,8 +250,32 @@ class Dispatcher::Impl final : public PeerSender {
     if (!msg.ok()) return RejectMessage(route, msg.status());
     metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
     if (worker) return HandleWorkerMessage(*worker, *msg);
+    if (msg->envelope.kind() == wire::Envelope::HEARTBEAT && HandleStrayWorkerHeartbeat(*msg, peer_fd, peer_key)) return;
     if (Status s = CheckRole(role, msg->envelope.kind()); !s.ok()) return RejectMessage(route, s);
     HandleClientMessage(*msg, peer_ip, peer_fd, peer_key);
+  }
+
+  // A heartbeat carrying a worker's token from a connection no worker holds:
+  // ZeroMQ reconnected that worker's control connection (it is attached
+  // again), or this dispatcher lost the worker (it is told so, and ends
+  // rather than live on unheard). False: not a worker's.
+  bool HandleStrayWorkerHeartbeat(const WireMessage& msg, int fd, const std::string& key) {
+    const uint64_t token = msg.envelope.token();
+    if (token == 0 || clients_.FindByToken(token)) return false;
+    std::optional<size_t> w = workers_.FindByToken(token);
+    if (!w || workers_.at(*w).key != key) return false;
+    if (workers_.IsAlive(*w)) {
+      AttachWorkerControl(msg.routing_id, msg.envelope, fd, key);
+      return true;
+    }
+    wire::Envelope lost;
+    lost.set_kind(wire::Envelope::ERROR);
+    wire::OpError* e = lost.add_errors();
+    e->set_code(static_cast<uint32_t>(Code::kUnavailable));
+    e->set_message("dispatcher " + manifest_.id + " lost worker " + workers_.at(*w).name + ": start it again");
+    e->set_host(manifest_.id);
+    Send(msg.routing_id, lost, {});
+    return true;
   }
 
   // With authentication on, a connection's role is the one its key was
@@ -435,16 +459,17 @@ class Dispatcher::Impl final : public PeerSender {
   }
 
   // A registered worker's second connection, for heartbeats and STATS
-  // (wire.proto). It must show the REGISTER's token, and with keys the same
-  // key; a route that holds a client session cannot become a worker's.
+  // (wire.proto), in place of any it had. It must show the REGISTER's
+  // token, and with keys the same key; a route that holds a client session
+  // cannot become a worker's.
   void AttachWorkerControl(const std::string& route, const wire::Envelope& env, int fd, const std::string& key) {
     // As in RegisterWorker: closes queued before this connection's accept
     // are read first, and a live worker on this fd lost that connection.
     HandleMonitorEvents();
     ConnectionClosed(fd);
-    std::optional<size_t> w = workers_.FindAttachable(env.token());
-    if (!w || workers_.at(*w).key != key)
-      return RejectMessage(route, InvalidArgument("ATTACH names no registered worker awaiting a control connection"));
+    std::optional<size_t> w = workers_.FindByToken(env.token());
+    if (!w || !workers_.IsAlive(*w) || workers_.at(*w).key != key)
+      return RejectMessage(route, InvalidArgument("ATTACH names no registered worker"));
     if (clients_.FindByRoute(route))
       return RejectMessage(route, InvalidArgument("a client's connection cannot become a worker's"));
     workers_.AttachControl(*w, route, fd);

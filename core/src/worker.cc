@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <optional>
@@ -103,12 +104,21 @@ class Worker::Impl final : public Terminal, public ReplySink {
       if (Status s = ConfigureDealer(*dealer); !s.ok()) return s;
     // The work connection may sit idle, or behind a busy pipeline thread,
     // while the control connection's heartbeats keep the worker alive:
-    // ZeroMQ's own heartbeats, answered by its I/O threads, prove that this
-    // path still carries traffic. The TTL asks the dispatcher's side to
-    // close it when they stop (then the worker is lost with it).
+    // ZeroMQ's own PINGs, sent by its I/O thread, prove that this path still
+    // carries traffic, and their TTL asks the dispatcher's side to close it
+    // when they stop coming (the worker is lost with it). This side never
+    // times the connection out itself: the dispatcher's answer can wait
+    // behind a large batch still in transit, for longer than any timeout.
     work.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
-    work.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(manifest_.heartbeat_timeout_ms));
-    work.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(manifest_.heartbeat_timeout_ms));
+    work.set(zmq::sockopt::heartbeat_timeout, std::numeric_limits<int>::max());
+    work.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(std::max<int64_t>(100, manifest_.heartbeat_timeout_ms)));
+    // The control connection carries only small messages both ways, so this
+    // side does time it out: ZeroMQ then connects it again, and its next
+    // heartbeat attaches it again (or, for a worker the dispatcher lost,
+    // gets the error that ends it).
+    control.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
+    control.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(manifest_.heartbeat_timeout_ms));
+    control.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(std::max<int64_t>(100, manifest_.heartbeat_timeout_ms)));
     // With keys, a refused handshake ends the worker (libzmq would retry it forever).
     zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
     handshake_events.set(zmq::sockopt::linger, 0);
@@ -132,16 +142,22 @@ class Worker::Impl final : public Terminal, public ReplySink {
     // Starting the thread orders this thread's use of `work` before its.
     std::atomic<bool> pipeline_stop{false};
     std::thread pipeline_thread([&] { PipelineLoop(work, pipeline_stop); });
-    IoLoop(control, stop);
+    const bool attached = IoLoop(control, stop);
+    // The goodbye goes at once: the pipeline thread may still be in a long
+    // batch, and the heartbeats stop here. Without a control connection it
+    // goes on the work connection once that is this thread's again.
+    const bool stopping = !Refused();
+    if (stopping && attached) SendControl(control, wire::Envelope::BYE);
     pipeline_stop = true;
     pipeline_thread.join();
     handshake_events_ = nullptr;
+    if (stopping && !attached) SendControl(work, wire::Envelope::BYE);
+    // A refusal after the goodbye (replies the dispatcher no longer takes) is
+    // no failure of this worker.
     const Status refused = RefusedStatus();
-    if (!refused.ok()) return Status(refused.code(), "worker " + manifest_.id + ": " + refused.message());
-    // On the registered connection (joined: this thread's again), which
-    // the dispatcher knows whether or not the control one attached.
-    SendControl(work, wire::Envelope::BYE);
-    GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher);
+    if (!stopping) return Status(refused.code(), "worker " + manifest_.id + ": " + refused.message());
+    GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher
+                                 << (refused.ok() ? std::string() : " (then: " + refused.message() + ")"));
     return Status::Ok();
   }
 
@@ -283,7 +299,9 @@ class Worker::Impl final : public Terminal, public ReplySink {
     env.set_kind(kind);
     env.set_name(manifest_.id);
     env.set_metrics_endpoint(metrics_endpoint_);
-    if (kind == wire::Envelope::REGISTER || kind == wire::Envelope::ATTACH) env.set_token(token_);
+    // The token names this worker: a control connection that ZeroMQ
+    // reconnected is attached again by its heartbeats (Dispatcher).
+    if (kind != wire::Envelope::BYE) env.set_token(token_);
     if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
@@ -319,7 +337,8 @@ class Worker::Impl final : public Terminal, public ReplySink {
 
   // I/O thread: attaches the control connection once the pipeline thread
   // saw the WELCOME, then keeps the heartbeat going and answers STATS.
-  void IoLoop(zmq::socket_t& control, const std::atomic<bool>& stop) {
+  // Returns whether the control connection attached.
+  bool IoLoop(zmq::socket_t& control, const std::atomic<bool>& stop) {
     auto interval = std::chrono::milliseconds(manifest_.heartbeat_interval_ms);
     Clock::time_point next_beat = Clock::now() + interval;
     bool attached = false;
@@ -337,7 +356,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
       try {
         zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
       } catch (const zmq::error_t& e) {
-        if (e.num() == ETERM) return;
+        if (e.num() == ETERM) return attached;
         continue;
       }
       if (handshake_events_) CheckHandshake();
@@ -347,6 +366,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
         next_beat = Clock::now() + interval;
       }
     }
+    return attached;
   }
 
   // A CURVE handshake the dispatcher refused: the worker's key is not on its

@@ -46,14 +46,15 @@ std::optional<size_t> WorkerRegistry::FindByControlFd(int fd) const {
   return std::nullopt;
 }
 
-std::optional<size_t> WorkerRegistry::FindAttachable(uint64_t token) const {
+std::optional<size_t> WorkerRegistry::FindByToken(uint64_t token) const {
   if (token == 0) return std::nullopt;
   for (size_t i = 0; i < workers_.size(); ++i)
-    if (workers_[i].alive && workers_[i].token == token && workers_[i].control_route.empty()) return i;
+    if (workers_[i].token == token) return i;
   return std::nullopt;
 }
 
 void WorkerRegistry::AttachControl(size_t w, const std::string& route, int fd) {
+  DetachControl(w);
   workers_[w].control_route = route;
   workers_[w].control_fd = fd;
   by_route_[route] = w;

@@ -73,11 +73,11 @@ class WorkerRegistry {
   // `token` and `key` are what a control connection must show to attach.
   size_t Register(const std::string& route, const std::string& name, const std::string& metrics_endpoint,
                   const std::string& peer_ip, int fd = -1, uint64_t token = 0, const std::string& key = "");
-  // The live worker that registered with `token` (non-zero) and has no
-  // control connection yet, if any.
-  std::optional<size_t> FindAttachable(uint64_t token) const;
-  // Makes `route` (connection `fd`) worker w's control connection.
-  // REQUIRES: w is live, has none yet, and `route` is nobody's.
+  // The worker, live or lost, that registered with `token` (non-zero), if
+  // any still holds its index.
+  std::optional<size_t> FindByToken(uint64_t token) const;
+  // Makes `route` (connection `fd`) worker w's control connection, in place
+  // of any it had. REQUIRES: w is live and `route` is nobody's.
   void AttachControl(size_t w, const std::string& route, int fd);
   // Forgets worker w's control connection (it closed); control messages go
   // to its work connection again.
