@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <random>
 #include <string_view>
 
 #include "codec.h"
@@ -215,7 +214,7 @@ void Session::EnsureStartedLocked() {
                                               address_.find("://") == std::string::npos
                                           ? " (local ipc for " + address_ + ")"
                                           : ""));
-  uint64_t token = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  const uint64_t token = RandomToken();
   wire::Envelope hello;
   hello.set_kind(wire::Envelope::HELLO);
   hello.set_token(token);

@@ -268,13 +268,8 @@ class Dispatcher::Impl final : public PeerSender {
       AttachWorkerControl(msg.routing_id, msg.envelope, fd, key);
       return true;
     }
-    wire::Envelope lost;
-    lost.set_kind(wire::Envelope::ERROR);
-    wire::OpError* e = lost.add_errors();
-    e->set_code(static_cast<uint32_t>(Code::kUnavailable));
-    e->set_message("dispatcher " + manifest_.id + " lost worker " + workers_.at(*w).name + ": start it again");
-    e->set_host(manifest_.id);
-    Send(msg.routing_id, lost, {});
+    SendError(msg.routing_id, Unavailable("dispatcher " + manifest_.id + " lost worker " + workers_.at(*w).name +
+                                          ": start it again"));
     return true;
   }
 
@@ -293,12 +288,17 @@ class Dispatcher::Impl final : public PeerSender {
 
   void RejectMessage(const std::string& route, const Status& status) {
     metrics_.malformed_messages.Increment();
+    SendError(route, Status(status.code(), "dispatcher " + manifest_.id + " rejected a message: " + status.message()));
+  }
+
+  // An ERROR envelope to the peer at `route` (none for an empty route).
+  void SendError(const std::string& route, const Status& status) {
     if (route.empty()) return;
     wire::Envelope reply;
     reply.set_kind(wire::Envelope::ERROR);
     wire::OpError* e = reply.add_errors();
     e->set_code(static_cast<uint32_t>(status.code()));
-    e->set_message("dispatcher " + manifest_.id + " rejected a message: " + status.message());
+    e->set_message(status.message());
     e->set_host(manifest_.id);
     Send(route, reply, {});
   }
@@ -615,7 +615,7 @@ class Dispatcher::Impl final : public PeerSender {
   zmq::socket_t socket_;
   zmq::socket_t monitor_;  // socket_'s disconnect events (zmq_socket_monitor)
   std::string endpoint_;
-  std::chrono::microseconds busy_wait_{0};  // Run(): after a message, poll this long before sleeping
+  std::chrono::microseconds busy_wait_{0};  // Run(): after a pass near a sync, poll this long before sleeping
   prometheus::Registry& registry_;  // outlives this host
   HostMetrics metrics_;
   ClientTable clients_;

@@ -7,9 +7,8 @@
 // Thread-safety: owned by the dispatcher's thread.
 #pragma once
 
-#include <utility>
-
 #include <string>
+#include <utility>
 
 #include "client_table.h"
 #include "peer_sender.h"

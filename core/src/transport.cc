@@ -1,8 +1,8 @@
 #include "transport.h"
 
-#include <thread>
-
 #include <atomic>
+#include <random>
+#include <thread>
 
 namespace gt {
 namespace {
@@ -71,6 +71,11 @@ int PollWithBusyWait(zmq::pollitem_t* items, size_t count, std::chrono::millisec
     } while (std::chrono::steady_clock::now() < until);
   }
   return zmq::poll(items, count, timeout);
+}
+
+uint64_t RandomToken() {
+  std::random_device random;
+  return (static_cast<uint64_t>(random()) << 32 | random()) | 1;
 }
 
 zmq::message_t BlobToMessage(BlobPtr blob) {

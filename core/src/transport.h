@@ -55,6 +55,10 @@ int PollWithBusyWait(zmq::pollitem_t* items, size_t count, std::chrono::millisec
 // A zmq message that shares `blob`'s bytes.
 zmq::message_t BlobToMessage(BlobPtr blob);
 
+// A random, never-zero 64-bit token: what names a client's heartbeats and
+// a worker's connections (0 means "none" on the wire).
+uint64_t RandomToken();
+
 // Unique inproc:// endpoint name for in-process links.
 std::string UniqueInprocEndpoint(const std::string& prefix);
 

@@ -5,7 +5,6 @@
 #include <iostream>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <optional>
 #include <thread>
 #include <unordered_map>
@@ -104,21 +103,16 @@ class Worker::Impl final : public Terminal, public ReplySink {
       if (Status s = ConfigureDealer(*dealer); !s.ok()) return s;
     // The work connection may sit idle, or behind a busy pipeline thread,
     // while the control connection's heartbeats keep the worker alive:
-    // ZeroMQ's own PINGs, sent by its I/O thread, prove that this path still
-    // carries traffic, and their TTL asks the dispatcher's side to close it
-    // when they stop coming (the worker is lost with it). This side never
-    // times the connection out itself: the dispatcher's answer can wait
-    // behind a large batch still in transit, for longer than any timeout.
-    work.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
-    work.set(zmq::sockopt::heartbeat_timeout, std::numeric_limits<int>::max());
-    work.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(std::max<int64_t>(100, manifest_.heartbeat_timeout_ms)));
+    // ZeroMQ's PINGs, sent by its I/O thread, prove that this path still
+    // carries traffic (the worker is lost with it). This side never times
+    // it out itself: the dispatcher's answer can wait behind a large batch
+    // still in transit, for longer than any timeout.
+    SetConnectionHeartbeats(work, std::numeric_limits<int>::max());
     // The control connection carries only small messages both ways, so this
     // side does time it out: ZeroMQ then connects it again, and its next
     // heartbeat attaches it again (or, for a worker the dispatcher lost,
     // gets the error that ends it).
-    control.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
-    control.set(zmq::sockopt::heartbeat_timeout, static_cast<int>(manifest_.heartbeat_timeout_ms));
-    control.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(std::max<int64_t>(100, manifest_.heartbeat_timeout_ms)));
+    SetConnectionHeartbeats(control, static_cast<int>(manifest_.heartbeat_timeout_ms));
     // With keys, a refused handshake ends the worker (libzmq would retry it forever).
     zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
     handshake_events.set(zmq::sockopt::linger, 0);
@@ -285,13 +279,14 @@ class Worker::Impl final : public Terminal, public ReplySink {
     return Status::Ok();
   }
 
-  // What a control connection shows to attach: unguessable, never 0 (0
-  // means "no control connection").
-  static uint64_t RandomToken() {
-    std::random_device random;
-    uint64_t token = 0;
-    while (token == 0) token = (static_cast<uint64_t>(random()) << 32) ^ random();
-    return token;
+  // ZeroMQ's own heartbeats on `dealer`: PINGs every heartbeat interval,
+  // whose TTL (at least 100 ms: ZeroMQ counts it in tenths of a second) asks
+  // the dispatcher's side to close the connection when they stop coming;
+  // this side gives up after `timeout` without an answer.
+  void SetConnectionHeartbeats(zmq::socket_t& dealer, int timeout) const {
+    dealer.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
+    dealer.set(zmq::sockopt::heartbeat_timeout, timeout);
+    dealer.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(std::max<int64_t>(100, manifest_.heartbeat_timeout_ms)));
   }
 
   void SendControl(zmq::socket_t& dealer, wire::Envelope::Kind kind) {
@@ -477,7 +472,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   bool acknowledged_sync_ = false;          // pipeline thread: since the last poll
   PluginInstance<Backend> backend_;
   std::unique_ptr<Pipeline> pipeline_;
-  uint64_t token_ = 0;  // shown by REGISTER and ATTACH
+  uint64_t token_ = 0;  // shown by REGISTER, ATTACH and the heartbeats
   std::atomic<bool> welcomed_{false};  // the pipeline thread saw the WELCOME: time to attach
   mutable std::mutex refused_mutex_;
   Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker

@@ -78,7 +78,7 @@ bool WorkerRegistry::MarkLost(size_t w) {
   if (!worker.alive) return false;
   worker.alive = false;
   by_route_.erase(worker.route);
-  if (!worker.control_route.empty()) by_route_.erase(worker.control_route);
+  DetachControl(w);
   Publish();
   return true;
 }

@@ -87,7 +87,10 @@ def run_client(address, env=None):
 
 
 def stale_socket(path):
-    """A socket file that nothing listens on, as a killed dispatcher leaves."""
+    """A socket file that nothing listens on, as a killed dispatcher leaves.
+    One already there (left by an earlier killed dispatcher on this port,
+    which is free) is just as dead: it is replaced."""
+    path.unlink(missing_ok=True)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.bind(str(path))
     s.close()

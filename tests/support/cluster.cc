@@ -14,7 +14,6 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -209,7 +208,7 @@ RawClient::RawClient(zmq::context_t& context, const std::string& endpoint, bool 
   socket_.set(zmq::sockopt::linger, 0);
   socket_.connect(endpoint);
   if (!hello) return;
-  token_ = std::random_device{}() | (uint64_t{std::random_device{}()} << 32) | 1;
+  token_ = RandomToken();
   SendToken(wire::Envelope::HELLO, token_);
 }
 
