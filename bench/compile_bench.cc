@@ -21,7 +21,15 @@
 // received and the time inside the worker's backend and the dispatcher's
 // stages (the hosts' own metrics, read through gt::worker_stats() by each
 // child before its first chunk and after its last).
+//
+//   build/bin/gt-bench-compile [rounds=40]
+//   build/bin/gt-bench-compile floor [ipc|tcp] [sleep|spin]
+//
+// "floor" prints only the bare ZeroMQ round trip over the benchmark's three
+// processes (seconds): over ipc or tcp loopback, each process asleep in
+// zmq_poll between messages or spinning on non-blocking receives.
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -187,9 +195,27 @@ int Child(const std::string& endpoint, const std::string& program) {
 
 // ---- the floor: bare ZeroMQ over the same topology ---------------------------
 
+// How the floor's three processes wait for a message: in zmq_poll (as gt's
+// hosts do, asleep until ZeroMQ's I/O thread wakes them) or spinning on a
+// non-blocking receive with a sched_yield between tries (no thread of theirs
+// ever sleeps: what busy waiting could save at most).
+enum class FloorWait { kSleep, kSpin };
+
+// Receives one message part on `socket`, waiting as `wait` says; false when
+// nothing came within about a second.
+bool FloorRecv(zmq::socket_t& socket, zmq::message_t& message, FloorWait wait) {
+  if (wait == FloorWait::kSleep) return socket.recv(message).has_value();
+  const auto give_up = Clock::now() + std::chrono::seconds(1);
+  while (Clock::now() < give_up) {
+    if (socket.recv(message, zmq::recv_flags::dontwait)) return true;
+    sched_yield();
+  }
+  return false;
+}
+
 // The broker of BareRoundTrip: relays client -> worker and back, until
 // `parent` is gone or it is killed.
-[[noreturn]] void RunBroker(const std::string& front, const std::string& back, pid_t parent) {
+[[noreturn]] void RunBroker(const std::string& front, const std::string& back, pid_t parent, FloorWait wait) {
   zmq::context_t context;
   zmq::socket_t clients(context, zmq::socket_type::router), workers(context, zmq::socket_type::router);
   clients.bind(front);
@@ -197,7 +223,11 @@ int Child(const std::string& endpoint, const std::string& program) {
   zmq::message_t worker_id, client_id, body;
   while (getppid() == parent) {
     zmq::pollitem_t items[] = {{clients.handle(), 0, ZMQ_POLLIN, 0}, {workers.handle(), 0, ZMQ_POLLIN, 0}};
-    if (zmq::poll(items, 2, std::chrono::milliseconds(1000)) == 0) continue;
+    const auto timeout = std::chrono::milliseconds(wait == FloorWait::kSpin ? 0 : 1000);
+    if (zmq::poll(items, 2, timeout) == 0) {
+      if (wait == FloorWait::kSpin) sched_yield();
+      continue;
+    }
     if (items[1].revents & ZMQ_POLLIN) {  // the worker's hello, or a reply
       (void)workers.recv(worker_id);
       (void)workers.recv(body);
@@ -218,31 +248,33 @@ int Child(const std::string& endpoint, const std::string& program) {
 }
 
 // The worker of BareRoundTrip: sends every message back.
-[[noreturn]] void RunEcho(const std::string& back, pid_t parent) {
+[[noreturn]] void RunEcho(const std::string& back, pid_t parent, FloorWait wait) {
   zmq::context_t context;
   zmq::socket_t dealer(context, zmq::socket_type::dealer);
   dealer.set(zmq::sockopt::rcvtimeo, 1000);
   dealer.connect(back);
   dealer.send(zmq::str_buffer("hello"));
   while (getppid() == parent)
-    if (zmq::message_t m; dealer.recv(m)) dealer.send(m, zmq::send_flags::none);
+    if (zmq::message_t m; FloorRecv(dealer, m, wait)) dealer.send(m, zmq::send_flags::none);
   _exit(0);
 }
 
 // Seconds per round trip of a 100-byte message client (DEALER) -> broker
 // (ROUTER in front, ROUTER behind) -> worker (DEALER) and back, three
-// processes over ipc:// as the benchmark's clusters are: what a gt sync
-// point costs before gt does any work of its own; 0 when it could not be
-// measured. Runs in a child process of its own (forks; no ZeroMQ context may
-// exist before a fork).
-double BareRoundTrip(int rounds) {
+// processes over ipc:// as the benchmark's clusters are (or tcp on
+// loopback): what a gt sync point costs before gt does any work of its own;
+// 0 when it could not be measured. Runs in a child process of its own
+// (forks; no ZeroMQ context may exist before a fork).
+double BareRoundTrip(int rounds, bool tcp, FloorWait wait) {
   const pid_t self = getpid();
   const std::string prefix = "ipc:///tmp/gt-bench-floor-" + std::to_string(self);
-  const std::string front = prefix + "-front.sock", back = prefix + "-back.sock";
+  const int port = 20000 + self % 20000;  // two ports; a clash fails the bind, and the run reports 0
+  const std::string front = tcp ? "tcp://127.0.0.1:" + std::to_string(port) : prefix + "-front.sock";
+  const std::string back = tcp ? "tcp://127.0.0.1:" + std::to_string(port + 1) : prefix + "-back.sock";
   const pid_t broker = fork();
-  if (broker == 0) RunBroker(front, back, self);
+  if (broker == 0) RunBroker(front, back, self, wait);
   const pid_t worker = broker < 0 ? -1 : fork();
-  if (worker == 0) RunEcho(back, self);
+  if (worker == 0) RunEcho(back, self, wait);
   double seconds = 0;
   if (worker > 0) {
     zmq::context_t context;
@@ -254,7 +286,7 @@ double BareRoundTrip(int rounds) {
     auto round_trip = [&] {
       dealer.send(zmq::buffer(payload));
       zmq::message_t reply;
-      return dealer.recv(reply).has_value();
+      return FloorRecv(dealer, reply, wait);
     };
     bool ok = true;
     for (int i = 0; ok && i < 500; ++i) ok = round_trip();
@@ -267,7 +299,8 @@ double BareRoundTrip(int rounds) {
     kill(child, SIGTERM);
     waitpid(child, nullptr, 0);
   }
-  for (const std::string& endpoint : {front, back}) std::remove(endpoint.substr(6).c_str());  // past "ipc://"
+  if (!tcp)
+    for (const std::string& endpoint : {front, back}) std::remove(endpoint.substr(6).c_str());  // past "ipc://"
   return seconds;
 }
 
@@ -472,8 +505,10 @@ std::string RatioSummary(const Paired& p) {
 
 int main(int argc, char** argv) {
   if (argc == 4 && std::string(argv[1]) == "child") return Child(argv[2], argv[3]);
-  if (argc == 2 && std::string(argv[1]) == "floor") {
-    std::printf("%.9f\n", BareRoundTrip(5000));
+  if (argc >= 2 && std::string(argv[1]) == "floor") {  // floor [ipc|tcp] [sleep|spin]
+    const bool tcp = argc > 2 && std::string(argv[2]) == "tcp";
+    const FloorWait wait = argc > 3 && std::string(argv[3]) == "spin" ? FloorWait::kSpin : FloorWait::kSleep;
+    std::printf("%.9f\n", BareRoundTrip(5000, tcp, wait));
     return 0;
   }
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 40;
