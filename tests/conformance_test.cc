@@ -552,9 +552,29 @@ std::vector<Case> Cases() {
         return gt::nn::clip_grad_norm_({p, q}, 1e9);
       },
       [](const A& a) { return at::cat({a[0].reshape({-1}), a[1]}).mul(2).norm(); });
-  add("sub_in_place", {Op::kSub}, {Normal({3, 4}, 119), Normal({3, 4}, 120)},
+  // add_ / sub_ / += / -= by a tensor of the same dtype is one add_into
+  // (alpha scales the addend, broadcast); of another, an add and a copy_
+  add("sub_in_place", {Op::kMul}, {Normal({3, 4}, 119), Normal({3, 4}, 120)},
       [](const V& v) { gt::Tensor p = v[0].clone(); p -= v[1] * 0.1; return p; },
       [](const A& a) { return a[0] - a[1] * 0.1; });
+  add("add_in_place_alpha_broadcast", {Op::kClone}, {Normal({3, 4}, 126), Normal({4}, 127)},
+      [](const V& v) {
+        gt::Tensor c = v[0].clone();
+        c.add_(v[1], 0.5);
+        c += v[1];
+        gt::Tensor row = c.select(0, 2);
+        row.sub_(v[1], 2.0);
+        return c;
+      },
+      [](const A& a) {
+        at::Tensor c = a[0].clone();
+        c.add_(a[1], 0.5).add_(a[1]);
+        c.select(0, 2).sub_(a[1], 2.0);
+        return c;
+      });
+  add("add_in_place_int_by_float", {Op::kClone, Op::kAdd}, {Ints({2, 3}, at::kLong), Normal({3}, 128)},
+      [](const V& v) { gt::Tensor c = v[0].clone(); c += v[1]; return c; },
+      [](const A& a) { return (a[0] + a[1]).to(at::kLong); });
 
   // -- a chain, so that results feed results on the worker
   add("chain_mlp_layer", {Op::kMatmul, Op::kAdd, Op::kRelu, Op::kSum, Op::kMean},

@@ -402,6 +402,47 @@ TEST_P(FusedWireTest, SumOfSquaresAndMulInto) {
   OtherClientWorks();
 }
 
+// add_into (SGD's update, `+=`): destination += alpha * addend in place, from
+// a client that lies, and its values where the operands are whole, cut or
+// copied.
+TEST_P(FusedWireTest, AddInto) {
+  auto add_into = [&](std::vector<TensorId> operands, double alpha) {
+    Instruction inst = MakeInstruction(Op::kAddInto, seq_++, {}, std::move(operands));
+    inst.attrs.scalar = alpha;
+    inst.signal = Signal();
+    return inst;
+  };
+  TensorId a = Id();
+  ExpectRefused("add_into 1 operand", {F32(a, {8, 4})}, add_into({a}, 1), "expected 2 operand");
+  TensorId b = Id();
+  ExpectRefused("add_into 3 operands", {F32(b, {8, 4})}, add_into({b, b, b}, 1), "expected 2 operand");
+  TensorId c = Id(), d = Id();
+  ExpectRefused("add_into addend that does not broadcast", {F32(c, {8, 4}), F32(d, {3})}, add_into({c, d}, 1));
+  TensorId e = Id(), f = Id();
+  ExpectRefused("add_into int64 plus float32", {I64(e, {8, 4}), F32(f, {4})}, add_into({e, f}, 1));
+  TensorId g = Id();
+  ExpectRefused("add_into unknown addend", {F32(g, {8, 4})}, add_into({g, 9995}, 1));
+  Instruction with_result = add_into({g, g}, 1);
+  with_result.results = {Id()};
+  ExpectRefused("add_into with a result", {}, with_result);
+
+  // Values: sin(1 + i) in both tensors (F32); x += -0.5 * y, y broadcast.
+  TensorId x = Id(), y = Id();
+  EXPECT_TRUE(Run({F32(x, {8, 4}), F32(y, {1, 4}), add_into({x, y}, -0.5)}).empty());
+  std::vector<std::string> errors;
+  auto got = Fetch(x, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->second.size(), 32u * 4u);
+  std::vector<float> sum(32);
+  std::memcpy(sum.data(), got->second.data(), got->second.size());
+  for (size_t n = 0; n < 32; ++n) {
+    const double xn = static_cast<float>(std::sin(1.0 + n)), yn = static_cast<float>(std::sin(1.0 + n % 4));
+    EXPECT_NEAR(sum[n], xn - 0.5 * yn, 1e-6) << n;
+  }
+  OtherClientWorks();
+}
+
 INSTANTIATE_TEST_SUITE_P(Placements, FusedWireTest, ::testing::Values("whole", "rows", "cols", "rep", "grid"));
 
 }  // namespace

@@ -380,7 +380,7 @@ TEST(OpTableTest, KindsAndNames) {
   const std::set<Op> control = {Op::kFetch,    Op::kFree,   Op::kSync,       Op::kDropClient, Op::kHotStart,
                                  Op::kHotEnd,   Op::kDefineUnit, Op::kRunUnit, Op::kConfigure, Op::kMembership,
                                  Op::kInspect,  Op::kSettle};
-  const std::set<Op> mutate = {Op::kCopyInto, Op::kFill, Op::kAdamStep, Op::kMulInto};
+  const std::set<Op> mutate = {Op::kCopyInto, Op::kFill, Op::kAdamStep, Op::kMulInto, Op::kAddInto};
   for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
     Op op = static_cast<Op>(i);
     EXPECT_EQ(ProducesTensor(op), !control.count(op) && !mutate.count(op)) << OpName(op);

@@ -44,7 +44,7 @@ bool Differentiable(Op op) {
     case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
     case Op::kGeluBackward: case Op::kLayerNormBackward:                   // issued by backward, not recorded
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
-    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto:
+    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:
     case Op::kSumOfSquares:                                                 // clip_grad_norm_'s, under no_grad
     case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:

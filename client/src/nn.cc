@@ -142,7 +142,7 @@ void SGD::step() {
       }
       g = velocity_[i];
     }
-    p -= g * lr_;
+    p.sub_(g, lr_);  // one add_into, as PyTorch's p.add_(g, alpha=-lr)
   }
 }
 

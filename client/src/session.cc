@@ -333,15 +333,14 @@ void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& o
     if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": undefined tensor");
     inst.operands.push_back(r->id);
   }
-  if (inst.op == Op::kCopyInto || inst.op == Op::kMulInto) {
+  if (inst.op == Op::kCopyInto || inst.op == Op::kMulInto || inst.op == Op::kAddInto) {
     const Shape& to = operands[0]->meta.shape;
     const Shape& from = operands[1]->meta.shape;
     Result<Shape> shape = BroadcastShapes(to, from);
-    const bool copy = inst.op == Op::kCopyInto;
+    const char* what = inst.op == Op::kCopyInto ? "copy_: source" : inst.op == Op::kMulInto ? "mul_: factor" : "add_: addend";
     if (!shape.ok() || *shape != to)
-      throw Error(Code::kInvalidArgument, std::string(copy ? "copy_: source" : "mul_: factor") + " of shape " +
-                                              ShapeToString(from) + " does not broadcast to destination " +
-                                              ShapeToString(to));
+      throw Error(Code::kInvalidArgument, std::string(what) + " of shape " + ShapeToString(from) +
+                                              " does not broadcast to destination " + ShapeToString(to));
   }
   Origin origin = NoteOrigin(inst.op, inst.signal);
   std::lock_guard<std::mutex> lock(mu_);

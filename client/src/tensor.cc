@@ -298,6 +298,18 @@ Tensor& Tensor::mul_(const Tensor& factor) {
   return *this;
 }
 
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  CheckInPlaceAllowed(*this, "add_");
+  const TensorRecord& destination = Require(*this, "add_");
+  const TensorRecord& addend = Require(other, "add_");
+  if (addend.meta.dtype != destination.meta.dtype) return copy_(alpha == 1 ? *this + other : *this + other * alpha);
+  Instruction inst;
+  inst.op = Op::kAddInto;
+  inst.attrs.scalar = alpha;
+  Mutate(std::move(inst), {&destination, &addend});
+  return *this;
+}
+
 namespace nn {
 
 void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,

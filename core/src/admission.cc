@@ -61,7 +61,7 @@ Status Admission::CheckArity(const Instruction& inst) {
   if (ProducesTensor(inst.op) && inst.results.size() != 1)
     return InvalidArgument(inst.Describe() + ": expected exactly one result id, got " +
                            std::to_string(inst.results.size()));
-  const bool pair = inst.op == Op::kCopyInto || inst.op == Op::kMulInto;
+  const bool pair = inst.op == Op::kCopyInto || inst.op == Op::kMulInto || inst.op == Op::kAddInto;
   const size_t operands = pair ? 2 : inst.op == Op::kAdamStep ? 4 : 1;
   const bool fixed = pair || inst.op == Op::kFill || inst.op == Op::kFetch ||
                      inst.op == Op::kAdamStep || inst.op == Op::kRedistribute;

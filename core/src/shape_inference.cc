@@ -541,7 +541,7 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferMovement(inst, *in[0]);
     case Op::kSumOfSquares:
       return InferSumOfSquares(inst, in);
-    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto:  // change their operands, make nothing
+    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:  // change their operands, make nothing
     case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
     case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:  // made only by dispatcher stages, which know their shapes

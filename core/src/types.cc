@@ -165,6 +165,7 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kSettle, "settle", OpKind::kControl},
     {Op::kMulInto, "mul_into", OpKind::kMutate},
     {Op::kSumOfSquares, "sum_of_squares", OpKind::kReduce},
+    {Op::kAddInto, "add_into", OpKind::kMutate},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -67,6 +67,7 @@ Strategy StrategyFor(Op op) {
     case Op::kClone:
     case Op::kCopyInto:  // a mutation changes its destination where it lives
     case Op::kMulInto:
+    case Op::kAddInto:
     case Op::kFill:
       return &Elementwise;
     // an optimizer step: its parameter and state where they live, alike

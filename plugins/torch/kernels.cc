@@ -440,6 +440,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     // No tensor of their own: Mutate(), or the backend's control path.
     case Op::kCopyInto:
     case Op::kMulInto:
+    case Op::kAddInto:
     case Op::kFill:
     case Op::kAdamStep:
     case Op::kInspect:
@@ -492,7 +493,7 @@ Status Mutate(const Instruction& inst, TensorSource source) {
     if (!operands.ok()) return operands.status();
     return AdamStep(inst, *operands);
   }
-  const size_t count = inst.op == Op::kCopyInto || inst.op == Op::kMulInto ? 2 : 1;
+  const size_t count = inst.op == Op::kCopyInto || inst.op == Op::kMulInto || inst.op == Op::kAddInto ? 2 : 1;
   Result<std::vector<at::Tensor>> operands = Operands(inst, count, source);
   if (!operands.ok()) return operands.status();
   at::Tensor destination = (*operands)[0];
@@ -500,6 +501,8 @@ Status Mutate(const Instruction& inst, TensorSource source) {
     destination.copy_((*operands)[1]);
   } else if (inst.op == Op::kMulInto) {
     destination.mul_((*operands)[1]);
+  } else if (inst.op == Op::kAddInto) {
+    destination.add_((*operands)[1], ScalarOf(inst.attrs.scalar));
   } else {
     destination.fill_(inst.attrs.scalar);
   }

@@ -61,7 +61,7 @@ Result<std::vector<at::Tensor>> Operands(const Instruction& inst, size_t count, 
 // REQUIRES: CheckEnums(inst) is OK.
 Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collectives& collectives);
 
-// kCopyInto / kMulInto / kFill / kAdamStep: write operands[0] in place (every tensor sharing its
+// kCopyInto / kMulInto / kAddInto / kFill / kAdamStep: write operands[0] in place (every tensor sharing its
 // storage sees the change). May throw c10::Error.
 // REQUIRES: KindOf(inst.op) == OpKind::kMutate.
 Status Mutate(const Instruction& inst, TensorSource source);

@@ -162,6 +162,7 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     // In place, no result (kernels.h).
     case Op::kCopyInto:
     case Op::kMulInto:
+    case Op::kAddInto:
     case Op::kFill:
     case Op::kAdamStep: return Mutate(inst, operands);
     // Control.

@@ -197,6 +197,7 @@ void BindTensor(py::module_& m) {
       .def("isub", [](Tensor& self, double s) { self -= s; })
       .def("imul", [](Tensor& self, const Tensor& o) { self *= o; })
       .def("imul", [](Tensor& self, double s) { self *= s; })
+      .def("add_", [](Tensor& self, const Tensor& o, double alpha) { self.add_(o, alpha); })
       // Sync points.
       .def("numpy", &ToNumpy)
       .def("item", &Tensor::item, py::call_guard<py::gil_scoped_release>())

@@ -491,6 +491,34 @@ def test_in_place_mul_by_a_tensor_writes_through_views_and_casts_as_before(rng):
         x.mul_(g(np.ones(5, np.float32)))
 
 
+def test_in_place_add_and_sub_with_alpha_write_through_views_and_cast_as_before(rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    f = rng.standard_normal(4).astype(np.float32)
+    x = g(a)
+    want = a.copy()
+    x.add_(g(f), alpha=0.5)  # one add_into, the addend broadcast
+    want += 0.5 * f
+    np.testing.assert_allclose(x.numpy(), want, **F32)
+    row = x[2]
+    row.sub_(g(f), alpha=2)  # of a view: the base sees it
+    want[2] -= 2 * f
+    np.testing.assert_allclose(x.numpy(), want, **F32)
+    x -= g(f)
+    x += g(a)
+    want += a - f
+    np.testing.assert_allclose(x.numpy(), want, **F32)
+    x.add_(3, alpha=2)  # a number: x + 6
+    np.testing.assert_allclose(x.numpy(), want + 6, **F32)
+    n = gt.tensor(np.arange(6, dtype=np.int64).reshape(2, 3))
+    n += g(np.full(3, 1.5, np.float32))  # another dtype: the sum cast back, as before
+    assert n.dtype == gt.int64
+    np.testing.assert_array_equal(n.numpy(), (np.arange(6).reshape(2, 3) + 1.5).astype(np.int64))
+    with pytest.raises(gt.Error, match="add_: addend of shape \\[5\\] does not broadcast"):
+        x.add_(g(np.ones(5, np.float32)), alpha=2)
+    with pytest.raises(TypeError, match="alpha"):
+        x.add_(g(f), alpha="2")
+
+
 def test_module_level_functions(rng):
     a = rng.standard_normal((2, 3)).astype(np.float32)
     np.testing.assert_allclose(gt.exp(g(a)).numpy(), np.exp(a), rtol=1e-6)

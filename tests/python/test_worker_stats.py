@@ -178,6 +178,39 @@ print(json.dumps({"whole": whole, "placed": placed}))
 """
 
 
+SGD_PROGRAM = """
+import json
+import numpy as np
+import gt
+""" + CLUSTER_PROBES + """
+
+def op_counts():
+    return summed_by("gt_backend_op_seconds_count", "op")
+
+params = [gt.randn(4, 3, requires_grad=True), gt.randn(3, requires_grad=True)]
+sum((p * p * p).sum() for p in params).backward()
+before_values = [p.detach().numpy() for p in params]
+grads = [p.grad.numpy() for p in params]
+optimizer = gt.optim.SGD(params, lr=0.1)
+before = op_counts()
+optimizer.step()
+after = op_counts()
+error = max(float(np.abs(p.detach().numpy() - (v - 0.1 * gr)).max()) for p, v, gr in zip(params, before_values, grads))
+print(json.dumps({"grew": {op: after[op] - before.get(op, 0) for op in after}, "error": error}))
+"""
+
+
+def test_an_sgd_step_is_one_add_into_per_parameter(python):
+    # PyTorch's p.add_(grad, alpha=-lr): no product, difference or copy_into
+    # with two fresh tensors per parameter.
+    r = python(SGD_PROGRAM, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    grew = {op: n for op, n in got["grew"].items() if n}
+    assert grew == {"add_into": 2}, grew
+    assert got["error"] < 1e-6, got
+
+
 def test_clip_grad_norm_is_one_sum_of_squares_and_one_mul_into_per_gradient(python):
     # A fresh interpreter: a session that ever placed a tensor keeps the
     # per-gradient form (the sharding stage's strategies for split gradients).

@@ -138,6 +138,11 @@ class Tensor {
   // where the factor has this tensor's dtype, else copy_(*this * factor)
   // (the product cast back, as before).
   Tensor& mul_(const Tensor& factor);
+  // This tensor plus `alpha` times `other` (broadcast to its shape), in
+  // place: one op where `other` has this tensor's dtype, else
+  // copy_(*this + other * alpha) (the sum cast back). sub_ is add_ with -alpha.
+  Tensor& add_(const Tensor& other, double alpha = 1);
+  Tensor& sub_(const Tensor& other, double alpha = 1) { return add_(other, -alpha); }
 
   // `value` where `mask` is true (nonzero), this tensor's elements elsewhere;
   // the mask broadcasts. value may be -inf (attention masks).
@@ -154,8 +159,8 @@ class Tensor {
   Tensor gather(int64_t dim, const Tensor& index) const;  // index of this tensor's rank
   Tensor scatter_add(int64_t dim, const Tensor& index, const Tensor& source) const;
   Tensor& zero_() { return fill_(0); }
-  Tensor& operator+=(const Tensor& other) { return copy_(*this + other); }
-  Tensor& operator-=(const Tensor& other) { return copy_(*this - other); }
+  Tensor& operator+=(const Tensor& other) { return add_(other); }
+  Tensor& operator-=(const Tensor& other) { return sub_(other); }
   Tensor& operator*=(const Tensor& other) { return mul_(other); }
   Tensor& operator+=(double s) { return copy_(*this + s); }
   Tensor& operator-=(double s) { return copy_(*this - s); }

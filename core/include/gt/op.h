@@ -161,6 +161,11 @@ enum class Op : uint16_t {
   kSumOfSquares,  // operands {t_1, ..., t_n}, n >= 1, one floating dtype: a 0-d tensor of
                   // that dtype, the sum of the squares of every element of every operand
                   // (their squared 2-norm taken together)
+  // SGD's update and `+=` / `-=` / Tensor.add_(other, alpha), one op where
+  // they were a product, a sum and a copy_into with two fresh tensors.
+  kAddInto,       // mutation: operands {destination, addend}; scalar = alpha: the
+                  // destination += alpha * addend in place, the addend broadcast to the
+                  // destination's shape and of its dtype (Tensor.add_(other, alpha=))
   kCount
 };
 

@@ -244,11 +244,25 @@ class ArithmeticOps:
         self._c.copy_(q._c)
         return self
 
-    def add_(self, o):
-        return self.__iadd__(o)
+    def add_(self, o, *, alpha=1):
+        """self += alpha * o in place (torch.Tensor.add_); one op when `o` is a tensor of this dtype."""
+        if not is_scalar(alpha):
+            raise TypeError(f"add_: expected a number as alpha, got {type(alpha).__name__}")
+        if alpha == 1:
+            return self.__iadd__(o)
+        if is_scalar(o):
+            return self.__iadd__(o * alpha)
+        c = operand(o, self)
+        if c is None:
+            raise TypeError(f"add_: cannot add {type(o).__name__}")
+        self._c.add_(c, float(alpha))
+        return self
 
-    def sub_(self, o):
-        return self.__isub__(o)
+    def sub_(self, o, *, alpha=1):
+        """self -= alpha * o in place (torch.Tensor.sub_)."""
+        if not is_scalar(alpha):
+            raise TypeError(f"sub_: expected a number as alpha, got {type(alpha).__name__}")
+        return self.add_(o, alpha=-alpha)
 
     def mul_(self, o):
         return self.__imul__(o)
