@@ -167,7 +167,7 @@ TEST(HotpathTest, DetectsTheWholeMlpTrainingStep) {
   EXPECT_TRUE(has("matmul")) << "forward";
   EXPECT_TRUE(has("relu"));
   EXPECT_TRUE(has("transpose")) << "backward";
-  EXPECT_TRUE(has("copy_into")) << "SGD update in place";
+  EXPECT_TRUE(has("add_into")) << "SGD update in place";
   EXPECT_TRUE(has("free"));
   EXPECT_GE(Metric(run.worker_metrics, "gt_hotpath_hot_sequences_total"), 1);
   EXPECT_GE(Metric(run.worker_metrics, "gt_hotpath_marked_sequences_total"), 4);

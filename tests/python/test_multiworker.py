@@ -324,7 +324,7 @@ print(loss.item())
 def test_data_parallel_step_all_reduces_gradients_and_never_gathers(python):
     # Replicated parameters, a batch split four ways: the forward is
     # shard-local, the weight and bias gradients are summed in one bucketed
-    # all-reduce (the optimizer's settle), the SGD update runs on every
+    # all-reduce (the optimizer's settle), the SGD update (one add_into each) runs on every
     # replica, and no activation is ever gathered.
     r = python(DP_STEP_PROGRAM, env={"GT_EXPLAIN": "1", "GT_WORKERS": "4"})
     assert r.returncode == 0, r.stderr
@@ -332,7 +332,7 @@ def test_data_parallel_step_all_reduces_gradients_and_never_gathers(python):
     assert "all_gather" not in step, step
     assert len(re.findall(r"all_reduce\(sum\) \[0, 1, 2, 3\]", step)) == 2, step  # the loss; 2 weights and 2 biases
     assert len(re.findall(r"settle #\d+: -> replicated on \[0, 1, 2, 3\]; collectives: all_reduce", step)) == 1, step
-    assert len(re.findall(r"copy_into #\d+: replicated on \[0, 1, 2, 3\]", step)) == 4, step
+    assert len(re.findall(r"add_into #\d+: replicated on \[0, 1, 2, 3\]", step)) == 4, step
 
 
 def test_complete_example_of_the_signal_guide_matches_one_worker(rng):
