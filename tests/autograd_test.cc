@@ -289,11 +289,6 @@ std::vector<GradCase> UnaryCases() {
       {"neg_operator", {Normal({3, 5}, 58)}, [](const V& v) { return -v[0]; }},
       {"abs", {Distinct({3, 5}, 59)}, [](const V& v) { return v[0].abs(); }},
       {"clone", {Normal({3, 5}, 60)}, [](const V& v) { return v[0].clone() * v[0]; }},
-      {"redistribute", {Normal({4, 3}, 64)},  // one worker here: the layout is whole, the gradient passes through
-       [](const V& v) {
-         namespace gd = gt::distributed;
-         return gd::distribute_tensor(v[0], gd::DeviceMesh({0}), {gd::Shard(0)}) * v[0];
-       }},
       {"softmax_dim1", {Normal({3, 4}, 61)}, [](const V& v) { return v[0].softmax(1); }},
       {"softmax_dim_neg1", {Normal({3, 4}, 62)}, [](const V& v) { return v[0].softmax(-1); }},
       {"softmax_dim0", {Normal({3, 4}, 63)}, [](const V& v) { return v[0].softmax(0); }},
@@ -426,8 +421,9 @@ std::vector<GradCase> CompositeCases() {
        [](const V& v) { return gt::nn::mse_loss(v[0], v[1]); }},
       {"nn_binary_cross_entropy", {Positive({6}, 141) * 0.4, Positive({6}, 142) * 0.5},
        [](const V& v) { return gt::nn::binary_cross_entropy(v[0], v[1]); }},
+      // One cross_entropy op: the session has placed nothing yet (PlacingCases run last).
       {"nn_cross_entropy", {Normal({4, 5}, 143)},
-       [](const V& v) { return gt::nn::cross_entropy(v[0], Send(at::tensor({0, 4, 2, 2}, at::kLong))); }},
+       [](const V& v) { return gt::nn::cross_entropy(v[0], Send(at::tensor({0, 4, -100, 2}, at::kLong))); }},
       {"nn_linear", {Normal({4, 3}, 144), Normal({5, 3}, 145), Normal({5}, 146)},
        [](const V& v) {
          gt::nn::Linear layer(3, 5);
@@ -458,13 +454,31 @@ TEST_F(AutogradTest, ReductionGradientsMatchFiniteDifferences) { RunCases(Reduce
 TEST_F(AutogradTest, MovementGradientsMatchFiniteDifferences) { RunCases(MovementCases()); }
 TEST_F(AutogradTest, CompositeGradientsMatchFiniteDifferences) { RunCases(CompositeCases()); }
 
+// A redistribute makes the session one that places tensors, for good: from
+// then on cross_entropy is its composite (masks, log_softmax, gather), whose
+// pieces the sharding stage can run where the rows are. These cases run last
+// (PlacingGradientsMatchFiniteDifferences is the file's last test, and
+// EveryDifferentiableOpHasAGradientCase takes them last), so that the cases
+// above see the whole-tensor forms.
+std::vector<GradCase> PlacingCases() {
+  return {
+      {"redistribute", {Normal({4, 3}, 64)},  // one worker here: the layout is whole, the gradient passes through
+       [](const V& v) {
+         namespace gd = gt::distributed;
+         return gd::distribute_tensor(v[0], gd::DeviceMesh({0}), {gd::Shard(0)}) * v[0];
+       }},
+      {"nn_cross_entropy_composite", {Normal({4, 5}, 147)},
+       [](const V& v) { return gt::nn::cross_entropy(v[0], Send(at::tensor({3, -100, 1, 1}, at::kLong))); }},
+  };
+}
+
 // Every op that autograd records (binary arithmetic, matmul, unary,
 // reductions, movement) appears in some case above; adding a differentiable
 // op without a gradient check fails here.
 TEST_F(AutogradTest, EveryDifferentiableOpHasAGradientCase) {
   std::set<std::string> recorded;
   for (const auto& group : {BinaryCases(), MatmulCases(), UnaryCases(), ReduceCases(), MovementCases(),
-                            CompositeCases()}) {
+                            CompositeCases(), PlacingCases()}) {
     for (const GradCase& c : group) {
       std::vector<gt::Tensor> leaves;
       for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -869,5 +883,8 @@ TEST_F(AutogradTest, ChangesTheGradientDoesNotReadAreAllowed) {
   (w * w).sum().backward();
   ExpectClose(w.grad(), 2 * (w0 - 0.1));
 }
+
+// Last in the file: its redistribute makes the session place tensors (PlacingCases).
+TEST_F(AutogradTest, PlacingGradientsMatchFiniteDifferences) { RunCases(PlacingCases()); }
 
 }  // namespace

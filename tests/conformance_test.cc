@@ -411,11 +411,6 @@ std::vector<Case> Cases() {
   add("abs_int64", {Op::kAbs}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].abs(); },
       [](const A& a) { return at::abs(a[0]); });
   add("clone", {Op::kClone}, x, [](const V& v) { return v[0].clone(); }, [](const A& a) { return a[0].clone(); });
-  add("redistribute", {Op::kRedistribute}, x,  // a copy (one worker: the layout is whole)
-      [](const V& v) {
-        return gt::distributed::redistribute(v[0], gt::distributed::DeviceMesh({0}), {gt::distributed::Replicate()});
-      },
-      [](const A& a) { return a[0].clone(); });
   add("min_axis1_keepdims", {Op::kMin}, cube, [](const V& v) { return v[0].min({1}, true); },
       [](const A& a) { return at::amin(a[0], at::IntArrayRef{1}, true); });
   add("min_all", {Op::kMin}, cube, [](const V& v) { return v[0].min(); }, [](const A& a) { return at::min(a[0]); });
@@ -444,6 +439,9 @@ std::vector<Case> Cases() {
   add("gelu_backward", {Op::kGeluBackward}, {Normal({4, 6}, 111), Normal({4, 6}, 112)},
       grad_of([](const gt::Tensor& x) { return gt::nn::gelu(x); }),
       [](const A& a) { return at::gelu_backward(a[1], a[0]); });
+  add("relu_backward", {Op::kReluBackward}, {Normal({4, 6}, 129), Normal({4, 6}, 130)},
+      grad_of([](const gt::Tensor& x) { return x.relu(); }),
+      [](const A& a) { return a[1] * (a[0] > 0); });
   add("layer_norm_last", {Op::kLayerNorm}, cube, [](const V& v) { return gt::nn::layer_norm(v[0], 1); },
       [](const A& a) { return at::layer_norm(a[0], {a[0].size(-1)}); });
   add("layer_norm_last_two_float64_eps", {Op::kLayerNorm}, {Normal({2, 3, 4}, 113, at::kDouble)},
@@ -498,6 +496,28 @@ std::vector<Case> Cases() {
   add("scatter_add_dim1", {Op::kScatterAdd}, {Normal({3, 4}, 114), cols, Normal({3, 2}, 115)},
       [](const V& v) { return v[0].scatter_add(1, v[1], v[2]); },
       [](const A& a) { return at::scatter_add(a[0], 1, a[1], a[2]); });
+
+  // -- cross entropy with class targets, one of them ignored (-100), and its
+  // gradient (issued by backward(), for an upstream gradient of 0.7)
+  const at::Tensor classes = at::tensor({3, -100, 0, 4, 4, 1}, at::kLong);
+  add("cross_entropy_ignore_index", {Op::kCrossEntropy}, {Normal({6, 5}, 131), classes},
+      [](const V& v) { return gt::nn::cross_entropy(v[0], v[1]); },
+      [](const A& a) { return at::cross_entropy_loss(a[0], a[1]); });
+  add("cross_entropy_float64_int32_targets", {Op::kCrossEntropy},
+      {Normal({6, 5}, 132, at::kDouble), at::tensor({3, 1, 0, 4, 4, 1}, at::kInt)},
+      [](const V& v) { return gt::nn::cross_entropy(v[0], v[1], 4); },
+      [](const A& a) { return at::cross_entropy_loss(a[0], a[1].to(at::kLong), {}, at::Reduction::Mean, 4); });
+  add("cross_entropy_backward", {Op::kCrossEntropyBackward}, {Normal({6, 5}, 133), classes},
+      [](const V& v) {
+        gt::Tensor x = v[0].clone().requires_grad_();
+        (gt::nn::cross_entropy(x, v[1]) * 0.7).backward();
+        return x.grad();
+      },
+      [](const A& a) {
+        at::Tensor x = a[0].clone().requires_grad_();
+        (at::cross_entropy_loss(x, a[1]) * 0.7).backward();
+        return x.grad();
+      });
 
   // -- more movement: unsqueeze, squeeze, permute, slice, select, cat, split, chunk
   add("unsqueeze_front", {Op::kUnsqueeze}, block, [](const V& v) { return v[0].unsqueeze(0); },
@@ -581,6 +601,18 @@ std::vector<Case> Cases() {
       {Normal({4, 3}, 90), Normal({3, 5}, 91), Normal({5}, 92)},
       [](const V& v) { return (v[0].matmul(v[1]) + v[2]).relu().sum({1}).mean(); },
       [](const A& a) { return at::mean(at::sum(at::relu(at::matmul(a[0], a[1]) + a[2]), at::IntArrayRef{1})); });
+
+  // -- last: a redistribute makes the session one that places tensors, and
+  // from then on cross_entropy and sum_of_squares give way to their
+  // composites (masks, log_softmax, gather; squares and sums)
+  add("redistribute", {Op::kRedistribute}, x,  // a copy (one worker: the layout is whole)
+      [](const V& v) {
+        return gt::distributed::redistribute(v[0], gt::distributed::DeviceMesh({0}), {gt::distributed::Replicate()});
+      },
+      [](const A& a) { return a[0].clone(); });
+  add("cross_entropy_composite_once_placing", {Op::kLogSoftmax, Op::kGather}, {Normal({6, 5}, 134), classes},
+      [](const V& v) { return gt::nn::cross_entropy(v[0], v[1]); },
+      [](const A& a) { return at::cross_entropy_loss(a[0], a[1]); });
   return cases;
 }
 

@@ -174,6 +174,8 @@ TEST_P(FusedWireTest, WrongArity) {
   ExpectRefused("gelu_backward scalar form", {F32(e, {8, 4})}, scalar_form);
   TensorId f = Id(), g = Id();
   ExpectRefused("gelu_backward 3 operands", {F32(f, {8, 4}), F32(g, {8, 4})}, Op_(Op::kGeluBackward, Id(), {f, g, f}));
+  TensorId r = Id();
+  ExpectRefused("relu_backward 1 operand", {F32(r, {8, 4})}, Op_(Op::kReluBackward, Id(), {r}));
   TensorId h = Id();
   Instruction lnb = Op_(Op::kLayerNormBackward, Id(), {h}, {1});
   lnb.attrs.scalar_side = ScalarSide::kLeft;
@@ -231,6 +233,10 @@ TEST_P(FusedWireTest, MismatchedGradAndX) {
   ExpectRefused("gelu_backward dtypes", {F32(e, {8, 4}), F64(f, {8, 4})}, Op_(Op::kGeluBackward, Id(), {e, f}));
   TensorId g = Id(), h = Id();
   ExpectRefused("gelu_backward int", {I64(g, {8, 4}), I64(h, {8, 4})}, Op_(Op::kGeluBackward, Id(), {g, h}));
+  TensorId r = Id(), s = Id();
+  ExpectRefused("relu_backward shapes", {F32(r, {8, 4}), F32(s, {8, 2})}, Op_(Op::kReluBackward, Id(), {r, s}));
+  TensorId t = Id(), u = Id();
+  ExpectRefused("relu_backward int", {I64(t, {8, 4}), I64(u, {8, 4})}, Op_(Op::kReluBackward, Id(), {t, u}));
   TensorId i = Id(), j = Id();
   ExpectRefused("layer_norm_backward shapes", {F32(i, {8, 4}), F32(j, {4, 8})},
                 Op_(Op::kLayerNormBackward, Id(), {i, j}, {1}));
@@ -440,6 +446,90 @@ TEST_P(FusedWireTest, AddInto) {
     const double xn = static_cast<float>(std::sin(1.0 + n)), yn = static_cast<float>(std::sin(1.0 + n % 4));
     EXPECT_NEAR(sum[n], xn - 0.5 * yn, 1e-6) << n;
   }
+  OtherClientWorks();
+}
+
+// cross_entropy and its backward from a client that lies, and their values
+// (against the formula in double) where the logits are whole, cut or copied:
+// the sharding stage assembles them on one worker.
+TEST_P(FusedWireTest, CrossEntropy) {
+  // Targets whole, outside the signal (a 1-d tensor has no axis 1 to cut).
+  auto classes = [&](TensorId id, std::vector<int64_t> values, DType dtype = DType::kInt64) {
+    std::vector<int32_t> narrow(values.begin(), values.end());
+    Instruction inst = dtype == DType::kInt64
+                           ? Bytes(id, dtype, {static_cast<int64_t>(values.size())}, values.data(), values.size() * 8)
+                           : Bytes(id, dtype, {static_cast<int64_t>(values.size())}, narrow.data(), narrow.size() * 4);
+    inst.signal.clear();
+    return inst;
+  };
+  auto loss = [&](TensorId result, std::vector<TensorId> operands, double ignore_index = -100) {
+    return Op_(Op::kCrossEntropy, result, std::move(operands), {}, ignore_index);
+  };
+  const std::vector<int64_t> targets = {0, 1, 2, 3, -100, 3, 2, 1};
+  TensorId a = Id(), b = Id();
+  Instruction float_targets = F32(b, {8});
+  float_targets.signal.clear();
+  ExpectRefused("cross_entropy float targets", {F32(a, {8, 4}), float_targets}, loss(Id(), {a, b}), "int32/int64 class targets");
+  TensorId c = Id(), d = Id();
+  Instruction flat_logits = F32(c, {8});
+  flat_logits.signal.clear();
+  ExpectRefused("cross_entropy 1-d logits", {flat_logits, classes(d, targets)}, loss(Id(), {c, d}), "floating-point logits");
+  TensorId e = Id(), f = Id();
+  ExpectRefused("cross_entropy int logits", {I64(e, {8, 4}), classes(f, targets)}, loss(Id(), {e, f}), "floating-point logits");
+  TensorId g = Id(), h = Id();
+  ExpectRefused("cross_entropy rows differ", {F32(g, {6, 4}), classes(h, targets)}, loss(Id(), {g, h}), "class targets");
+  TensorId i = Id(), j = Id();
+  ExpectRefused("cross_entropy fractional ignore_index", {F32(i, {8, 4}), classes(j, targets)}, loss(Id(), {i, j}, 0.5),
+                "ignore_index must be an integer");
+  TensorId k = Id();
+  ExpectRefused("cross_entropy 1 operand", {F32(k, {8, 4})}, loss(Id(), {k}));
+  TensorId l = Id(), m = Id(), n = Id();
+  Instruction flat_grad = F32(l, {1});
+  flat_grad.signal.clear();
+  ExpectRefused("cross_entropy_backward 1-d grad", {flat_grad, F32(m, {8, 4}), classes(n, targets)},
+                Op_(Op::kCrossEntropyBackward, Id(), {l, m, n}, {}, -100), "0-d gradient");
+  TensorId o = Id(), p = Id();
+  ExpectRefused("cross_entropy target out of range", {F32(o, {8, 4}), classes(p, {0, 1, 2, 3, 4, 3, 2, 1})},
+                loss(Id(), {o, p}), "out of bounds");
+  OtherClientWorks();
+
+  // Values: logits sin(1 + i) (F32, 8 x 4), row 4 ignored; int32 targets too.
+  TensorId x = Id(), t = Id(), t32 = Id(), y = Id(), y32 = Id(), seed = Id(), dx = Id();
+  const float two = 2;
+  Instruction seed_grad = Bytes(seed, DType::kFloat32, {}, &two, 4);
+  seed_grad.signal.clear();
+  EXPECT_TRUE(Run({F32(x, {8, 4}), classes(t, targets), classes(t32, targets, DType::kInt32), loss(y, {x, t}),
+                   loss(y32, {x, t32}), seed_grad,
+                   Op_(Op::kCrossEntropyBackward, dx, {seed, x, t}, {}, -100)})
+                  .empty());
+  double want = 0;
+  std::vector<double> want_grad(32, 0.0);
+  for (int r = 0; r < 8; ++r) {
+    if (targets[r] == -100) continue;
+    double z[4], total = 0;
+    for (int col = 0; col < 4; ++col) total += std::exp(z[col] = static_cast<float>(std::sin(1.0 + r * 4 + col)));
+    want -= z[targets[r]] - std::log(total);
+    for (int col = 0; col < 4; ++col) want_grad[r * 4 + col] = 2 * (std::exp(z[col]) / total - (col == targets[r])) / 7;
+  }
+  want /= 7;
+  for (TensorId id : {y, y32}) {
+    std::vector<std::string> errors;
+    auto got = Fetch(id, &errors);
+    EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+    ASSERT_TRUE(got.has_value());
+    ASSERT_EQ(got->second.size(), 4u);
+    float value = 0;
+    std::memcpy(&value, got->second.data(), 4);
+    EXPECT_NEAR(value, want, 1e-5);
+  }
+  std::vector<std::string> errors;
+  auto got = Fetch(dx, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->second.size(), 32u * 4u);
+  std::vector<float> grad(32);
+  std::memcpy(grad.data(), got->second.data(), got->second.size());
+  for (size_t q = 0; q < 32; ++q) EXPECT_NEAR(grad[q], want_grad[q], 1e-6) << q;
   OtherClientWorks();
 }
 

@@ -35,14 +35,15 @@ bool Differentiable(Op op) {
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
     case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
     case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
-    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin:
+    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kCrossEntropy:
     case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
     case Op::kSlice: case Op::kSelect: case Op::kCat:
     case Op::kRedistribute:
       return true;
     case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
     case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
-    case Op::kGeluBackward: case Op::kLayerNormBackward:                   // issued by backward, not recorded
+    case Op::kGeluBackward: case Op::kLayerNormBackward: case Op::kReluBackward:  // issued by backward, not recorded
+    case Op::kCrossEntropyBackward:
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:
     case Op::kSumOfSquares:                                                 // clip_grad_norm_'s, under no_grad
@@ -270,7 +271,8 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
   const Tensor& x = n.inputs[0];
   const Tensor& y = n.output;
   switch (n.op) {
-    case Op::kRelu: return {g * x.gt(0.0)};
+    // One kernel, as LibTorch's threshold_backward, for the mask and the product.
+    case Op::kRelu: return {client_internal::IssueFused(Op::kReluBackward, {InDTypeOf(g, x), x})};
     case Op::kSigmoid: return {g * y * (1.0 - y)};
     case Op::kTanh: return {g * (1.0 - y * y)};
     case Op::kExp: return {g * y};
@@ -294,6 +296,9 @@ std::vector<Tensor> UnaryGrads(const Node& n, const Tensor& g) {
 
 std::vector<Tensor> ReduceGrads(const Node& n, const Tensor& g) {
   const Tensor& x = n.inputs[0];
+  if (n.op == Op::kCrossEntropy)  // the targets (input 1) are class indices: no gradient
+    return {client_internal::IssueFused(Op::kCrossEntropyBackward, {InDTypeOf(g, x), x, n.inputs[1]}, {}, n.attrs.scalar),
+            Tensor()};
   Tensor spread = Unreduce(g, n.attrs, x.shape().size());
   switch (n.op) {
     case Op::kSum: return {ExpandTo(spread, x.shape())};

@@ -95,6 +95,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
   if (IsFloatingPoint(targets.dtype()))
     throw Error(Code::kInvalidArgument, "cross_entropy: targets must hold class indices (int32/int64), got " +
                                             std::string(DTypeName(targets.dtype())));
+  // One op each way (LibTorch's log_softmax + nll_loss) where the tensors
+  // are whole; a session that places tensors keeps the composite below, whose
+  // pieces the sharding stage runs where the rows are.
+  if (IsFloatingPoint(logits.dtype()) && (targets.dtype() == DType::kInt64 || targets.dtype() == DType::kInt32) &&
+      !client_internal::SessionPlaces(logits))
+    return client_internal::IssueFused(Op::kCrossEntropy, {logits, targets}, {}, static_cast<double>(ignore_index));
   // Each row's log-probability of its class, gathered; rows whose target is
   // ignore_index count for nothing (their index made safe for the gather).
   Tensor keep, picked_class;

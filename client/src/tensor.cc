@@ -480,9 +480,11 @@ void SettleTogether(const std::vector<Tensor>& tensors) {
   if (!records.empty()) records[0]->session->SettleTogether(records);
 }
 
+bool SessionPlaces(const Tensor& t) { return Require(t, "session").session->Places(); }
+
 Tensor SumOfSquares(const std::vector<Tensor>& tensors) {
   const TensorRecord& first = Require(tensors.at(0), "sum_of_squares");
-  bool one_op = IsFloatingPoint(first.meta.dtype) && !first.session->Places();
+  bool one_op = IsFloatingPoint(first.meta.dtype) && !SessionPlaces(tensors[0]);
   for (const Tensor& t : tensors) one_op = one_op && t.dtype() == first.meta.dtype;
   if (one_op) return IssueFused(Op::kSumOfSquares, tensors);
   Tensor total = (tensors[0] * tensors[0]).sum();

@@ -60,6 +60,11 @@ Tensor IssueFused(Op op, const std::vector<Tensor>& inputs, std::vector<int64_t>
 // the optimizers and clip_grad_norm_ call it with the gradients they read.
 void SettleTogether(const std::vector<Tensor>& tensors);
 
+// True once `t`'s session may place tensors (split, copied, on a mesh):
+// until then every tensor is whole on one worker, and an op over all of a
+// tensor's rows (sum_of_squares, cross_entropy) can be one instruction.
+bool SessionPlaces(const Tensor& t);
+
 // The sum of the squares of every element of `tensors` (defined, not empty),
 // a 0-d tensor: one kSumOfSquares when they are whole on one worker (the
 // session places nothing) and share one floating dtype, else a square and a

@@ -459,6 +459,31 @@ Result<TensorMeta> InferSumOfSquares(const Instruction& inst, const std::vector<
   return TensorMeta{{}, in[0]->dtype};
 }
 
+// {logits [N, C] floating, targets [N] int32/int64[, grad 0-d first for the
+// backward]}, ignore_index an integer: the loss (0-d) or the logits' gradient.
+Result<TensorMeta> InferCrossEntropy(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  const bool backward = inst.op == Op::kCrossEntropyBackward;
+  if (in.size() != (backward ? 3u : 2u)) return ArityError(inst, backward ? 3 : 2, in.size());
+  const TensorMeta& logits = *in[backward ? 1 : 0];
+  const TensorMeta& targets = *in[backward ? 2 : 1];
+  if (logits.shape.size() != 2 || !IsFloatingPoint(logits.dtype))
+    return InvalidArgument(Where(inst) + ": expects floating-point logits (batch, classes), got " +
+                           ShapeToString(logits.shape) + " " + std::string(DTypeName(logits.dtype)));
+  if (targets.shape.size() != 1 || targets.shape[0] != logits.shape[0] ||
+      (targets.dtype != DType::kInt64 && targets.dtype != DType::kInt32))
+    return InvalidArgument(Where(inst) + ": expects int32/int64 class targets (batch) for logits " +
+                           ShapeToString(logits.shape) + ", got " + ShapeToString(targets.shape) + " " +
+                           std::string(DTypeName(targets.dtype)));
+  if (inst.attrs.scalar_side != ScalarSide::kNone || !std::isfinite(inst.attrs.scalar) ||
+      inst.attrs.scalar != std::trunc(inst.attrs.scalar) || std::abs(inst.attrs.scalar) > 9007199254740992.0)
+    return InvalidArgument(Where(inst) + ": ignore_index must be an integer, got " + std::to_string(inst.attrs.scalar));
+  if (!backward) return TensorMeta{{}, logits.dtype};
+  if (!in[0]->shape.empty() || in[0]->dtype != logits.dtype)
+    return InvalidArgument(Where(inst) + ": expects a 0-d gradient of the logits' dtype, got " +
+                           ShapeToString(in[0]->shape) + " " + std::string(DTypeName(in[0]->dtype)));
+  return logits;
+}
+
 Result<TensorMeta> InferMovement(const Instruction& inst, const TensorMeta& in) {
   switch (inst.op) {
     case Op::kReshape: return InferReshape(inst, in);
@@ -523,7 +548,7 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
     case Op::kErf: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
       return InferUnary(inst, in);
-    case Op::kGeluBackward: case Op::kLayerNormBackward:
+    case Op::kGeluBackward: case Op::kLayerNormBackward: case Op::kReluBackward:
       return InferGradPair(inst, in);
     case Op::kWhere:
       return InferWhere(inst, in);
@@ -541,6 +566,8 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferMovement(inst, *in[0]);
     case Op::kSumOfSquares:
       return InferSumOfSquares(inst, in);
+    case Op::kCrossEntropy: case Op::kCrossEntropyBackward:
+      return InferCrossEntropy(inst, in);
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:  // change their operands, make nothing
     case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:

@@ -166,6 +166,9 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kMulInto, "mul_into", OpKind::kMutate},
     {Op::kSumOfSquares, "sum_of_squares", OpKind::kReduce},
     {Op::kAddInto, "add_into", OpKind::kMutate},
+    {Op::kReluBackward, "relu_backward", OpKind::kBinary},
+    {Op::kCrossEntropy, "cross_entropy", OpKind::kReduce},
+    {Op::kCrossEntropyBackward, "cross_entropy_backward", OpKind::kBinary},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -213,7 +213,7 @@ bool IsElementwise(Op op) {
     case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
     case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:
     case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
-    case Op::kNeg: case Op::kAbs: case Op::kErf: case Op::kWhere: case Op::kGelu: case Op::kGeluBackward:
+    case Op::kNeg: case Op::kAbs: case Op::kErf: case Op::kWhere: case Op::kGelu: case Op::kGeluBackward: case Op::kReluBackward:
     case Op::kClone: case Op::kCopyInto: case Op::kMulInto: case Op::kAddInto: case Op::kFill: case Op::kAdamStep:
       return true;
     default:

@@ -64,6 +64,7 @@ Strategy StrategyFor(Op op) {
     case Op::kWhere:  // three operands (condition, a, b), broadcasting
     case Op::kGelu:
     case Op::kGeluBackward:  // {grad, x}, one shape
+    case Op::kReluBackward:
     case Op::kClone:
     case Op::kCopyInto:  // a mutation changes its destination where it lives
     case Op::kMulInto:
@@ -145,6 +146,10 @@ Strategy StrategyFor(Op op) {
     case Op::kAllGather:
     case Op::kReduceScatter:
     case Op::kCount:
+    // a loss over every row, and its gradient: the client sends them only
+    // when its tensors are whole anyway (else their composite form)
+    case Op::kCrossEntropy:
+    case Op::kCrossEntropyBackward:
       return &Whole;
     // many operands reduced to one number: a pending sum of each worker's part
     case Op::kSumOfSquares:

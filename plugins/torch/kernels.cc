@@ -196,11 +196,37 @@ Result<at::Tensor> FusedBackward(const Instruction& inst, TensorSource source) {
   if (!grad.sizes().equals(x.sizes()) || grad.scalar_type() != x.scalar_type() || !x.is_floating_point())
     return Invalid(inst, "expects a gradient and an input of one shape and floating dtype");
   if (inst.op == Op::kGeluBackward) return at::gelu_backward(grad, x);
+  if (inst.op == Op::kReluBackward) return at::threshold_backward(grad, x, 0);
   Result<std::vector<int64_t>> normalized = NormalizedShape(inst, x);
   if (!normalized.ok()) return normalized.status();
   // The statistics again (one pass over x) rather than a second result.
   const auto [unused, mean, rstd] = at::native_layer_norm(x, *normalized, {}, {}, inst.attrs.scalar);
   return std::get<0>(at::native_layer_norm_backward(grad, x, *normalized, mean, rstd, {}, {}, {true, false, false}));
+}
+
+// cross_entropy {logits, targets} and its backward {grad, logits, targets}:
+// LibTorch's own kernels (log_softmax + nll_loss, mean over the rows not
+// ignored), so the loss and its gradient are PyTorch's to the bit.
+Result<at::Tensor> CrossEntropy(const Instruction& inst, TensorSource source) {
+  const bool backward = inst.op == Op::kCrossEntropyBackward;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, backward ? 3 : 2, source);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& logits = (*operands)[backward ? 1 : 0];
+  const at::Tensor& targets = (*operands)[backward ? 2 : 1];
+  if (logits.dim() != 2 || !logits.is_floating_point() || targets.dim() != 1 || targets.size(0) != logits.size(0) ||
+      (targets.scalar_type() != at::kLong && targets.scalar_type() != at::kInt))
+    return Invalid(inst, "expects floating-point logits (batch, classes) and int32/int64 targets (batch)");
+  const int64_t ignore_index = static_cast<int64_t>(inst.attrs.scalar);
+  const at::Tensor classes = targets.to(at::kLong);
+  if (!backward) return at::cross_entropy_loss(logits, classes, {}, at::Reduction::Mean, ignore_index, 0.0);
+  const at::Tensor& grad = (*operands)[0];
+  if (grad.dim() != 0 || grad.scalar_type() != logits.scalar_type())
+    return Invalid(inst, "expects a 0-d gradient of the logits' dtype");
+  const at::Tensor log_probs = at::log_softmax(logits, 1);
+  const at::Tensor counted = std::get<1>(at::nll_loss_forward(log_probs, classes, {}, at::Reduction::Mean, ignore_index));
+  const at::Tensor grad_log_probs =
+      at::nll_loss_backward(grad, log_probs, classes, {}, at::Reduction::Mean, ignore_index, counted);
+  return at::_log_softmax_backward_data(grad_log_probs, log_probs, 1, logits.scalar_type());
 }
 
 Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
@@ -412,6 +438,7 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kGelu:
     case Op::kLayerNorm: return Unary(inst, source);
     case Op::kGeluBackward:
+    case Op::kReluBackward:
     case Op::kLayerNormBackward: return FusedBackward(inst, source);
     case Op::kWhere: return Where(inst, source);
     case Op::kSum:
@@ -421,6 +448,8 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kArgMax:
     case Op::kArgMin: return Reduce(inst, source);
     case Op::kSumOfSquares: return SumOfSquares(inst, source);
+    case Op::kCrossEntropy:
+    case Op::kCrossEntropyBackward: return CrossEntropy(inst, source);
     case Op::kReshape:
     case Op::kTranspose:
     case Op::kUnsqueeze:

@@ -140,6 +140,7 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kTriu:
     case Op::kGelu:
     case Op::kGeluBackward:
+    case Op::kReluBackward:
     case Op::kLayerNorm:
     case Op::kLayerNormBackward:
     case Op::kIndexSelect:
@@ -158,7 +159,9 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kAllReduce:
     case Op::kAllGather:
     case Op::kReduceScatter:
-    case Op::kSumOfSquares: return ComputeAndStore(inst, operands);
+    case Op::kSumOfSquares:
+    case Op::kCrossEntropy:
+    case Op::kCrossEntropyBackward: return ComputeAndStore(inst, operands);
     // In place, no result (kernels.h).
     case Op::kCopyInto:
     case Op::kMulInto:

@@ -211,6 +211,64 @@ def test_an_sgd_step_is_one_add_into_per_parameter(python):
     assert got["error"] < 1e-6, got
 
 
+LOSS_PROGRAM = """
+import json
+import numpy as np
+import torch
+import gt
+""" + CLUSTER_PROBES + """
+
+def op_counts():
+    return summed_by("gt_backend_op_seconds_count", "op")
+
+rng = np.random.default_rng(0)
+x, w = rng.standard_normal((6, 4)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+targets = np.array([3, -100, 0, 4, 4, 1])
+
+def step(lib, make):
+    wt = make(w)
+    loss = lib.nn.functional.cross_entropy(lib.nn.functional.relu(make(x) @ wt.t()), lib.tensor(targets))
+    loss.backward()
+    return float(loss.item()), wt.grad.numpy()
+
+def gt_param(a):
+    return gt.tensor(a, requires_grad=True)
+
+def torch_param(a):
+    return torch.tensor(a, requires_grad=True)
+
+result = {}
+for name in ("whole", "placing"):
+    if name == "placing":  # a session that places tensors keeps the composite forms
+        gt.register_config("copies", gt.SignalConfig(replicated=True))
+        with gt.signal.context("copies"):
+            gt.zeros(2)
+    before = op_counts()
+    loss, grad = step(gt, gt_param)
+    after = op_counts()
+    want_loss, want_grad = step(torch, torch_param)
+    result[name] = {"grew": {op: after[op] - before.get(op, 0) for op in after if after[op] != before.get(op, 0)},
+                    "loss_error": abs(loss - want_loss), "grad_error": float(np.abs(grad - want_grad).max())}
+print(json.dumps(result))
+"""
+
+
+def test_cross_entropy_and_the_relu_gradient_are_one_op_each_way_and_equal_pytorchs(python):
+    # LibTorch's own kernels (log_softmax + nll_loss, threshold_backward),
+    # where the composites took about 25 ops and 2; a session that places
+    # tensors keeps the composite cross entropy, with the same numbers.
+    r = python(LOSS_PROGRAM, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    whole, placing = got["whole"]["grew"], got["placing"]["grew"]
+    assert whole.get("cross_entropy") == 1 and whole.get("cross_entropy_backward") == 1, whole
+    assert whole.get("relu_backward") == 1 and "gt" not in whole, whole
+    assert not {"log_softmax", "gather", "scatter_add", "where", "eq"} & set(whole), whole
+    assert "cross_entropy" not in placing and placing.get("log_softmax") == 1 and placing.get("gather") == 1, placing
+    for case in got.values():
+        assert case["loss_error"] < 1e-5 and case["grad_error"] < 1e-5, got
+
+
 def test_clip_grad_norm_is_one_sum_of_squares_and_one_mul_into_per_gradient(python):
     # A fresh interpreter: a session that ever placed a tensor keeps the
     # per-gradient form (the sharding stage's strategies for split gradients).

@@ -166,6 +166,17 @@ enum class Op : uint16_t {
   kAddInto,       // mutation: operands {destination, addend}; scalar = alpha: the
                   // destination += alpha * addend in place, the addend broadcast to the
                   // destination's shape and of its dtype (Tensor.add_(other, alpha=))
+  kReluBackward,  // operands {grad, x}, one shape and floating dtype: grad where x > 0, else 0
+                  // (ATen's threshold_backward; one kernel for the mask and the product)
+  // cross_entropy with integer class targets, one op each way where it was
+  // about 25 small ones (masks, log_softmax, gather, sums, scatter_add).
+  // scalar = ignore_index (integral): rows whose target it is count for nothing.
+  kCrossEntropy,          // operands {logits [N, C] floating, targets [N] int32/int64}: a 0-d tensor of
+                          // the logits' dtype, the mean over the rows not ignored of
+                          // -log_softmax(logits)[i, targets[i]] (NaN when every row is ignored)
+  kCrossEntropyBackward,  // operands {grad 0-d, logits, targets} as above: the logits' gradient
+                          // [N, C], grad * (softmax(logits) - one_hot(targets)) / rows not ignored,
+                          // zero in the ignored rows
   kCount
 };
 
