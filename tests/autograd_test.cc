@@ -455,7 +455,7 @@ TEST_F(AutogradTest, MovementGradientsMatchFiniteDifferences) { RunCases(Movemen
 TEST_F(AutogradTest, CompositeGradientsMatchFiniteDifferences) { RunCases(CompositeCases()); }
 
 // A redistribute makes the session one that places tensors, for good: from
-// then on cross_entropy is its composite (masks, log_softmax, gather), whose
+// then on cross_entropy and mse_loss are their composites, whose
 // pieces the sharding stage can run where the rows are. These cases run last
 // (PlacingGradientsMatchFiniteDifferences is the file's last test, and
 // EveryDifferentiableOpHasAGradientCase takes them last), so that the cases
@@ -467,6 +467,8 @@ std::vector<GradCase> PlacingCases() {
          namespace gd = gt::distributed;
          return gd::distribute_tensor(v[0], gd::DeviceMesh({0}), {gd::Shard(0)}) * v[0];
        }},
+      {"nn_mse_loss_composite", {Normal({4, 3}, 148), Normal({4, 3}, 149)},
+       [](const V& v) { return gt::nn::mse_loss(v[0], v[1]); }},
       {"nn_cross_entropy_composite", {Normal({4, 5}, 147)},
        [](const V& v) { return gt::nn::cross_entropy(v[0], Send(at::tensor({3, -100, 1, 1}, at::kLong))); }},
   };

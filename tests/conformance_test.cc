@@ -602,9 +602,24 @@ std::vector<Case> Cases() {
       [](const V& v) { return (v[0].matmul(v[1]) + v[2]).relu().sum({1}).mean(); },
       [](const A& a) { return at::mean(at::sum(at::relu(at::matmul(a[0], a[1]) + a[2]), at::IntArrayRef{1})); });
 
+  // -- mse_loss, and its gradients of the input and of the target
+  add("mse_loss", {Op::kMseLoss}, {Normal({4, 6}, 135), Normal({4, 6}, 136)},
+      [](const V& v) { return gt::nn::mse_loss(v[0], v[1]); }, [](const A& a) { return at::mse_loss(a[0], a[1]); });
+  add("mse_loss_backward", {Op::kMseLossBackward}, {Normal({4, 6}, 137, at::kDouble), Normal({4, 6}, 138, at::kDouble)},
+      [](const V& v) {
+        gt::Tensor x = v[0].clone().requires_grad_(), t = v[1].clone().requires_grad_();
+        (gt::nn::mse_loss(x, t) * 0.3).backward();
+        return gt::cat({x.grad().reshape({-1}), t.grad().reshape({-1})});
+      },
+      [](const A& a) {
+        at::Tensor x = a[0].clone().requires_grad_(), t = a[1].clone().requires_grad_();
+        (at::mse_loss(x, t) * 0.3).backward();
+        return at::cat({x.grad().reshape({-1}), t.grad().reshape({-1})});
+      });
+
   // -- last: a redistribute makes the session one that places tensors, and
-  // from then on cross_entropy and sum_of_squares give way to their
-  // composites (masks, log_softmax, gather; squares and sums)
+  // from then on cross_entropy, mse_loss and sum_of_squares give way to
+  // their composites (masks, log_softmax, gather; differences, squares, sums)
   add("redistribute", {Op::kRedistribute}, x,  // a copy (one worker: the layout is whole)
       [](const V& v) {
         return gt::distributed::redistribute(v[0], gt::distributed::DeviceMesh({0}), {gt::distributed::Replicate()});
@@ -613,6 +628,8 @@ std::vector<Case> Cases() {
   add("cross_entropy_composite_once_placing", {Op::kLogSoftmax, Op::kGather}, {Normal({6, 5}, 134), classes},
       [](const V& v) { return gt::nn::cross_entropy(v[0], v[1]); },
       [](const A& a) { return at::cross_entropy_loss(a[0], a[1]); });
+  add("mse_loss_composite_once_placing", {Op::kSub, Op::kMean}, {Normal({4, 6}, 139), Normal({4, 6}, 140)},
+      [](const V& v) { return gt::nn::mse_loss(v[0], v[1]); }, [](const A& a) { return at::mse_loss(a[0], a[1]); });
   return cases;
 }
 

@@ -428,6 +428,8 @@ TEST_P(FusedWireTest, AddInto) {
   ExpectRefused("add_into int64 plus float32", {I64(e, {8, 4}), F32(f, {4})}, add_into({e, f}, 1));
   TensorId g = Id();
   ExpectRefused("add_into unknown addend", {F32(g, {8, 4})}, add_into({g, 9995}, 1));
+  TensorId p = Id(), q = Id();
+  ExpectRefused("add_into bool minus bool", {B8(p, {8, 4}), B8(q, {8, 4})}, add_into({p, q}, -1), "bool");
   Instruction with_result = add_into({g, g}, 1);
   with_result.results = {Id()};
   ExpectRefused("add_into with a result", {}, with_result);
@@ -493,6 +495,27 @@ TEST_P(FusedWireTest, CrossEntropy) {
                 loss(Id(), {o, p}), "out of bounds");
   OtherClientWorks();
 
+  // The same from a client with no signal config, whose stream no stage
+  // infers: the worker checks ignore_index itself (a fractional one used to
+  // ignore row 0, a NaN to be cast, undefined).
+  for (double bad : {0.5, std::nan(""), 1e300}) {
+    SCOPED_TRACE("ignore_index " + std::to_string(bad));
+    RawClient plain(context_, cluster_->endpoint());
+    Instruction logits = F32(1, {8, 4}), picked = classes(2, targets);
+    logits.signal.clear();
+    Instruction fused = MakeInstruction(Op::kCrossEntropy, 3, {3}, {1, 2});
+    fused.attrs.scalar = bad;
+    logits.seq = 1;
+    picked.seq = 2;
+    plain.Send({logits, picked, fused});
+    auto done = plain.Sync(nullptr, kPromptMs);
+    ASSERT_TRUE(done.has_value());
+    ASSERT_EQ(done->errors_size(), 1) << done->DebugString();
+    EXPECT_NE(done->errors(0).message().find("ignore_index must be an integer"), std::string::npos)
+        << done->DebugString();
+  }
+  OtherClientWorks();
+
   // Values: logits sin(1 + i) (F32, 8 x 4), row 4 ignored; int32 targets too.
   TensorId x = Id(), t = Id(), t32 = Id(), y = Id(), y32 = Id(), seed = Id(), dx = Id();
   const float two = 2;
@@ -530,6 +553,55 @@ TEST_P(FusedWireTest, CrossEntropy) {
   std::vector<float> grad(32);
   std::memcpy(grad.data(), got->second.data(), got->second.size());
   for (size_t q = 0; q < 32; ++q) EXPECT_NEAR(grad[q], want_grad[q], 1e-6) << q;
+  OtherClientWorks();
+}
+
+// mse_loss and its backward from a client that lies, and their values where
+// the operands are whole, cut or copied (assembled on one worker).
+TEST_P(FusedWireTest, MseLoss) {
+  TensorId a = Id(), b = Id();
+  ExpectRefused("mse_loss shapes", {F32(a, {8, 4}), F32(b, {8, 2})}, Op_(Op::kMseLoss, Id(), {a, b}), "one shape");
+  TensorId c = Id(), d = Id();
+  ExpectRefused("mse_loss dtypes", {F32(c, {8, 4}), F64(d, {8, 4})}, Op_(Op::kMseLoss, Id(), {c, d}), "floating dtype");
+  TensorId e = Id(), f = Id();
+  ExpectRefused("mse_loss int", {I64(e, {8, 4}), I64(f, {8, 4})}, Op_(Op::kMseLoss, Id(), {e, f}), "floating dtype");
+  TensorId g = Id();
+  ExpectRefused("mse_loss 1 operand", {F32(g, {8, 4})}, Op_(Op::kMseLoss, Id(), {g}));
+  TensorId h = Id(), i = Id(), j = Id();
+  ExpectRefused("mse_loss_backward 2-d grad", {F32(h, {8, 4}), F32(i, {8, 4}), F32(j, {8, 4})},
+                Op_(Op::kMseLossBackward, Id(), {h, i, j}), "0-d gradient");
+  OtherClientWorks();
+
+  // Values: x = sin(1 + i) and t = x * 0.5 (a mul, placed like x), so
+  // (x - t)^2 = (x/2)^2; for a 0-d gradient of 2 the input's is 2 * 2 * (x/2) / 32.
+  TensorId x = Id(), t = Id(), loss = Id(), seed = Id(), dx = Id();
+  Instruction half = MakeInstruction(Op::kMul, seq_++, {t}, {x});
+  half.attrs.scalar = 0.5;
+  half.attrs.scalar_side = ScalarSide::kRight;
+  half.signal = Signal();
+  const float two = 2;
+  Instruction seed_grad = Bytes(seed, DType::kFloat32, {}, &two, 4);
+  seed_grad.signal.clear();
+  EXPECT_TRUE(Run({F32(x, {8, 4}), half, Op_(Op::kMseLoss, loss, {x, t}), seed_grad,
+                   Op_(Op::kMseLossBackward, dx, {seed, x, t})})
+                  .empty());
+  double want = 0;
+  for (int q = 0; q < 32; ++q) want += std::pow(static_cast<float>(std::sin(1.0 + q)) / 2, 2) / 32;
+  std::vector<std::string> errors;
+  auto got = Fetch(loss, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->second.size(), 4u);
+  float value = 0;
+  std::memcpy(&value, got->second.data(), 4);
+  EXPECT_NEAR(value, want, 1e-6);
+  got = Fetch(dx, &errors);
+  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+  ASSERT_TRUE(got.has_value());
+  ASSERT_EQ(got->second.size(), 32u * 4u);
+  std::vector<float> grad(32);
+  std::memcpy(grad.data(), got->second.data(), got->second.size());
+  for (int q = 0; q < 32; ++q) EXPECT_NEAR(grad[q], 2.0 * 2 * (static_cast<float>(std::sin(1.0 + q)) / 2) / 32, 1e-6) << q;
   OtherClientWorks();
 }
 

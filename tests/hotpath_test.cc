@@ -317,8 +317,12 @@ TEST(ClientStagesTest, EveryOpKindAndAShapeChangeGiveEagerValues) {
   Outcome eager_shapes = RunProgram(kDispatcherPlain, kWorkerPlain, "shapes", 5);
   Outcome shapes = RunProgram(kDispatcherPlain, kWorkerPlain, "shapes", 5, kClientCompiles);
   ExpectClose(shapes.values, eager_shapes.values);
-  EXPECT_GE(Metric(shapes.worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 2)
-      << "one unit per batch size";
+  // The step's template names no shape (the fused mse_loss and its backward
+  // take theirs from their operands), so the batch-16 steps may replay the
+  // batch-8 unit: either way they run as units, with eager's values.
+  EXPECT_GE(Metric(shapes.worker_metrics, "gt_backend_op_seconds_count", {{"op", "define_unit"}}), 1);
+  EXPECT_GE(Metric(shapes.worker_metrics, "gt_backend_op_seconds_count", {{"op", "run_unit"}}), 6)
+      << "steps of both batch sizes replayed";
 }
 
 TEST(ClientStagesTest, CompileScopesAreUnitsFromTheirFirstUse) {

@@ -35,7 +35,7 @@ bool Differentiable(Op op) {
     case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
     case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
     case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
-    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kCrossEntropy:
+    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kCrossEntropy: case Op::kMseLoss:
     case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
     case Op::kSlice: case Op::kSelect: case Op::kCat:
     case Op::kRedistribute:
@@ -43,7 +43,7 @@ bool Differentiable(Op op) {
     case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
     case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
     case Op::kGeluBackward: case Op::kLayerNormBackward: case Op::kReluBackward:  // issued by backward, not recorded
-    case Op::kCrossEntropyBackward:
+    case Op::kCrossEntropyBackward: case Op::kMseLossBackward:
     case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:
     case Op::kSumOfSquares:                                                 // clip_grad_norm_'s, under no_grad
@@ -299,6 +299,17 @@ std::vector<Tensor> ReduceGrads(const Node& n, const Tensor& g) {
   if (n.op == Op::kCrossEntropy)  // the targets (input 1) are class indices: no gradient
     return {client_internal::IssueFused(Op::kCrossEntropyBackward, {InDTypeOf(g, x), x, n.inputs[1]}, {}, n.attrs.scalar),
             Tensor()};
+  if (n.op == Op::kMseLoss) {  // d/d target = -(d/d input)
+    Tensor input_grad;
+    auto once = [&] {
+      if (!input_grad.defined())
+        input_grad = client_internal::IssueFused(Op::kMseLossBackward, {InDTypeOf(g, x), x, n.inputs[1]});
+      return input_grad;
+    };
+    Tensor input_side = IfNeeded(n, 0, once);
+    Tensor target_side = IfNeeded(n, 1, [&] { return -once(); });
+    return {input_side, target_side};
+  }
   Tensor spread = Unreduce(g, n.attrs, x.shape().size());
   switch (n.op) {
     case Op::kSum: return {ExpandTo(spread, x.shape())};
@@ -451,6 +462,12 @@ ValuesRead ValuesReadBy(const Node& n) {
     case Op::kMax: case Op::kMin:
       r.inputs.push_back(0);
       r.output = true;
+      break;
+    // The fused losses' backwards read both operands again (cross_entropy
+    // recomputes the log-softmax from the logits: a change to them refuses
+    // here where PyTorch, which keeps the log-softmax, would not).
+    case Op::kCrossEntropy: case Op::kMseLoss:
+      r.inputs = {0, 1};
       break;
     default: break;  // sums, movement, add, sub, neg, clone: shapes only
   }

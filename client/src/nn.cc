@@ -42,6 +42,12 @@ std::vector<Tensor> Linear::parameters() const {
 }
 
 Tensor mse_loss(const Tensor& pred, const Tensor& target) {
+  // One op each way (LibTorch's mse_loss kernels) where the tensors are whole
+  // and alike; else the composite, which broadcasts and which the sharding
+  // stage runs where the elements are.
+  if (pred.shape() == target.shape() && pred.dtype() == target.dtype() && IsFloatingPoint(pred.dtype()) &&
+      !client_internal::SessionPlaces(pred))
+    return client_internal::IssueFused(Op::kMseLoss, {pred, target});
   Tensor diff = pred - target;
   return (diff * diff).mean();
 }

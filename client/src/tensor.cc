@@ -1,5 +1,6 @@
 // gt::Tensor: builds one instruction per call and hands it to the session.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -302,7 +303,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   CheckInPlaceAllowed(*this, "add_");
   const TensorRecord& destination = Require(*this, "add_");
   const TensorRecord& addend = Require(other, "add_");
-  if (addend.meta.dtype != destination.meta.dtype) return copy_(alpha == 1 ? *this + other : *this + other * alpha);
+  if (!IsFloatingPoint(destination.meta.dtype) && alpha != std::trunc(alpha))
+    throw Error(Code::kInvalidArgument, "add_: alpha must be an integer for a " +
+                                            std::string(DTypeName(destination.meta.dtype)) + " tensor, got " +
+                                            std::to_string(alpha));
+  // Bools (a sum is a logical or; a difference is refused, as PyTorch's) and
+  // mixed dtypes: the out-of-place op, cast back.
+  if (addend.meta.dtype != destination.meta.dtype || destination.meta.dtype == DType::kBool)
+    return copy_(alpha == 1 ? *this + other : alpha == -1 ? *this - other : *this + other * alpha);
   Instruction inst;
   inst.op = Op::kAddInto;
   inst.attrs.scalar = alpha;

@@ -484,6 +484,26 @@ Result<TensorMeta> InferCrossEntropy(const Instruction& inst, const std::vector<
   return logits;
 }
 
+// {input, target} of one shape and floating dtype[, grad 0-d first for the
+// backward]: the loss (0-d) or the input's gradient.
+Result<TensorMeta> InferMseLoss(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  const bool backward = inst.op == Op::kMseLossBackward;
+  if (in.size() != (backward ? 3u : 2u)) return ArityError(inst, backward ? 3 : 2, in.size());
+  const TensorMeta& input = *in[backward ? 1 : 0];
+  const TensorMeta& target = *in[backward ? 2 : 1];
+  if (input.shape != target.shape || input.dtype != target.dtype || !IsFloatingPoint(input.dtype))
+    return InvalidArgument(Where(inst) + ": expects an input and a target of one shape and floating dtype, got " +
+                           ShapeToString(input.shape) + " " + std::string(DTypeName(input.dtype)) + " and " +
+                           ShapeToString(target.shape) + " " + std::string(DTypeName(target.dtype)));
+  if (inst.attrs.scalar_side != ScalarSide::kNone)
+    return InvalidArgument(Where(inst) + ": takes no scalar operand");
+  if (!backward) return TensorMeta{{}, input.dtype};
+  if (!in[0]->shape.empty() || in[0]->dtype != input.dtype)
+    return InvalidArgument(Where(inst) + ": expects a 0-d gradient of the input's dtype, got " +
+                           ShapeToString(in[0]->shape) + " " + std::string(DTypeName(in[0]->dtype)));
+  return input;
+}
+
 Result<TensorMeta> InferMovement(const Instruction& inst, const TensorMeta& in) {
   switch (inst.op) {
     case Op::kReshape: return InferReshape(inst, in);
@@ -568,6 +588,8 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
       return InferSumOfSquares(inst, in);
     case Op::kCrossEntropy: case Op::kCrossEntropyBackward:
       return InferCrossEntropy(inst, in);
+    case Op::kMseLoss: case Op::kMseLossBackward:
+      return InferMseLoss(inst, in);
     case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:  // change their operands, make nothing
     case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
     case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:

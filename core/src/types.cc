@@ -169,6 +169,8 @@ constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
     {Op::kReluBackward, "relu_backward", OpKind::kBinary},
     {Op::kCrossEntropy, "cross_entropy", OpKind::kReduce},
     {Op::kCrossEntropyBackward, "cross_entropy_backward", OpKind::kBinary},
+    {Op::kMseLoss, "mse_loss", OpKind::kReduce},
+    {Op::kMseLossBackward, "mse_loss_backward", OpKind::kBinary},
 }};
 constexpr bool OpTableInOrder() {
   for (size_t i = 0; i < kOpTable.size(); ++i)

@@ -146,10 +146,12 @@ Strategy StrategyFor(Op op) {
     case Op::kAllGather:
     case Op::kReduceScatter:
     case Op::kCount:
-    // a loss over every row, and its gradient: the client sends them only
+    // losses over every element, and their gradients: the client sends them only
     // when its tensors are whole anyway (else their composite form)
     case Op::kCrossEntropy:
     case Op::kCrossEntropyBackward:
+    case Op::kMseLoss:
+    case Op::kMseLossBackward:
       return &Whole;
     // many operands reduced to one number: a pending sum of each worker's part
     case Op::kSumOfSquares:

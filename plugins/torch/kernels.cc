@@ -216,7 +216,12 @@ Result<at::Tensor> CrossEntropy(const Instruction& inst, TensorSource source) {
   if (logits.dim() != 2 || !logits.is_floating_point() || targets.dim() != 1 || targets.size(0) != logits.size(0) ||
       (targets.scalar_type() != at::kLong && targets.scalar_type() != at::kInt))
     return Invalid(inst, "expects floating-point logits (batch, classes) and int32/int64 targets (batch)");
-  const int64_t ignore_index = static_cast<int64_t>(inst.attrs.scalar);
+  // Checked here too: a client whose stream no stage infers reaches this as sent.
+  const double index = inst.attrs.scalar;
+  if (inst.attrs.scalar_side != ScalarSide::kNone || !std::isfinite(index) || index != std::trunc(index) ||
+      std::abs(index) > 9007199254740992.0)
+    return Invalid(inst, "ignore_index must be an integer");
+  const int64_t ignore_index = static_cast<int64_t>(index);
   const at::Tensor classes = targets.to(at::kLong);
   if (!backward) return at::cross_entropy_loss(logits, classes, {}, at::Reduction::Mean, ignore_index, 0.0);
   const at::Tensor& grad = (*operands)[0];
@@ -227,6 +232,23 @@ Result<at::Tensor> CrossEntropy(const Instruction& inst, TensorSource source) {
   const at::Tensor grad_log_probs =
       at::nll_loss_backward(grad, log_probs, classes, {}, at::Reduction::Mean, ignore_index, counted);
   return at::_log_softmax_backward_data(grad_log_probs, log_probs, 1, logits.scalar_type());
+}
+
+// mse_loss {input, target} and its backward {grad, input, target}: LibTorch's
+// kernels, mean reduction.
+Result<at::Tensor> MseLoss(const Instruction& inst, TensorSource source) {
+  const bool backward = inst.op == Op::kMseLossBackward;
+  Result<std::vector<at::Tensor>> operands = Operands(inst, backward ? 3 : 2, source);
+  if (!operands.ok()) return operands.status();
+  const at::Tensor& input = (*operands)[backward ? 1 : 0];
+  const at::Tensor& target = (*operands)[backward ? 2 : 1];
+  if (!input.sizes().equals(target.sizes()) || input.scalar_type() != target.scalar_type() || !input.is_floating_point())
+    return Invalid(inst, "expects an input and a target of one shape and floating dtype");
+  if (!backward) return at::mse_loss(input, target, at::Reduction::Mean);
+  const at::Tensor& grad = (*operands)[0];
+  if (grad.dim() != 0 || grad.scalar_type() != input.scalar_type())
+    return Invalid(inst, "expects a 0-d gradient of the input's dtype");
+  return at::mse_loss_backward(grad, input, target, at::Reduction::Mean);
 }
 
 Result<at::Tensor> Unary(const Instruction& inst, TensorSource source) {
@@ -450,6 +472,8 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case Op::kSumOfSquares: return SumOfSquares(inst, source);
     case Op::kCrossEntropy:
     case Op::kCrossEntropyBackward: return CrossEntropy(inst, source);
+    case Op::kMseLoss:
+    case Op::kMseLossBackward: return MseLoss(inst, source);
     case Op::kReshape:
     case Op::kTranspose:
     case Op::kUnsqueeze:
@@ -531,6 +555,8 @@ Status Mutate(const Instruction& inst, TensorSource source) {
   } else if (inst.op == Op::kMulInto) {
     destination.mul_((*operands)[1]);
   } else if (inst.op == Op::kAddInto) {
+    if (destination.scalar_type() == at::kBool && inst.attrs.scalar != 1)
+      return Invalid(inst, "a bool tensor takes only alpha = 1 (a logical or); a difference of bools is not defined");
     destination.add_((*operands)[1], ScalarOf(inst.attrs.scalar));
   } else {
     destination.fill_(inst.attrs.scalar);

@@ -161,7 +161,9 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kReduceScatter:
     case Op::kSumOfSquares:
     case Op::kCrossEntropy:
-    case Op::kCrossEntropyBackward: return ComputeAndStore(inst, operands);
+    case Op::kCrossEntropyBackward:
+    case Op::kMseLoss:
+    case Op::kMseLossBackward: return ComputeAndStore(inst, operands);
     // In place, no result (kernels.h).
     case Op::kCopyInto:
     case Op::kMulInto:

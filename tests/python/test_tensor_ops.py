@@ -517,6 +517,16 @@ def test_in_place_add_and_sub_with_alpha_write_through_views_and_cast_as_before(
         x.add_(g(np.ones(5, np.float32)), alpha=2)
     with pytest.raises(TypeError, match="alpha"):
         x.add_(g(f), alpha="2")
+    with pytest.raises(TypeError, match="cannot add str"):
+        x.add_("a")
+    with pytest.raises(gt.Error, match="alpha must be an integer"):
+        n.add_(gt.tensor(np.ones(3, np.int64)), alpha=0.5)  # as PyTorch, at the call
+    b = gt.tensor(np.array([True, False, False]))
+    b += gt.tensor(np.array([True, True, False]))  # a logical or
+    np.testing.assert_array_equal(b.numpy(), [True, True, False])
+    with pytest.raises(gt.Error, match="bool"):  # a difference of bools is refused, as PyTorch's
+        b -= gt.tensor(np.array([True, False, False]))
+        b.numpy()
 
 
 def test_module_level_functions(rng):

@@ -269,6 +269,46 @@ def test_cross_entropy_and_the_relu_gradient_are_one_op_each_way_and_equal_pytor
         assert case["loss_error"] < 1e-5 and case["grad_error"] < 1e-5, got
 
 
+INPLACE_PROGRAM = """
+import json
+import numpy as np
+import gt
+
+rng = np.random.default_rng(1)
+def refused(change, loss_of):
+    w = gt.tensor(rng.standard_normal((6, 4)).astype(np.float32), requires_grad=True)
+    z, t = w * 1.0, gt.tensor(np.array([3, 1, 0, 2, 2, 1]))
+    y = gt.tensor(rng.standard_normal((6, 4)).astype(np.float32))
+    loss = loss_of(z, t, y)
+    with gt.no_grad():
+        change(z, t, y)
+    try:
+        loss.backward()
+        return "no error"
+    except gt.Error as e:
+        return str(e)
+
+ce = lambda z, t, y: gt.nn.functional.cross_entropy(z, t)
+mse = lambda z, t, y: gt.nn.functional.mse_loss(z, y)
+print(json.dumps({
+    "ce_targets": refused(lambda z, t, y: t.fill_(0), ce),
+    "ce_logits": refused(lambda z, t, y: z.add_(gt.ones(6, 4)), ce),
+    "mse_target": refused(lambda z, t, y: y.mul_(gt.ones(4)), mse),
+}))
+"""
+
+
+def test_the_fused_losses_refuse_a_backward_after_their_operands_changed_in_place(python):
+    # Their backwards read logits and targets (input and target) again: a
+    # change in between would give a silently wrong gradient.
+    r = python(INPLACE_PROGRAM, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    for case, message in got.items():
+        assert "changed in place" in message, (case, message)
+    assert "cross_entropy" in got["ce_targets"] and "mse_loss" in got["mse_target"], got
+
+
 def test_clip_grad_norm_is_one_sum_of_squares_and_one_mul_into_per_gradient(python):
     # A fresh interpreter: a session that ever placed a tensor keeps the
     # per-gradient form (the sharding stage's strategies for split gradients).

@@ -177,6 +177,12 @@ enum class Op : uint16_t {
   kCrossEntropyBackward,  // operands {grad 0-d, logits, targets} as above: the logits' gradient
                           // [N, C], grad * (softmax(logits) - one_hot(targets)) / rows not ignored,
                           // zero in the ignored rows
+  // mse_loss, one op each way where it was a difference, a square and a mean
+  // forward and about eight small ops backward.
+  kMseLoss,          // operands {input, target}, one shape and floating dtype: the 0-d mean of
+                     // (input - target)^2, in that dtype
+  kMseLossBackward,  // operands {grad 0-d, input, target} as above: the input's gradient,
+                     // grad * 2 * (input - target) / elements (the target's is its negation)
   kCount
 };
 

@@ -249,7 +249,9 @@ class ArithmeticOps:
         if not is_scalar(alpha):
             raise TypeError(f"add_: expected a number as alpha, got {type(alpha).__name__}")
         if alpha == 1:
-            return self.__iadd__(o)
+            if self.__iadd__(o) is NotImplemented:
+                raise TypeError(f"add_: cannot add {type(o).__name__}")
+            return self
         if is_scalar(o):
             return self.__iadd__(o * alpha)
         c = operand(o, self)
