@@ -149,6 +149,20 @@ class FusedWireTest : public ::testing::TestWithParam<std::string> {
     next_id_ += 1;
   }
   TensorId Id() { return next_id_++; }
+  // The `count` float32 elements of `id` (empty, with a failure recorded,
+  // when the fetch fails or brings another size).
+  std::vector<float> FetchF32(TensorId id, size_t count) {
+    std::vector<std::string> errors;
+    auto got = Fetch(id, &errors);
+    EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
+    if (!got.has_value() || got->second.size() != count * 4) {
+      ADD_FAILURE() << "fetch of %" << id << ": expected " << count << " float32 elements";
+      return {};
+    }
+    std::vector<float> values(count);
+    std::memcpy(values.data(), got->second.data(), count * 4);
+    return values;
+  }
 
   static ProcessCluster* cluster_;
   static bool ready_;
@@ -437,13 +451,8 @@ TEST_P(FusedWireTest, AddInto) {
   // Values: sin(1 + i) in both tensors (F32); x += -0.5 * y, y broadcast.
   TensorId x = Id(), y = Id();
   EXPECT_TRUE(Run({F32(x, {8, 4}), F32(y, {1, 4}), add_into({x, y}, -0.5)}).empty());
-  std::vector<std::string> errors;
-  auto got = Fetch(x, &errors);
-  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
-  ASSERT_TRUE(got.has_value());
-  ASSERT_EQ(got->second.size(), 32u * 4u);
-  std::vector<float> sum(32);
-  std::memcpy(sum.data(), got->second.data(), got->second.size());
+  const std::vector<float> sum = FetchF32(x, 32);
+  ASSERT_EQ(sum.size(), 32u);
   for (size_t n = 0; n < 32; ++n) {
     const double xn = static_cast<float>(std::sin(1.0 + n)), yn = static_cast<float>(std::sin(1.0 + n % 4));
     EXPECT_NEAR(sum[n], xn - 0.5 * yn, 1e-6) << n;
@@ -536,22 +545,12 @@ TEST_P(FusedWireTest, CrossEntropy) {
   }
   want /= 7;
   for (TensorId id : {y, y32}) {
-    std::vector<std::string> errors;
-    auto got = Fetch(id, &errors);
-    EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
-    ASSERT_TRUE(got.has_value());
-    ASSERT_EQ(got->second.size(), 4u);
-    float value = 0;
-    std::memcpy(&value, got->second.data(), 4);
-    EXPECT_NEAR(value, want, 1e-5);
+    const std::vector<float> value = FetchF32(id, 1);
+    ASSERT_EQ(value.size(), 1u);
+    EXPECT_NEAR(value[0], want, 1e-5);
   }
-  std::vector<std::string> errors;
-  auto got = Fetch(dx, &errors);
-  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
-  ASSERT_TRUE(got.has_value());
-  ASSERT_EQ(got->second.size(), 32u * 4u);
-  std::vector<float> grad(32);
-  std::memcpy(grad.data(), got->second.data(), got->second.size());
+  const std::vector<float> grad = FetchF32(dx, 32);
+  ASSERT_EQ(grad.size(), 32u);
   for (size_t q = 0; q < 32; ++q) EXPECT_NEAR(grad[q], want_grad[q], 1e-6) << q;
   OtherClientWorks();
 }
@@ -587,20 +586,11 @@ TEST_P(FusedWireTest, MseLoss) {
                   .empty());
   double want = 0;
   for (int q = 0; q < 32; ++q) want += std::pow(static_cast<float>(std::sin(1.0 + q)) / 2, 2) / 32;
-  std::vector<std::string> errors;
-  auto got = Fetch(loss, &errors);
-  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
-  ASSERT_TRUE(got.has_value());
-  ASSERT_EQ(got->second.size(), 4u);
-  float value = 0;
-  std::memcpy(&value, got->second.data(), 4);
-  EXPECT_NEAR(value, want, 1e-6);
-  got = Fetch(dx, &errors);
-  EXPECT_TRUE(errors.empty()) << ::testing::PrintToString(errors);
-  ASSERT_TRUE(got.has_value());
-  ASSERT_EQ(got->second.size(), 32u * 4u);
-  std::vector<float> grad(32);
-  std::memcpy(grad.data(), got->second.data(), got->second.size());
+  const std::vector<float> value = FetchF32(loss, 1);
+  ASSERT_EQ(value.size(), 1u);
+  EXPECT_NEAR(value[0], want, 1e-6);
+  const std::vector<float> grad = FetchF32(dx, 32);
+  ASSERT_EQ(grad.size(), 32u);
   for (int q = 0; q < 32; ++q) EXPECT_NEAR(grad[q], 2.0 * 2 * (static_cast<float>(std::sin(1.0 + q)) / 2) / 32, 1e-6) << q;
   OtherClientWorks();
 }
