@@ -711,6 +711,19 @@ TEST_F(AutogradTest, InPlaceOnATensorThatRequiresGradThrows) {
   // A tensor that does not require grad changes in place with grad mode on.
   other.fill_(3);
   ExpectClose(other, at::full({2, 2}, 3.0, at::kDouble));
+  // But not by taking in one that does: its gradient would be lost, where
+  // PyTorch records the op.
+  const std::vector<std::string> lost = {"would be lost"};
+  ExpectError([&] { other += x * 2.0; }, gt::Code::kFailedPrecondition, lost);
+  ExpectError([&] { other.sub_(x, 0.5); }, gt::Code::kFailedPrecondition, lost);
+  ExpectError([&] { other *= x; }, gt::Code::kFailedPrecondition, lost);
+  ExpectError([&] { other.copy_(x); }, gt::Code::kFailedPrecondition, lost);
+  ExpectClose(other, at::full({2, 2}, 3.0, at::kDouble));
+  {
+    gt::NoGradGuard no_grad;
+    other += x;
+  }
+  ExpectClose(other, 3.0 + (x0 + 1) * 2);
 }
 
 TEST_F(AutogradTest, LeafAndDetachRules) {

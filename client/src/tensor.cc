@@ -84,6 +84,18 @@ void CheckInPlaceAllowed(const Tensor& t, const char* what) {
                                     "on (use gt::NoGradGuard / `with gt.no_grad():`)");
 }
 
+// Nor may an in-place op take in a tensor that requires grad while grad
+// mode is on: the destination would hold values with a gradient that no
+// record carries back (PyTorch records it; gt would lose it silently).
+void CheckInPlaceAllowed(const Tensor& t, const Tensor& source, const char* what) {
+  CheckInPlaceAllowed(t, what);
+  if (is_grad_enabled() && source.requires_grad())
+    throw Error(Code::kFailedPrecondition,
+                std::string(what) + ": a tensor that requires grad cannot flow into another in place while grad "
+                                    "mode is on: its gradient would be lost (write `a = a + b`, or use "
+                                    "gt::NoGradGuard / `with gt.no_grad():`)");
+}
+
 void Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands) {
   if (!signal_stack.empty()) inst.signal = signal_stack.back();
   Session::Get()->Mutate(std::move(inst), operands);
@@ -281,7 +293,7 @@ Tensor Tensor::le(double s) const { return WithScalar(*this, s, Op::kLe, ScalarS
 Tensor Tensor::eq(double s) const { return WithScalar(*this, s, Op::kEq, ScalarSide::kRight); }
 
 Tensor& Tensor::copy_(const Tensor& source) {
-  CheckInPlaceAllowed(*this, "copy_");
+  CheckInPlaceAllowed(*this, source, "copy_");
   Instruction inst;
   inst.op = Op::kCopyInto;
   Mutate(std::move(inst), {&Require(*this, "copy_"), &Require(source, "copy_")});
@@ -289,7 +301,7 @@ Tensor& Tensor::copy_(const Tensor& source) {
 }
 
 Tensor& Tensor::mul_(const Tensor& factor) {
-  CheckInPlaceAllowed(*this, "mul_");
+  CheckInPlaceAllowed(*this, factor, "mul_");
   const TensorRecord& destination = Require(*this, "mul_");
   const TensorRecord& by = Require(factor, "mul_");
   if (by.meta.dtype != destination.meta.dtype) return copy_(*this * factor);
@@ -300,7 +312,7 @@ Tensor& Tensor::mul_(const Tensor& factor) {
 }
 
 Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  CheckInPlaceAllowed(*this, "add_");
+  CheckInPlaceAllowed(*this, other, "add_");
   const TensorRecord& destination = Require(*this, "add_");
   const TensorRecord& addend = Require(other, "add_");
   if (!IsFloatingPoint(destination.meta.dtype) && alpha != std::trunc(alpha))
