@@ -2,6 +2,8 @@
 // through wire::Envelope and ZeroMQ frames, decoder rejections, the op and
 // dtype tables, and the shape rules the client applies on every call.
 #include <chrono>
+#include <cmath>
+#include <limits>
 #include <cstring>
 #include <set>
 #include <string>
@@ -15,6 +17,7 @@
 #include "gt/dtype.h"
 #include "gt/instruction.h"
 #include "gt/op.h"
+#include "gt/op_attrs.h"
 #include "gt/status.h"
 #include "shape_inference.h"
 #include "transport.h"
@@ -468,6 +471,23 @@ Attributes WithShape(Shape shape) {
   Attributes a;
   a.shape = std::move(shape);
   return a;
+}
+
+// cross_entropy's ignore_index: an integer a double holds exactly, or none.
+TEST(OpAttrsTest, IgnoreIndexIsAnExactIntegerOrNone) {
+  auto index = [](double value, ScalarSide side = ScalarSide::kNone) {
+    Instruction inst;
+    inst.op = Op::kCrossEntropy;
+    inst.attrs.scalar = value;
+    inst.attrs.scalar_side = side;
+    return IgnoreIndex(inst);
+  };
+  EXPECT_EQ(index(-100), std::optional<int64_t>(-100));
+  EXPECT_EQ(index(0), std::optional<int64_t>(0));
+  EXPECT_EQ(index(9007199254740992.0), std::optional<int64_t>(int64_t{1} << 53));
+  for (double bad : {0.5, -1e300, 9007199254740994.0, std::nan(""), std::numeric_limits<double>::infinity()})
+    EXPECT_FALSE(index(bad).has_value()) << bad;
+  EXPECT_FALSE(index(3, ScalarSide::kRight).has_value());
 }
 
 TEST(ShapeInferenceTest, Broadcasting) {

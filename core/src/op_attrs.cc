@@ -232,4 +232,13 @@ Instruction MakeScalarBinary(Op op, double scalar, ScalarSide side) {
   return inst;
 }
 
+std::optional<int64_t> IgnoreIndex(const Instruction& inst) {
+  constexpr double kExactIntegers = 9007199254740992.0;  // 2^53
+  const double index = inst.attrs.scalar;
+  if (inst.attrs.scalar_side != ScalarSide::kNone || !std::isfinite(index) || index != std::trunc(index) ||
+      std::abs(index) > kExactIntegers)
+    return std::nullopt;
+  return static_cast<int64_t>(index);
+}
+
 }  // namespace gt

@@ -5,6 +5,8 @@
 #include <optional>
 #include <set>
 
+#include "gt/op_attrs.h"
+
 namespace gt {
 namespace {
 
@@ -474,8 +476,7 @@ Result<TensorMeta> InferCrossEntropy(const Instruction& inst, const std::vector<
     return InvalidArgument(Where(inst) + ": expects int32/int64 class targets (batch) for logits " +
                            ShapeToString(logits.shape) + ", got " + ShapeToString(targets.shape) + " " +
                            std::string(DTypeName(targets.dtype)));
-  if (inst.attrs.scalar_side != ScalarSide::kNone || !std::isfinite(inst.attrs.scalar) ||
-      inst.attrs.scalar != std::trunc(inst.attrs.scalar) || std::abs(inst.attrs.scalar) > 9007199254740992.0)
+  if (!IgnoreIndex(inst))
     return InvalidArgument(Where(inst) + ": ignore_index must be an integer, got " + std::to_string(inst.attrs.scalar));
   if (!backward) return TensorMeta{{}, logits.dtype};
   if (!in[0]->shape.empty() || in[0]->dtype != logits.dtype)

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dtype_map.h"
+#include "gt/op_attrs.h"
 #include "instruction_checks.h"
 
 namespace gt::torch_backend {
@@ -217,20 +218,17 @@ Result<at::Tensor> CrossEntropy(const Instruction& inst, TensorSource source) {
       (targets.scalar_type() != at::kLong && targets.scalar_type() != at::kInt))
     return Invalid(inst, "expects floating-point logits (batch, classes) and int32/int64 targets (batch)");
   // Checked here too: a client whose stream no stage infers reaches this as sent.
-  const double index = inst.attrs.scalar;
-  if (inst.attrs.scalar_side != ScalarSide::kNone || !std::isfinite(index) || index != std::trunc(index) ||
-      std::abs(index) > 9007199254740992.0)
-    return Invalid(inst, "ignore_index must be an integer");
-  const int64_t ignore_index = static_cast<int64_t>(index);
+  const std::optional<int64_t> ignore_index = IgnoreIndex(inst);
+  if (!ignore_index) return Invalid(inst, "ignore_index must be an integer");
   const at::Tensor classes = targets.to(at::kLong);
-  if (!backward) return at::cross_entropy_loss(logits, classes, {}, at::Reduction::Mean, ignore_index, 0.0);
+  if (!backward) return at::cross_entropy_loss(logits, classes, {}, at::Reduction::Mean, *ignore_index, 0.0);
   const at::Tensor& grad = (*operands)[0];
   if (grad.dim() != 0 || grad.scalar_type() != logits.scalar_type())
     return Invalid(inst, "expects a 0-d gradient of the logits' dtype");
   const at::Tensor log_probs = at::log_softmax(logits, 1);
-  const at::Tensor counted = std::get<1>(at::nll_loss_forward(log_probs, classes, {}, at::Reduction::Mean, ignore_index));
+  const at::Tensor counted = std::get<1>(at::nll_loss_forward(log_probs, classes, {}, at::Reduction::Mean, *ignore_index));
   const at::Tensor grad_log_probs =
-      at::nll_loss_backward(grad, log_probs, classes, {}, at::Reduction::Mean, ignore_index, counted);
+      at::nll_loss_backward(grad, log_probs, classes, {}, at::Reduction::Mean, *ignore_index, counted);
   return at::_log_softmax_backward_data(grad_log_probs, log_probs, 1, logits.scalar_type());
 }
 

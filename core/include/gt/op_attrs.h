@@ -177,4 +177,12 @@ Result<CollectiveSpec> ReadCollective(const Instruction& collective);
 // `a <op> scalar` (kRight) or `scalar <op> a` (kLeft) on one operand.
 Instruction MakeScalarBinary(Op op, double scalar, ScalarSide side);
 
+// ---- cross_entropy (and its backward) --------------------------------------------
+
+// The ignore_index that `attrs.scalar` holds, or nullopt when it is none: not
+// an integer (fractional, NaN, infinite, beyond 2^53 where doubles skip
+// integers) or sent as a scalar operand. Shape inference and the kernel both
+// read it through here.
+std::optional<int64_t> IgnoreIndex(const Instruction& inst);
+
 }  // namespace gt
