@@ -425,6 +425,12 @@ void Tensor::copy_to(void* destination, size_t bytes) const {
   });
 }
 
+void Tensor::ReadBytes(const std::function<void(const void*, size_t)>& read) const {
+  FetchChecked(Require(*this, "to_vector"), [&read](const client_internal::FetchedData& data) {
+    read(data.bytes->data(), data.bytes->size());
+  });
+}
+
 BlobPtr Tensor::fetch_bytes() const {
   BlobPtr out;
   FetchChecked(Require(*this, "fetch_bytes"), [&out](const client_internal::FetchedData& data) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -200,6 +201,10 @@ class Tensor {
 
  private:
   friend struct client_internal::TensorFactory;
+  // Hands `read` this tensor's fetched bytes (numel * ElementSize(dtype)),
+  // valid only during the call: to_vector builds its result from them in one
+  // pass instead of zero-filling a buffer and copying over it.
+  void ReadBytes(const std::function<void(const void* bytes, size_t size)>& read) const;
   explicit Tensor(std::shared_ptr<client_internal::TensorImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<client_internal::TensorImpl> impl_;
 };
@@ -400,8 +405,11 @@ std::vector<T> Tensor::to_vector() const {
   if (DTypeOf<T>() != dtype())
     throw Error(Code::kInvalidArgument, "to_vector: tensor is " + std::string(DTypeName(dtype())) + ", asked for " +
                                             std::string(DTypeName(DTypeOf<T>())));
-  std::vector<T> out(static_cast<size_t>(numel()));
-  copy_to(out.data(), out.size() * sizeof(T));
+  std::vector<T> out;
+  ReadBytes([&out](const void* bytes, size_t size) {
+    const T* first = static_cast<const T*>(bytes);
+    out.assign(first, first + size / sizeof(T));
+  });
   return out;
 }
 
