@@ -273,6 +273,23 @@ std::vector<GradCase> MatmulCases() {
       {"matmul_batched_1d", {Normal({2, 3, 4}, 44), Normal({4}, 45)}, mm},
       {"matmul_1d_batched", {Normal({4}, 46), Normal({2, 4, 3}, 47)}, mm},
       {"matmul_weight_only", {Normal({3, 4}, 48), Normal({4, 2}, 49)}, mm, {false, true}},
+      // x @ w.t() (a linear layer): w gets G^T x without the transpose's
+      // record (TransposedWeight in autograd.cc); these cover its forms.
+      {"matmul_transposed_weight", {Normal({3, 4}, 140), Normal({5, 4}, 141)},
+       [](const V& v) { return v[0].matmul(v[1].t()); }},
+      {"matmul_transposed_weight_only", {Normal({3, 4}, 142), Normal({5, 4}, 143)},
+       [](const V& v) { return v[0].matmul(v[1].t()); }, {false, true}},
+      {"matmul_batched_by_transposed_weight", {Normal({2, 3, 4}, 144), Normal({5, 4}, 145)},
+       [](const V& v) { return v[0].matmul(v[1].transpose(1, 0)); }},
+      {"matmul_transposed_weight_read_twice", {Normal({3, 4}, 146), Normal({5, 4}, 147)},
+       [](const V& v) {
+         gt::Tensor wt = v[1].transpose(-1, 0);
+         return v[0].matmul(wt).sum(std::vector<int64_t>{0}) + (wt * wt).sum(std::vector<int64_t>{0});
+       }},
+      {"matmul_transposed_computed_weight", {Normal({3, 4}, 148), Normal({5, 4}, 149)},
+       [](const V& v) { return v[0].matmul((v[1] * v[1]).t()); }},
+      {"matmul_identity_transpose", {Normal({3, 4}, 150), Normal({4, 5}, 151)},
+       [](const V& v) { return v[0].matmul(v[1].transpose(1, 1)); }},
   };
 }
 

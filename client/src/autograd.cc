@@ -221,20 +221,22 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
 }
 
 // The gradient of a matrix W in x @ W with x batched ([..., m, k], a linear
-// layer on [B, T, k]): one product over every row of every batch, as LibTorch
-// folds it, where a batched product per leading index summed afterwards does
+// layer on [B, T, k]), transposed (G^T A, [n, k]): one product over every row
+// of every batch, as LibTorch folds it, where a batched product per leading index summed afterwards does
 // the same arithmetic in small pieces and then reads a [..., k, n] result
 // once more to reduce it (a third of the GPT step's sum time).
-Tensor FoldedWeightGrad(const Tensor& A, const Tensor& G) {
+Tensor FoldedWeightGradT(const Tensor& A, const Tensor& G) {
   // The row count spelled out: -1 beside a 0-sized dim names no size.
   int64_t n = 1;
   for (size_t d = 0; d + 1 < A.shape().size(); ++d) n *= A.shape()[d];
   Tensor rows = A.reshape({n, A.shape().back()});
   Tensor grads = G.reshape({n, G.shape().back()});
-  return grads.transpose(-1, -2).matmul(rows).transpose(-1, -2);
+  return grads.transpose(-1, -2).matmul(rows);
 }
 
-std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
+// With `weight_grad` (b is W.t() for a 2-D W: TransposedWeight), the
+// gradient of input 1 comes as W's, G^T A, not as that of W.t().
+std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g, bool weight_grad = false) {
   const Tensor& a = n.inputs[0];
   const Tensor& b = n.inputs[1];
   // Work on the 2-D-or-more forms matmul used, then map back.
@@ -245,13 +247,34 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g) {
   if (a_vec) G = G.unsqueeze(b_vec ? 0 : -2);
   if (b_vec) G = G.unsqueeze(-1);
   Tensor ga = IfNeeded(n, 0, [&] { return ShapedAs(SumTo(G.matmul(B.transpose(-1, -2)), A.shape()), a.shape()); });
+  if (weight_grad) {  // B is 2-D, so A is too, or folded
+    return {ga, IfNeeded(n, 1, [&] { return A.dim() > 2 ? FoldedWeightGradT(A, G) : G.transpose(-1, -2).matmul(A); })};
+  }
   // (G^T A)^T rather than A^T G: the same values, but when b is a transposed
   // weight (x @ W.t()) W's gradient then arrives contiguous, as in LibTorch.
   Tensor gb = IfNeeded(n, 1, [&] {
-    if (B.dim() == 2 && A.dim() > 2) return ShapedAs(FoldedWeightGrad(A, G), b.shape());
+    if (B.dim() == 2 && A.dim() > 2) return ShapedAs(FoldedWeightGradT(A, G).transpose(-1, -2), b.shape());
     return ShapedAs(SumTo(G.transpose(-1, -2).matmul(A).transpose(-1, -2), B.shape()), b.shape());
   });
   return {ga, gb};
+}
+
+// The transpose record that made a matmul's input 1 when that input is W.t()
+// for a 2-D W needing a gradient (x @ W.t(): a linear layer), else null.
+// Its backward would only transpose back what MatmulGrads made by
+// transposing: W gets G^T A directly instead, two instructions fewer per
+// layer. The transpose's backward is linear, so handing W this share
+// directly gives the same sum whatever else reads W.t().
+const Node* TransposedWeight(const Node& n) {
+  if (n.op != Op::kMatmul || n.inputs.size() != 2 || n.inputs[1].dim() != 2 || !n.inputs[1].requires_grad())
+    return nullptr;
+  const Node* t = TensorFactory::Impl(n.inputs[1])->grad_fn.get();
+  if (!t || t->op != Op::kTranspose || t->released || t->inputs.size() != 1 || t->inputs[0].dim() != 2 ||
+      !t->inputs[0].requires_grad() || t->backward_signal != n.backward_signal)
+    return nullptr;
+  const std::vector<int64_t>& axes = t->attrs.axes;  // t(): none; transpose(d0, d1): both
+  if (!axes.empty() && (axes.size() != 2 || (axes[0] + 2) % 2 == (axes[1] + 2) % 2)) return nullptr;
+  return t;
 }
 
 // `g` in `x`'s dtype: a fused backward takes a gradient of its floating
@@ -611,9 +634,11 @@ void RunBackward(const Tensor& root, const Tensor& gradient, bool retain_graph) 
     std::optional<SignalScope> scope;
     if (!node->backward_signal.empty()) scope.emplace(node->backward_signal);
     CheckUnchanged(*node);
-    std::vector<Tensor> input_grads = InputGrads(*node, g);
+    const Node* transposed_weight = TransposedWeight(*node);
+    std::vector<Tensor> input_grads =
+        transposed_weight ? MatmulGrads(*node, g, /*weight_grad=*/true) : InputGrads(*node, g);
     for (size_t i = 0; i < node->inputs.size() && i < input_grads.size(); ++i) {
-      const Tensor& input = node->inputs[i];
+      const Tensor& input = transposed_weight && i == 1 ? transposed_weight->inputs[0] : node->inputs[i];
       if (!input.requires_grad() || !input_grads[i].defined()) continue;
       TensorImpl* impl = TensorFactory::Impl(input);
       if (impl->grad_fn) {

@@ -264,6 +264,10 @@ def test_cross_entropy_and_the_relu_gradient_are_one_op_each_way_and_equal_pytor
     assert whole.get("cross_entropy") == 1 and whole.get("cross_entropy_backward") == 1, whole
     assert whole.get("relu_backward") == 1 and "gt" not in whole, whole
     assert not {"log_softmax", "gather", "scatter_add", "where", "eq"} & set(whole), whole
+    # x @ w.t(), both needing gradients: three products (forward, G w, G^T x)
+    # and two transposes (w.t() forward, G^T): w gets G^T x as it is, not
+    # transposed for w.t() and back by the transpose's record (one more).
+    assert whole.get("transpose") == 2 and whole.get("matmul") == 3, whole
     assert "cross_entropy" not in placing and placing.get("log_softmax") == 1 and placing.get("gather") == 1, placing
     for case in got.values():
         assert case["loss_error"] < 1e-5 and case["grad_error"] < 1e-5, got
