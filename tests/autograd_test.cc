@@ -232,6 +232,11 @@ std::vector<GradCase> BinaryCases() {
   cases.push_back({"div_scalar_right", x, [](const V& v) { return v[0] / 4.0; }});
   cases.push_back({"div_scalar_left", pos, [](const V& v) { return 2.0 / v[0]; }});
   cases.push_back({"scalar_0d_input", {Normal({}, 9)}, [](const V& v) { return 3.0 - v[0] * 2.0; }});
+  // SumTo's two forms: only leading dims summed (a bias: no reshape after),
+  // and leading plus a broadcast size-1 dim (summed keeping dims, reshaped).
+  auto add = [](const V& v) { return v[0] + v[1]; };
+  cases.push_back({"add_bias_over_batches", {Normal({2, 3, 4}, 152), Normal({4}, 153)}, add});
+  cases.push_back({"add_column_over_batches", {Normal({2, 3, 4}, 154), Normal({3, 1}, 155)}, add});
 
   // pow: scalar exponent, tensor exponent, scalar base (a 0-d tensor, as
   // Python's `2.5 ** x` is issued).

@@ -105,8 +105,11 @@ Tensor SumTo(const Tensor& g, const Shape& shape) {
   std::vector<int64_t> axes;
   for (size_t i = 0; i < from.size(); ++i)
     if (i < lead || (shape[i - lead] == 1 && from[i] != 1)) axes.push_back(static_cast<int64_t>(i));
-  Tensor summed = axes.empty() ? g : g.sum(axes, /*keepdims=*/true);
-  return ShapedAs(summed, shape);
+  if (axes.empty()) return ShapedAs(g, shape);
+  // Only leading dims (a bias's gradient): the sum drops them itself, where
+  // keeping them would cost a reshape after it.
+  if (axes.back() < static_cast<int64_t>(lead)) return g.sum(axes, /*keepdims=*/false);
+  return ShapedAs(g.sum(axes, /*keepdims=*/true), shape);
 }
 
 // Gives a reduction's output gradient back the reduced dims (size 1).
