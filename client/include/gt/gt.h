@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -407,8 +408,13 @@ std::vector<T> Tensor::to_vector() const {
                                             std::string(DTypeName(DTypeOf<T>())));
   std::vector<T> out;
   ReadBytes([&out](const void* bytes, size_t size) {
-    const T* first = static_cast<const T*>(bytes);
-    out.assign(first, first + size / sizeof(T));
+    if (reinterpret_cast<std::uintptr_t>(bytes) % alignof(T) == 0) {
+      const T* first = static_cast<const T*>(bytes);
+      out.assign(first, first + size / sizeof(T));
+    } else {  // a received frame may sit at any address
+      out.resize(size / sizeof(T));
+      std::memcpy(out.data(), bytes, size);
+    }
   });
   return out;
 }
