@@ -784,6 +784,22 @@ TEST_F(AutogradTest, GradientHasTheLeafsDtype) {
               c0.to(at::kFloat), 1e-6);
 }
 
+// A float32 product times a float64 tensor: the float64 gradient goes back
+// to float32 for the product's backward, as in PyTorch (a matmul refuses
+// operands of two dtypes).
+TEST_F(AutogradTest, WiderGradientReachesAMatmulInItsDtype) {
+  at::Tensor x0 = Normal({3, 4}, 219).to(at::kFloat), w0 = Normal({5, 4}, 220).to(at::kFloat);
+  at::Tensor c0 = Normal({3, 5}, 221);
+  gt::Tensor x = Send(x0).requires_grad_(), w = Send(w0).requires_grad_();
+  (x.matmul(w.t()) * Send(c0)).sum().backward();
+  ASSERT_TRUE(x.grad().defined() && w.grad().defined());
+  EXPECT_EQ(x.grad().dtype(), DType::kFloat32);
+  EXPECT_EQ(w.grad().dtype(), DType::kFloat32);
+  at::Tensor g = c0.to(at::kFloat);
+  ExpectClose(x.grad(), at::matmul(g, w0), 1e-5);
+  ExpectClose(w.grad(), at::matmul(g.t(), x0), 1e-5);
+}
+
 // Two leaves whose gradients are computed by the same expression still get
 // separate gradient tensors: changing one in place leaves the other alone.
 TEST_F(AutogradTest, LeafGradientsAreDistinctTensors) {

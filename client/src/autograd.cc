@@ -223,6 +223,16 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
   }
 }
 
+// `g` in `x`'s dtype: a fused backward (and matmul) takes a gradient of its
+// floating input's (and output's) dtype, and one reaching it may be wider (float32 x
+// times a float64 tensor downstream), as PyTorch's autograd lets it be.
+Tensor InDTypeOf(const Tensor& g, const Tensor& x) {
+  if (g.dtype() == x.dtype()) return g;
+  Tensor cast = zeros(g.shape(), x.dtype());
+  cast.copy_(g);
+  return cast;
+}
+
 // The gradient of a matrix W in x @ W with x batched ([..., m, k], a linear
 // layer on [B, T, k]), transposed (G^T A, [n, k]): one product over every row
 // of every batch, as LibTorch folds it, where a batched product per leading index summed afterwards does
@@ -246,7 +256,9 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g, bool weight_grad
   bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
   Tensor A = a_vec ? a.unsqueeze(0) : a;
   Tensor B = b_vec ? b.unsqueeze(-1) : b;
-  Tensor G = g;
+  // A wider gradient (a float32 product times a float64 tensor downstream)
+  // comes back to the product's dtype, which both operands share.
+  Tensor G = InDTypeOf(g, n.output);
   if (a_vec) G = G.unsqueeze(b_vec ? 0 : -2);
   if (b_vec) G = G.unsqueeze(-1);
   Tensor ga = IfNeeded(n, 0, [&] { return ShapedAs(SumTo(G.matmul(B.transpose(-1, -2)), A.shape()), a.shape()); });
@@ -278,16 +290,6 @@ const Node* TransposedWeight(const Node& n) {
   const std::vector<int64_t>& axes = t->attrs.axes;  // t(): none; transpose(d0, d1): both
   if (!axes.empty() && (axes.size() != 2 || (axes[0] + 2) % 2 == (axes[1] + 2) % 2)) return nullptr;
   return t;
-}
-
-// `g` in `x`'s dtype: a fused backward takes a gradient of its floating
-// input's (and output's) dtype, and one reaching it may be wider (float32 x
-// times a float64 tensor downstream), as PyTorch's autograd lets it be.
-Tensor InDTypeOf(const Tensor& g, const Tensor& x) {
-  if (g.dtype() == x.dtype()) return g;
-  Tensor cast = zeros(g.shape(), x.dtype());
-  cast.copy_(g);
-  return cast;
 }
 
 // d/dx erf(x) = 2/sqrt(pi) * exp(-x^2).
