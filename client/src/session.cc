@@ -67,8 +67,9 @@ int64_t DefaultIntraOpThreads() {
   return n > 0 ? n : 0;
 }
 
-// GT_BUSY_WAIT_US: how long the embedded default's hosts poll before they
-// sleep around a sync point; 0 turns it off; at most 10 ms.
+// GT_BUSY_WAIT_US: how long the embedded default's hosts, or a client
+// connected to a dispatcher, poll before they sleep around a sync point; 0
+// turns it off; at most 10 ms.
 std::chrono::microseconds DefaultBusyWait() {
   const char* env = std::getenv("GT_BUSY_WAIT_US");
   if (env == nullptr || *env == '\0') return kEmbeddedBusyWait;
@@ -200,6 +201,11 @@ void Session::EnsureStartedLocked() {
     // the connection, so the watch sees it.
     socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
     socket_->set(zmq::sockopt::heartbeat_timeout, 20000);
+    // The reply to a sync comes from another process, whose work runs on
+    // its own cores: polling before sleeping saves this thread's wake-up
+    // (docs/PERFORMANCE.md, the process cluster's round trip). In the
+    // embedded default the poll would take the CPU its own hosts need.
+    busy_wait_ = DefaultBusyWait();
     if (*connect_timeout) {
       Result<std::unique_ptr<ConnectionWatch>> watch = ConnectionWatch::Attach(
           *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", **connect_timeout);
@@ -564,7 +570,7 @@ std::vector<zmq::message_t> Session::ReceiveLocked() {
     if (frames) return std::move(*frames);
     if (!watch_) throw Error(Code::kUnavailable, "gt: connection closed while waiting for the dispatcher");
     zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0}, watch_->PollItem()};
-    zmq::poll(items, 2, watch_->PollTimeout(ConnectionWatch::Clock::now()));
+    PollWithBusyWait(items, 2, watch_->PollTimeout(ConnectionWatch::Clock::now()), busy_wait_);
     watch_->Drain();
     if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) {
       broken_ = s;

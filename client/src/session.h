@@ -212,6 +212,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<zmq::socket_t> socket_;  // GUARDED_BY(mu_)
   bool inproc_ = false;                    // GUARDED_BY(mu_): socket_ is connected to an inproc:// endpoint
   std::unique_ptr<ConnectionWatch> watch_;  // GUARDED_BY(mu_); null: embedded, or GT_CONNECT_TIMEOUT=0
+  // GUARDED_BY(mu_): how long a wait for the dispatcher polls before it
+  // sleeps; 0 in the embedded default.
+  std::chrono::microseconds busy_wait_{0};
   Status broken_;  // GUARDED_BY(mu_): why the dispatcher will never answer again, once the watch said so
   std::thread heartbeat_;
   CurveClientKeys curve_;  // set before heartbeat_ starts; read-only after
