@@ -16,7 +16,10 @@ import urllib.request
 
 import pytest
 
-from conftest import _free_port
+import re
+import subprocess
+
+from conftest import next_output_line
 from test_cluster import Cluster, client, end_clients, read_line, require_services, run_client, tell
 
 
@@ -52,12 +55,21 @@ class QuotaCluster(Cluster):
               options: {{max_client_mib: {worker_mib}}}
         """))
         super().__init__(["--manifest", str(dispatcher)], env=env)
-        self.worker_metrics = f"127.0.0.1:{_free_port()}"
         for i in range(workers):
-            metrics = ["--metrics", self.worker_metrics] if i == 0 else []
+            # Port 0, read back from the worker's first line: a port picked
+            # free beforehand can be taken by a parallel test's process
+            # before the worker binds it (the worker then serves no metrics,
+            # and the scrapes below would read someone else's).
+            metrics = ["--metrics", "127.0.0.1:0"] if i == 0 else []
             self.workers[f"worker-{i}"] = self._spawn(["gt-worker", "--connect", self.endpoint, "--id", f"worker-{i}",
-                                                       "--manifest", str(self.worker_manifest), *metrics])
+                                                       "--manifest", str(self.worker_manifest), *metrics],
+                                                      out=subprocess.PIPE if i == 0 else None)
             self.procs.append(self.workers[f"worker-{i}"])
+            if i == 0:
+                line = next_output_line(self.workers["worker-0"], 30) or ""
+                bound = re.search(r"metrics on http://([^/]+)/metrics", line)
+                assert bound, f"gt-worker announced no metrics endpoint: {line!r}"
+                self.worker_metrics = bound.group(1)
             self.wait_for_workers(i + 1)
 
 
