@@ -224,8 +224,9 @@ std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
 }
 
 // `g` in `x`'s dtype: a fused backward (and matmul) takes a gradient of its
-// floating input's (and output's) dtype, and one reaching it may be wider (float32 x
-// times a float64 tensor downstream), as PyTorch's autograd lets it be.
+// floating input's (and output's) dtype, and one reaching it may be wider
+// (float32 x times a float64 tensor downstream), as PyTorch's autograd lets
+// it be.
 Tensor InDTypeOf(const Tensor& g, const Tensor& x) {
   if (g.dtype() == x.dtype()) return g;
   Tensor cast = zeros(g.shape(), x.dtype());
@@ -234,10 +235,11 @@ Tensor InDTypeOf(const Tensor& g, const Tensor& x) {
 }
 
 // The gradient of a matrix W in x @ W with x batched ([..., m, k], a linear
-// layer on [B, T, k]), transposed (G^T A, [n, k]): one product over every row
-// of every batch, as LibTorch folds it, where a batched product per leading index summed afterwards does
-// the same arithmetic in small pieces and then reads a [..., k, n] result
-// once more to reduce it (a third of the GPT step's sum time).
+// layer on [B, T, k]), transposed (G^T A, [n, k]): one product over every
+// row of every batch, as LibTorch folds it, where a batched product per
+// leading index summed afterwards does the same arithmetic in small pieces
+// and then reads a [..., k, n] result once more to reduce it (a third of the
+// GPT step's sum time).
 Tensor FoldedWeightGradT(const Tensor& A, const Tensor& G) {
   // The row count spelled out: -1 beside a 0-sized dim names no size.
   int64_t n = 1;
@@ -262,13 +264,13 @@ std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g, bool weight_grad
   if (a_vec) G = G.unsqueeze(b_vec ? 0 : -2);
   if (b_vec) G = G.unsqueeze(-1);
   Tensor ga = IfNeeded(n, 0, [&] { return ShapedAs(SumTo(G.matmul(B.transpose(-1, -2)), A.shape()), a.shape()); });
-  if (weight_grad) {  // B is 2-D, so A is too, or folded
-    return {ga, IfNeeded(n, 1, [&] { return A.dim() > 2 ? FoldedWeightGradT(A, G) : G.transpose(-1, -2).matmul(A); })};
-  }
+  // For a 2-D B: G^T A, a batched A folded into rows.
+  auto transposed_gb = [&] { return A.dim() > 2 ? FoldedWeightGradT(A, G) : G.transpose(-1, -2).matmul(A); };
+  if (weight_grad) return {ga, IfNeeded(n, 1, transposed_gb)};
   // (G^T A)^T rather than A^T G: the same values, but when b is a transposed
   // weight (x @ W.t()) W's gradient then arrives contiguous, as in LibTorch.
   Tensor gb = IfNeeded(n, 1, [&] {
-    if (B.dim() == 2 && A.dim() > 2) return ShapedAs(FoldedWeightGradT(A, G).transpose(-1, -2), b.shape());
+    if (B.dim() == 2) return ShapedAs(transposed_gb().transpose(-1, -2), b.shape());
     return ShapedAs(SumTo(G.transpose(-1, -2).matmul(A).transpose(-1, -2), B.shape()), b.shape());
   });
   return {ga, gb};
