@@ -23,4 +23,19 @@ bool ScaledSubtractInto(at::Tensor& p, const at::Tensor& g, double s);
 // of one dtype and one shape.
 at::Tensor ReluGradient(const at::Tensor& g, const at::Tensor& x);
 
+// The scalars of one Adam/AdamW step, as kernels.cc's AdamStep reads them.
+struct AdamCoefficients {
+  double lr, beta1, beta2, eps, weight_decay;
+  double correction1, correction2;  // 1 - beta^t, both > 0
+  bool decoupled;                   // AdamW: decay p itself; Adam: add weight_decay * p to g
+};
+
+// One Adam step for every element in one pass: p, m (exp_avg) and v
+// (exp_avg_sq) updated in place from g, in the order of operations of
+// PyTorch's single-tensor AdamW and with its scalars rounded to the tensors'
+// dtype, where the ATen formulation is seven kernels and three temporaries.
+// Does nothing and returns false unless all four are contiguous float32 or
+// float64 tensors of one dtype and shape with no memory in common.
+bool AdamUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, const AdamCoefficients& c);
+
 }  // namespace gt::torch_backend

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dtype_map.h"
+#include "fused_kernels.h"
 #include "gt/op_attrs.h"
 #include "instruction_checks.h"
 
@@ -513,7 +514,8 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
 
 namespace {
 
-// PyTorch's single-tensor AdamW (torch/optim/adamw.py), in place.
+// PyTorch's single-tensor AdamW (torch/optim/adamw.py), in place: one pass
+// (AdamUpdate) where the layout allows, else the same steps as ATen calls.
 Status AdamStep(const Instruction& inst, std::vector<at::Tensor>& t) {
   at::Tensor& p = t[0];
   at::Tensor& m = t[2];
@@ -527,8 +529,11 @@ Status AdamStep(const Instruction& inst, std::vector<at::Tensor>& t) {
   const double lr = n[0], beta1 = n[1], beta2 = n[2], eps = n[3], weight_decay = n[4];
   const double correction1 = n[5], correction2 = n[6];
   if (!(correction1 > 0) || !(correction2 > 0)) return Invalid(inst, "bias corrections must be > 0");
-  if (weight_decay != 0 && inst.attrs.keepdims) p.mul_(1 - lr * weight_decay);
-  if (weight_decay != 0 && !inst.attrs.keepdims) g = g + p * weight_decay;
+  const bool decoupled = inst.attrs.keepdims;
+  if (AdamUpdate(p, g, m, v, {lr, beta1, beta2, eps, weight_decay, correction1, correction2, decoupled}))
+    return Status::Ok();
+  if (weight_decay != 0 && decoupled) p.mul_(1 - lr * weight_decay);
+  if (weight_decay != 0 && !decoupled) g = g + p * weight_decay;
   m.mul_(beta1).add_(g, 1 - beta1);
   v.mul_(beta2).addcmul_(g, g, 1 - beta2);
   const at::Tensor denom = (v.sqrt() / std::sqrt(correction2)).add_(eps);

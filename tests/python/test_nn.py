@@ -233,6 +233,35 @@ def test_adam_matches_numpy(rng):
     np.testing.assert_allclose(b.numpy(), ref[1], rtol=1e-9, atol=1e-12)
 
 
+def _numpy_adamw(p, g, state, lr, b1, b2, eps, wd):
+    state["t"] += 1
+    t = state["t"]
+    p *= 1 - lr * wd
+    state["m"] = b1 * state["m"] + (1 - b1) * g
+    state["v"] = b2 * state["v"] + (1 - b2) * g * g
+    p -= lr / (1 - b1 ** t) * state["m"] / (np.sqrt(state["v"]) / np.sqrt(1 - b2 ** t) + eps)
+
+
+# The worker updates a parameter in one pass over its four tensors; 70000
+# elements is over two of LibTorch's parallel grains, so the pass is split
+# across intra-op threads where there are several.
+@pytest.mark.parametrize("dtype,size,rtol", [(gt.float64, 5, 1e-12), (gt.float64, 70000, 1e-12),
+                                             (gt.float32, 70000, 2e-5)])
+def test_adamw_matches_numpy(rng, dtype, size, rtol):
+    w0, c = rng.standard_normal(size), rng.standard_normal(size)
+    w = gt.tensor(w0, dtype=dtype, requires_grad=True)
+    ct = gt.tensor(c, dtype=dtype)
+    opt = gt.optim.AdamW([w], lr=0.05, weight_decay=0.1)
+    ref = w.numpy().astype(np.float64)
+    state = {"t": 0, "m": 0 * ref, "v": 0 * ref}
+    for _ in range(6):
+        opt.zero_grad()
+        (0.5 * (w * w).sum() + (w * ct).sum()).backward()
+        opt.step()
+        _numpy_adamw(ref, ref + c.astype(ref.dtype), state, 0.05, 0.9, 0.999, 1e-8, 0.1)
+    np.testing.assert_allclose(w.numpy(), ref, rtol=rtol, atol=rtol * 1e-2)
+
+
 def test_optimizer_argument_errors():
     with pytest.raises(ValueError, match="empty"):
         SGD([], lr=0.1)
