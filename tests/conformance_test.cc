@@ -457,6 +457,24 @@ std::vector<Case> Cases() {
         return x.grad();
       });
 
+  // The worker's one-pass rows (fused_kernels.h): 67 columns are eight
+  // vector steps and a tail, 600 rows more than one parallel grain; a
+  // transposed view is not contiguous and takes ATen's kernel.
+  add("layer_norm_rows_67_wide", {Op::kLayerNorm}, {Normal({600, 67}, 131)},
+      [](const V& v) { return gt::nn::layer_norm(v[0], 1); }, [](const A& a) { return at::layer_norm(a[0], {67}); });
+  add("layer_norm_transposed_view", {Op::kLayerNorm}, {Normal({5, 7}, 132)},
+      [](const V& v) { return gt::nn::layer_norm(v[0].transpose(0, 1), 1); },
+      [](const A& a) { return at::layer_norm(a[0].transpose(0, 1), {5}); });
+  for (at::ScalarType type : {at::kFloat, at::kDouble}) {
+    add(std::string("layer_norm_backward_rows_67_") + (type == at::kFloat ? "float32" : "float64"),
+        {Op::kLayerNormBackward}, {Normal({600, 67}, 133, type), Normal({600, 67}, 134, type)},
+        grad_of([](const gt::Tensor& x) { return gt::nn::layer_norm(x, 1); }), [](const A& a) {
+          at::Tensor x = a[0].clone().requires_grad_();
+          at::layer_norm(x, {67}).backward(a[1]);
+          return x.grad();
+        });
+  }
+
   // -- a transformer's building blocks: erf (GELU), where / masked_fill, tril / triu
   add("erf_float32", {Op::kErf}, x, [](const V& v) { return v[0].erf(); }, [](const A& a) { return at::erf(a[0]); });
   add("erf_int64", {Op::kErf}, {Ints({6}, at::kLong)}, [](const V& v) { return v[0].erf(); },

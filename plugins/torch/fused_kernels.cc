@@ -10,8 +10,10 @@
 #include <ATen/MemoryOverlap.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 namespace gt::torch_backend {
 namespace {
@@ -71,6 +73,113 @@ void AdamRange(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v,
   });
 }
 
+// One 16-byte vector of T (four floats, two doubles): ops on it are
+// elementwise, in the SSE registers every x86-64 has. (A wider GCC vector is
+// split into halves that go through memory on each iteration.)
+template <typename T>
+struct VectorType;
+template <>
+struct VectorType<float> {
+  typedef float type __attribute__((vector_size(16)));
+};
+template <>
+struct VectorType<double> {
+  typedef double type __attribute__((vector_size(16)));
+};
+template <typename T>
+using Vector = typename VectorType<T>::type;
+template <typename T>
+constexpr int kVectorLanes = sizeof(Vector<T>) / sizeof(T);
+static_assert(kVectorLanes<float> == 4 && kVectorLanes<double> == 2);
+
+template <typename T>
+Vector<T> LoadVector(const T* p) {
+  Vector<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The sum of n terms over 2 * kVectorLanes lanes (two accumulators, for two
+// chains of additions in flight), each lane in order, then the lanes
+// pairwise: a fixed rounding. lanes(i) gives terms i to i + kVectorLanes - 1,
+// term(i) term i alone (the tail).
+template <typename T, typename LaneTerms, typename Term>
+T LaneSum(int64_t n, LaneTerms lanes, Term term) {
+  constexpr int kLanes = kVectorLanes<T>;
+  Vector<T> even = {}, odd = {};
+  int64_t i = 0;
+  for (; i + 2 * kLanes <= n; i += 2 * kLanes) {
+    even += lanes(i);
+    odd += lanes(i + kLanes);
+  }
+  // Pairwise across the lanes: a short chain of dependent additions.
+  const Vector<T> both = even + odd;
+  T sum;
+  if constexpr (kLanes == 4) {
+    sum = (both[0] + both[1]) + (both[2] + both[3]);
+  } else {
+    sum = both[0] + both[1];
+  }
+  for (; i < n; ++i) sum += term(i);
+  return sum;
+}
+
+template <typename T>
+struct RowMoments {
+  T mean, rstd;
+};
+
+template <typename T>
+RowMoments<T> MomentsOf(const T* x, int64_t n, double eps) {
+  const T mean = LaneSum<T>(n, [x](int64_t i) { return LoadVector(x + i); }, [x](int64_t i) { return x[i]; }) / n;
+  const T var = LaneSum<T>(
+                    n,
+                    [x, mean](int64_t i) {
+                      const Vector<T> d = LoadVector(x + i) - mean;
+                      return d * d;
+                    },
+                    [x, mean](int64_t i) { return (x[i] - mean) * (x[i] - mean); }) /
+                n;
+  return {mean, T(1) / std::sqrt(var + static_cast<T>(eps))};
+}
+
+template <typename T>
+void NormalizeRows(const T* x, T* __restrict y, int64_t rows, int64_t cols, double eps) {
+  at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* row = x + r * cols;
+      const RowMoments<T> m = MomentsOf(row, cols, eps);
+      T* out = y + r * cols;
+      for (int64_t i = 0; i < cols; ++i) out[i] = (row[i] - m.mean) * m.rstd;
+    }
+  });
+}
+
+template <typename T>
+void NormalizeRowsBackward(const T* g, const T* x, T* __restrict dx, int64_t rows, int64_t cols, double eps) {
+  at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / cols), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + r * cols;
+      const T* gr = g + r * cols;
+      const RowMoments<T> m = MomentsOf(xr, cols, eps);
+      const T g_mean = LaneSum<T>(cols, [gr](int64_t i) { return LoadVector(gr + i); }, [gr](int64_t i) { return gr[i]; }) / cols;
+      // mean(g * xhat) = rstd * mean(g * (x - mean)).
+      const T gx_mean = m.rstd *
+                        LaneSum<T>(
+                            cols, [&](int64_t i) { return LoadVector(gr + i) * (LoadVector(xr + i) - m.mean); },
+                            [&](int64_t i) { return gr[i] * (xr[i] - m.mean); }) /
+                        cols;
+      T* out = dx + r * cols;
+      for (int64_t i = 0; i < cols; ++i) out[i] = m.rstd * (gr[i] - g_mean - (xr[i] - m.mean) * m.rstd * gx_mean);
+    }
+  });
+}
+
+bool RowsOf(const at::Tensor& x, int64_t cols) {
+  const at::ScalarType type = x.scalar_type();
+  return (type == at::kFloat || type == at::kDouble) && x.is_contiguous() && cols > 0 && x.numel() % cols == 0;
+}
+
 bool SameFloatLayout(const at::Tensor& a, const at::Tensor& b) {
   const at::ScalarType type = a.scalar_type();
   return type == b.scalar_type() && (type == at::kFloat || type == at::kDouble) && a.sizes().equals(b.sizes()) &&
@@ -82,6 +191,29 @@ bool Disjoint(const at::Tensor& a, const at::Tensor& b) {
 }
 
 }  // namespace
+
+at::Tensor LayerNormRows(const at::Tensor& x, int64_t cols, double eps) {
+  if (!RowsOf(x, cols)) return at::Tensor();
+  at::Tensor y = at::empty_like(x);
+  if (x.scalar_type() == at::kFloat) {
+    NormalizeRows(x.data_ptr<float>(), y.data_ptr<float>(), x.numel() / cols, cols, eps);
+  } else {
+    NormalizeRows(x.data_ptr<double>(), y.data_ptr<double>(), x.numel() / cols, cols, eps);
+  }
+  return y;
+}
+
+at::Tensor LayerNormRowsBackward(const at::Tensor& g, const at::Tensor& x, int64_t cols, double eps) {
+  if (!RowsOf(x, cols) || !SameFloatLayout(g, x)) return at::Tensor();
+  at::Tensor dx = at::empty_like(x);
+  const int64_t rows = x.numel() / cols;
+  if (x.scalar_type() == at::kFloat) {
+    NormalizeRowsBackward(g.data_ptr<float>(), x.data_ptr<float>(), dx.data_ptr<float>(), rows, cols, eps);
+  } else {
+    NormalizeRowsBackward(g.data_ptr<double>(), x.data_ptr<double>(), dx.data_ptr<double>(), rows, cols, eps);
+  }
+  return dx;
+}
 
 bool AdamUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, const AdamCoefficients& c) {
   if (!SameFloatLayout(p, g) || !SameFloatLayout(p, m) || !SameFloatLayout(p, v)) return false;

@@ -186,6 +186,7 @@ Result<at::Tensor> LayerNorm(const Instruction& inst, const at::Tensor& a) {
   Result<std::vector<int64_t>> normalized = NormalizedShape(inst, a);
   if (!normalized.ok()) return normalized.status();
   if (!a.is_floating_point()) return LayerNorm(inst, a.to(at::kFloat));  // as the client inferred
+  if (at::Tensor y = LayerNormRows(a, c10::multiply_integers(*normalized), inst.attrs.scalar); y.defined()) return y;
   return at::layer_norm(a, *normalized, {}, {}, inst.attrs.scalar);
 }
 
@@ -202,6 +203,8 @@ Result<at::Tensor> FusedBackward(const Instruction& inst, TensorSource source) {
   Result<std::vector<int64_t>> normalized = NormalizedShape(inst, x);
   if (!normalized.ok()) return normalized.status();
   // The statistics again (one pass over x) rather than a second result.
+  const int64_t cols = c10::multiply_integers(*normalized);
+  if (at::Tensor dx = LayerNormRowsBackward(grad, x, cols, inst.attrs.scalar); dx.defined()) return dx;
   const auto [unused, mean, rstd] = at::native_layer_norm(x, *normalized, {}, {}, inst.attrs.scalar);
   return std::get<0>(at::native_layer_norm_backward(grad, x, *normalized, mean, rstd, {}, {}, {true, false, false}));
 }
