@@ -3,9 +3,10 @@ the same model in PyTorch in this same process.
 
 Character-level GPT, vocab 76, block 32, d_model 64, 4 heads, 2 layers,
 batch 16; AdamW + clip_grad_norm_ + loss.item() every step (the sync point).
-Both sides start from the same weights and data. Prints the median step
-time of each, their ratio, and how many instructions gt's workers ran per
-step (the per-op cost is what a small model's step is made of).
+Both sides start from the same weights and data, and run in paired rounds.
+Prints the median step time of each, the median of the rounds' ratios (and
+their range), and how many instructions gt's workers ran per step (the
+per-op cost is what a small model's step is made of).
 
 With --data-parallel (and GT_WORKERS=2): gt's tokens per second on one
 worker (whole tensors) against data parallel on two (the batch split in
@@ -29,6 +30,7 @@ from mlp_bench import median_step_seconds  # noqa: E402  (bench/ is on sys.path:
 from model import build  # noqa: E402
 
 CONFIG = dict(vocab=76, block_size=32, d_model=64, heads=4, layers=2)
+ROUNDS = 7
 
 
 def trainer(lib, model, optimizer, x, y):
@@ -101,18 +103,25 @@ def main():
     gt_step = trainer(gt, ours, gt.optim.AdamW(ours.parameters(), lr=1e-3), gt.tensor(idx), gt.tensor(targets))
     torch_step = trainer(torch, theirs, torch.optim.AdamW(theirs.parameters(), lr=1e-3), torch.from_numpy(idx),
                          torch.from_numpy(targets))
+    # Paired rounds, who goes first alternating: this VM's speed drifts by
+    # 30 % within a minute, so the ratio is taken inside each round and the
+    # median of the rounds' ratios reported (as bench_timing.h does).
     gt_times, torch_times = [], []
-    for _ in range(3):  # interleaved rounds, so both see the same machine
-        gt_times.append(median_step_seconds(gt_step, runs, steps))
-        torch_times.append(median_step_seconds(torch_step, runs, steps))
+    for round_ in range(ROUNDS):
+        pair = [(gt_times, gt_step), (torch_times, torch_step)]
+        for times, step in pair if round_ % 2 == 0 else pair[::-1]:
+            times.append(median_step_seconds(step, runs, steps))
     g, t = statistics.median(gt_times), statistics.median(torch_times)
+    ratio = statistics.median(a / b for a, b in zip(gt_times, torch_times))
     print(f"gt GPT step benchmark: {CONFIG}, batch 16, AdamW + clip_grad_norm_, loss.item() every step; "
           f"PyTorch {torch.__version__} with {torch.get_num_threads()} intra-op threads; "
-          f"median of 3 interleaved rounds of {runs} runs x {steps} steps")
-    print(f"  PyTorch in-process: {t * 1e3:8.2f} ms/step")
-    print(f"  gt:                 {g * 1e3:8.2f} ms/step   ratio {g / t:.2f}x")
-    print(f"  gt's workers ran {instructions_per_step(gt_step):.0f} instructions per step: "
-          f"{(g - t) / instructions_per_step(gt_step) * 1e6:.1f} us of difference per instruction")
+          f"{ROUNDS} paired rounds of {runs} runs x {steps} steps")
+    print(f"  PyTorch in-process: {t * 1e3:8.2f} ms/step (median of rounds)")
+    print(f"  gt:                 {g * 1e3:8.2f} ms/step   ratio {ratio:.2f}x (median of the rounds' ratios, "
+          f"{min(a / b for a, b in zip(gt_times, torch_times)):.2f}x to {max(a / b for a, b in zip(gt_times, torch_times)):.2f}x)")
+    per_step = instructions_per_step(gt_step)
+    print(f"  gt's workers ran {per_step:.0f} instructions per step: "
+          f"{(g - t) / per_step * 1e6:.1f} us of difference per instruction")
 
 
 if __name__ == "__main__":
