@@ -590,6 +590,15 @@ std::vector<Case> Cases() {
         return gt::nn::clip_grad_norm_({p, q}, 1e9);
       },
       [](const A& a) { return at::cat({a[0].reshape({-1}), a[1]}).mul(2).norm(); });
+  // float64, and a gradient long enough for the worker's vector lanes
+  add("clip_grad_norm_sum_of_squares_float64", {Op::kSumOfSquares},
+      {Normal({40, 33}, 135, at::kDouble), Normal({3}, 136, at::kDouble)},
+      [](const V& v) {
+        gt::Tensor p = v[0].clone().requires_grad_(), q = v[1].clone().requires_grad_();
+        ((p * p).sum() + (q * q).sum()).backward();
+        return gt::nn::clip_grad_norm_({p, q}, 1e9);
+      },
+      [](const A& a) { return at::cat({a[0].reshape({-1}), a[1]}).mul(2).norm(); });
   // add_ / sub_ / += / -= by a tensor of the same dtype is one add_into
   // (alpha scales the addend, broadcast); of another, an add and a copy_
   add("sub_in_place", {Op::kMul}, {Normal({3, 4}, 119), Normal({3, 4}, 120)},

@@ -215,6 +215,33 @@ at::Tensor LayerNormRowsBackward(const at::Tensor& g, const at::Tensor& x, int64
   return dx;
 }
 
+template <typename T>
+T SumOfSquares(const at::Tensor& t) {
+  const T* x = t.data_ptr<T>();
+  return LaneSum<T>(
+      t.numel(),
+      [x](int64_t i) {
+        const Vector<T> v = LoadVector(x + i);
+        return v * v;
+      },
+      [x](int64_t i) { return x[i] * x[i]; });
+}
+
+at::Tensor SumOfSquaresAll(const std::vector<at::Tensor>& tensors) {
+  if (tensors.empty()) return at::Tensor();
+  const at::ScalarType type = tensors[0].scalar_type();
+  for (const at::Tensor& t : tensors)
+    if (t.scalar_type() != type || (type != at::kFloat && type != at::kDouble) || !t.is_contiguous()) return at::Tensor();
+  if (type == at::kFloat) {
+    float total = 0;
+    for (const at::Tensor& t : tensors) total += SumOfSquares<float>(t);
+    return at::scalar_tensor(total, at::kFloat);
+  }
+  double total = 0;
+  for (const at::Tensor& t : tensors) total += SumOfSquares<double>(t);
+  return at::scalar_tensor(total, at::kDouble);
+}
+
 bool AdamUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, const AdamCoefficients& c) {
   if (!SameFloatLayout(p, g) || !SameFloatLayout(p, m) || !SameFloatLayout(p, v)) return false;
   if (!Disjoint(p, g) || !Disjoint(p, m) || !Disjoint(p, v) || !Disjoint(g, m) || !Disjoint(g, v) || !Disjoint(m, v))

@@ -321,6 +321,7 @@ Result<at::Tensor> SumOfSquares(const Instruction& inst, TensorSource source) {
   if (!operands.ok()) return operands.status();
   const at::ScalarType type = (*operands)[0].scalar_type();
   if (!at::isFloatingType(type)) return Invalid(inst, "expects floating-point operands");
+  if (at::Tensor total = SumOfSquaresAll(*operands); total.defined()) return total;
   at::Tensor total = at::zeros({}, at::TensorOptions().dtype(type));
   for (const at::Tensor& t : *operands) {
     if (t.scalar_type() != type) return Invalid(inst, "expects operands of one dtype");
