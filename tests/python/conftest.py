@@ -9,10 +9,12 @@ subprocess with the same interpreter and PYTHONPATH.
 import contextlib
 import os
 import pathlib
+import re
 import select
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -75,6 +77,30 @@ def next_output_line(proc, timeout):
     return line.decode()
 
 
+def first_log_line(path, proc, timeout=30.0):
+    """The first line a service `proc` wrote to its log file `path` (its
+    bound addresses): waits for it, failing with the log when `proc` exits
+    or `timeout` s pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        text = pathlib.Path(path).read_text(errors="replace")
+        if "\n" in text:
+            return text.split("\n", 1)[0]
+        assert proc.poll() is None, f"{proc.args[0]} exited ({proc.returncode}) before announcing itself: {text!r}"
+        assert time.monotonic() < deadline, f"{proc.args[0]} announced nothing within {timeout} s: {text!r}"
+        time.sleep(0.02)
+
+
+def bound_endpoints(line):
+    """(listen endpoint or None, metrics host:port or None) from a service's
+    first line: "... listening on tcp://H:P, ..., metrics on http://H:P/metrics".
+    Services started on port 0 (never a port picked free beforehand, which a
+    parallel test's process can take first) say there which ports they got."""
+    listen = re.search(r"listening on (tcp://[^,\s]+)", line)
+    metrics = re.search(r"metrics on http://([^/\s]+)/metrics", line)
+    return (listen.group(1) if listen else None), (metrics.group(1) if metrics else None)
+
+
 def stop_processes(procs):
     """Asks every process to stop (SIGTERM, in the given order), then waits,
     killing one that has not stopped within 10 s."""
@@ -90,31 +116,34 @@ def stop_processes(procs):
 
 @contextlib.contextmanager
 def process_cluster(workers=1, dispatcher_manifest=None, env=None, log=None):
-    """Real gt-dispatcher and gt-worker processes (worker-0, worker-1, ...) on a
-    free TCP port of 127.0.0.1; yields the port, stops them on exit. Skips the
-    test when the binaries are not built (GT_BIN_DIR, else build/bin).
-    `env` is added to the processes' environment; with `log` (a path) their
-    stdout and stderr go to that file, else nowhere."""
+    """Real gt-dispatcher and gt-worker processes (worker-0, worker-1, ...) on
+    the TCP port of 127.0.0.1 the dispatcher bound (port 0, read back from its
+    first line); yields the port, stops them on exit. Skips the test when the
+    binaries are not built (GT_BIN_DIR, else build/bin). `env` is added to
+    the processes' environment; with `log` (a path) their stdout and stderr
+    go to that file, else to a temporary one."""
     repo = pathlib.Path(__file__).resolve().parents[2]
     bin_dir = pathlib.Path(os.environ.get("GT_BIN_DIR", repo / "build" / "bin"))
     dispatcher, worker = bin_dir / "gt-dispatcher", bin_dir / "gt-worker"
     if not (dispatcher.exists() and worker.exists()):
         pytest.skip(f"gt-dispatcher / gt-worker not built in {bin_dir}")
-    port = _free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
     manifest = ["--manifest", str(dispatcher_manifest)] if dispatcher_manifest else []
-    out = open(log, "w") if log else subprocess.DEVNULL
-    quiet = {"stdout": out, "stderr": subprocess.STDOUT, "env": {**os.environ, **(env or {})}}
-    procs = [subprocess.Popen([str(dispatcher), "--listen", endpoint] + manifest, **quiet)]
-    try:
-        for i in range(workers):
-            procs.append(subprocess.Popen([str(worker), "--connect", endpoint, "--id", f"worker-{i}"], **quiet))
-        time.sleep(0.5)
-        yield port
-    finally:
-        stop_processes(procs)
+    with contextlib.ExitStack() as logs:
         if log:
-            out.close()
+            out = logs.enter_context(open(log, "w"))
+        else:  # the dispatcher's first line must be read back
+            out = logs.enter_context(tempfile.NamedTemporaryFile("w", prefix="gt-dispatcher-", suffix=".log"))
+        quiet = {"stdout": out, "stderr": subprocess.STDOUT, "env": {**os.environ, **(env or {})}}
+        procs = [subprocess.Popen([str(dispatcher), "--listen", "tcp://127.0.0.1:0"] + manifest, **quiet)]
+        try:
+            endpoint, _ = bound_endpoints(first_log_line(out.name, procs[0]))
+            assert endpoint, "gt-dispatcher announced no tcp endpoint"
+            for i in range(workers):
+                procs.append(subprocess.Popen([str(worker), "--connect", endpoint, "--id", f"worker-{i}"], **quiet))
+            time.sleep(0.5)
+            yield int(endpoint.rsplit(":", 1)[1])
+        finally:
+            stop_processes(procs)
 
 
 @pytest.fixture

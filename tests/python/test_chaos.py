@@ -44,7 +44,7 @@ import urllib.request
 import pytest
 
 import gt
-from conftest import _free_port, next_output_line, stop_processes
+from conftest import bound_endpoints, first_log_line, next_output_line, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -238,19 +238,20 @@ def scrape(address):
 
 
 class ChaosCluster:
-    """A gt-dispatcher and gt-worker processes on free ports of 127.0.0.1,
-    each serving /metrics, their output in log_dir; procs by host name (a
-    replacement worker takes its predecessor's name)."""
+    """A gt-dispatcher and gt-worker processes on ports of 127.0.0.1 they
+    bound themselves, each serving /metrics, their output in log_dir; procs
+    by host name (a replacement worker takes its predecessor's name)."""
 
     def __init__(self, manifest, log_dir):
-        self.endpoint = f"tcp://127.0.0.1:{_free_port()}"
-        self.metrics = {"dispatcher": f"127.0.0.1:{_free_port()}"}
         self.env = clean_env()
         self.log_dir = log_dir
         self.logs = []
         self.procs = {}
-        self.dispatcher = self._spawn("dispatcher", ["gt-dispatcher", "--listen", self.endpoint, "--metrics",
-                                                     self.metrics["dispatcher"], "--manifest", str(manifest)])
+        self.metrics = {}
+        # Ports 0, read back from each service's first line (conftest.bound_endpoints).
+        self.dispatcher = self._spawn("dispatcher", ["gt-dispatcher", "--listen", "tcp://127.0.0.1:0", "--metrics",
+                                                     "127.0.0.1:0", "--manifest", str(manifest)])
+        self.endpoint, self.metrics["dispatcher"] = self._announced(self.dispatcher)
 
     def _spawn(self, name, argv):
         log = open(self.log_dir / f"{name}.{len(self.logs)}.log", "w")
@@ -260,8 +261,16 @@ class ChaosCluster:
         self.procs[name] = proc
         return proc
 
+    def _announced(self, proc):
+        try:
+            endpoint, metrics = bound_endpoints(first_log_line(self.logs[-1].name, proc))
+            assert metrics, f"{proc.args[0]} announced no metrics address"
+            return endpoint, metrics
+        except BaseException:
+            self.stop()
+            raise
+
     def add_worker(self, name):
-        self.metrics[name] = f"127.0.0.1:{_free_port()}"
         n = len(self.logs)
         manifest = []
         if os.environ.get("GT_TEST_CHAOS_TRACE"):  # every instruction each worker ran, to <name>.<n>.ops
@@ -269,8 +278,10 @@ class ChaosCluster:
             path.write_text(f"host: worker\nstages: [{{name: tape, plugin: instruction_log, options: "
                             f"{{path: {self.log_dir / f'{name}.{n}.ops'}}}}}]\nbackend: {{plugin: torch}}\n")
             manifest = ["--manifest", str(path)]
-        return self._spawn(name, ["gt-worker", "--connect", self.endpoint, "--id", name, "--metrics",
-                                  self.metrics[name], *manifest])
+        proc = self._spawn(name, ["gt-worker", "--connect", self.endpoint, "--id", name, "--metrics", "127.0.0.1:0",
+                                  *manifest])
+        _, self.metrics[name] = self._announced(proc)
+        return proc
 
     def gauge(self, host, name):
         values = scrape(self.metrics[host])

@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import urllib.request
@@ -26,7 +27,7 @@ import urllib.request
 import pytest
 
 import gt
-from conftest import _free_port, next_output_line, stop_processes
+from conftest import _free_port, bound_endpoints, first_log_line, next_output_line, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -51,19 +52,25 @@ def require_services():
 
 
 class Cluster:
-    """A gt-dispatcher and named gt-worker processes on a free TCP port of
-    127.0.0.1, each a Popen the test may kill or add to. Workers join one at
-    a time (each registered, as the dispatcher's /metrics says, before the
-    next starts), so worker-i has index i."""
+    """A gt-dispatcher and named gt-worker processes on the TCP port of
+    127.0.0.1 the dispatcher bound, each a Popen the test may kill or add
+    to. Workers join one at a time (each registered, as the dispatcher's
+    /metrics says, before the next starts), so worker-i has index i."""
 
     def __init__(self, dispatcher_args=(), env=None, dispatcher_log=None):
-        self.endpoint = f"tcp://127.0.0.1:{_free_port()}"
-        self.metrics = f"127.0.0.1:{_free_port()}"
         self.env = clean_env(**(env or {}))
         self.workers = {}
-        self.log = open(dispatcher_log, "w") if dispatcher_log else None
-        self.procs = [self._spawn(["gt-dispatcher", "--listen", self.endpoint, "--metrics", self.metrics,
+        self.log = (open(dispatcher_log, "w") if dispatcher_log else
+                    tempfile.NamedTemporaryFile("w", prefix="gt-dispatcher-", suffix=".log"))
+        # Ports 0, read back from the dispatcher's first line (conftest.bound_endpoints).
+        self.procs = [self._spawn(["gt-dispatcher", "--listen", "tcp://127.0.0.1:0", "--metrics", "127.0.0.1:0",
                                    *dispatcher_args], out=self.log)]
+        try:
+            self.endpoint, self.metrics = bound_endpoints(first_log_line(self.log.name, self.procs[0]))
+            assert self.endpoint and self.metrics, "gt-dispatcher announced no endpoint or metrics address"
+        except BaseException:
+            self.stop()
+            raise
 
     def workers_connected(self):
         """The dispatcher's gt_host_workers_connected, scraped over HTTP (None before it serves)."""
@@ -94,8 +101,7 @@ class Cluster:
 
     def stop(self):
         stop_processes([p for p in reversed(self.procs) if p.poll() is None])
-        if self.log:
-            self.log.close()
+        self.log.close()
 
 
 @contextlib.contextmanager
