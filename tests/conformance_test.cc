@@ -465,6 +465,24 @@ std::vector<Case> Cases() {
   add("layer_norm_transposed_view", {Op::kLayerNorm}, {Normal({5, 7}, 132)},
       [](const V& v) { return gt::nn::layer_norm(v[0].transpose(0, 1), 1); },
       [](const A& a) { return at::layer_norm(a[0].transpose(0, 1), {5}); });
+  // A constant row: its mean is exactly the constant, so eps 0 gives NaN as
+  // in PyTorch (not +-1 from a rounded mean). A float32 row whose squared
+  // deviations overflow float: its true values, from float64 (ATen's float
+  // moments give NaN there).
+  add("layer_norm_constant_rows_eps_0", {Op::kLayerNorm}, {at::full({3, 67}, 0.3)},
+      [](const V& v) { return gt::nn::layer_norm(v[0], 1, gt::Tensor(), gt::Tensor(), 0.0); },
+      [](const A& a) { return at::layer_norm(a[0], {67}, {}, {}, 0.0); });
+  add("layer_norm_backward_constant_rows_eps_0", {Op::kLayerNormBackward},
+      {at::full({3, 67}, 0.3), Normal({3, 67}, 137)},
+      grad_of([](const gt::Tensor& x) { return gt::nn::layer_norm(x, 1, gt::Tensor(), gt::Tensor(), 0.0); }),
+      [](const A& a) {
+        at::Tensor x = a[0].clone().requires_grad_();
+        at::layer_norm(x, {67}, {}, {}, 0.0).backward(a[1]);
+        return x.grad();
+      });
+  add("layer_norm_float32_squares_past_float", {Op::kLayerNorm}, {Normal({2, 64}, 138) * 1e19 + 1e20},
+      [](const V& v) { return gt::nn::layer_norm(v[0], 1); },
+      [](const A& a) { return at::layer_norm(a[0].to(at::kDouble), {64}).to(at::kFloat); });
   for (at::ScalarType type : {at::kFloat, at::kDouble}) {
     add(std::string("layer_norm_backward_rows_67_") + (type == at::kFloat ? "float32" : "float64"),
         {Op::kLayerNormBackward}, {Normal({600, 67}, 133, type), Normal({600, 67}, 134, type)},

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace gt::torch_backend {
 namespace {
@@ -33,12 +34,18 @@ void MaskedProduct(const T* g, const T* x, T* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = g[i] * (x[i] > T(0) ? T(1) : T(0));
 }
 
+// How weight decay applies: to p itself (AdamW), added to the gradient
+// (Adam), or not at all (Adam with weight_decay 0).
+enum class Decay { kNone, kDecoupled, kCoupled };
+
 // PyTorch's single-tensor AdamW (torch/optim/adamw.py) element by element,
 // each line the ATen kernel it replaces (mul_, add_ with alpha, addcmul_,
-// sqrt, div, add_, addcdiv_).
-template <typename T, bool kDecoupled>
-void AdamElements(T* __restrict p, const T* __restrict g, T* __restrict m, T* __restrict v, int64_t n,
-                  const AdamCoefficients& c) {
+// sqrt, div, add_, addcdiv_), rounded as that kernel rounds: add_ with
+// alpha and addcmul_ are one fused multiply-add each where ATen's kernels
+// use FMA (kFma, AtenFusesMultiplyAdd), two roundings where they do not.
+template <typename T, Decay kDecay, bool kFma>
+[[gnu::always_inline]] inline void AdamBody(T* __restrict p, const T* __restrict g, T* __restrict m,
+                                            T* __restrict v, int64_t n, const AdamCoefficients& c) {
   const T decay = static_cast<T>(1 - c.lr * c.weight_decay), weight_decay = static_cast<T>(c.weight_decay);
   const T beta1 = static_cast<T>(c.beta1), one_minus_beta1 = static_cast<T>(1 - c.beta1);
   const T beta2 = static_cast<T>(c.beta2), one_minus_beta2 = static_cast<T>(1 - c.beta2);
@@ -46,30 +53,70 @@ void AdamElements(T* __restrict p, const T* __restrict g, T* __restrict m, T* __
   const T step = static_cast<T>(-c.lr / c.correction1);
   for (int64_t i = 0; i < n; ++i) {
     T grad = g[i];
-    if constexpr (kDecoupled) {
-      p[i] = p[i] * decay;
+    if constexpr (kDecay == Decay::kDecoupled) p[i] = p[i] * decay;
+    if constexpr (kDecay == Decay::kCoupled) grad = kFma ? std::fma(p[i], weight_decay, grad) : grad + p[i] * weight_decay;
+    const T m_decayed = m[i] * beta1, v_decayed = v[i] * beta2;
+    if constexpr (kFma) {
+      m[i] = std::fma(grad, one_minus_beta1, m_decayed);
+      v[i] = std::fma(one_minus_beta2 * grad, grad, v_decayed);
     } else {
-      grad = grad + p[i] * weight_decay;
+      m[i] = m_decayed + one_minus_beta1 * grad;
+      v[i] = v_decayed + one_minus_beta2 * grad * grad;
     }
-    m[i] = m[i] * beta1 + one_minus_beta1 * grad;
-    v[i] = v[i] * beta2 + one_minus_beta2 * grad * grad;
     const T denom = std::sqrt(v[i]) / sqrt_correction2 + eps;
     p[i] = p[i] + step * m[i] / denom;
   }
 }
 
+template <typename T, Decay kDecay>
+void AdamElements(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoefficients& c) {
+  AdamBody<T, kDecay, false>(p, g, m, v, n, c);
+}
+
+// Called only where ATen's own kernels fuse, which they do only on a CPU
+// with AVX2 and FMA: std::fma is then one instruction, and vectorizes.
+template <typename T, Decay kDecay>
+__attribute__((target("avx2,fma"))) void AdamElementsFma(T* p, const T* g, T* m, T* v, int64_t n,
+                                                         const AdamCoefficients& c) {
+  AdamBody<T, kDecay, true>(p, g, m, v, n, c);
+}
+
+// Whether ATen's add_(other, alpha) rounds a * alpha + b once (its AVX2 and
+// AVX-512 kernels are built with FMA) or twice (its default kernels), asked
+// of ATen itself once: (1 + 2^-13)^2 - 1 is 2^-12 + 2^-26 with one rounding,
+// 2^-12 with two. 64 elements reach its vectorized loop.
+bool AtenFusesMultiplyAdd() {
+  static const bool fuses = [] {
+    const double near_one = 1 + std::ldexp(1.0, -13);
+    at::Tensor sum = at::full({64}, -1.0f);
+    sum.add_(at::full({64}, static_cast<float>(near_one)), near_one);
+    return sum[0].item<float>() != std::ldexp(1.0f, -12);
+  }();
+  return fuses;
+}
+
+template <typename T>
+using AdamLoop = void (*)(T*, const T*, T*, T*, int64_t, const AdamCoefficients&);
+
+template <typename T, Decay kDecay>
+AdamLoop<T> AdamLoopFor() {
+  return AtenFusesMultiplyAdd() ? &AdamElementsFma<T, kDecay> : &AdamElements<T, kDecay>;
+}
+
 template <typename T>
 void AdamRange(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, const AdamCoefficients& c) {
-  // weight_decay 0 takes neither branch's extra operation, as PyTorch skips it.
-  AdamCoefficients plain = c;
-  if (c.weight_decay == 0) plain.decoupled = true;
-  auto* const run = plain.decoupled ? &AdamElements<T, true> : &AdamElements<T, false>;
+  // As PyTorch 1.13: AdamW multiplies p by 1 - lr * weight_decay whatever
+  // weight_decay is (NaN for an infinite lr), Adam adds nothing to g when
+  // weight_decay is 0.
+  const AdamLoop<T> run = c.decoupled            ? AdamLoopFor<T, Decay::kDecoupled>()
+                          : c.weight_decay == 0 ? AdamLoopFor<T, Decay::kNone>()
+                                                : AdamLoopFor<T, Decay::kCoupled>();
   T* const p_data = p.data_ptr<T>();
   const T* const g_data = g.data_ptr<T>();
   T* const m_data = m.data_ptr<T>();
   T* const v_data = v.data_ptr<T>();
   at::parallel_for(0, p.numel(), at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-    run(p_data + begin, g_data + begin, m_data + begin, v_data + begin, end - begin, plain);
+    run(p_data + begin, g_data + begin, m_data + begin, v_data + begin, end - begin, c);
   });
 }
 
@@ -129,9 +176,28 @@ struct RowMoments {
   T mean, rstd;
 };
 
+// A row's moments in double, one element at a time: for the rare float row
+// whose squared deviations overflow float.
+template <typename T>
+RowMoments<T> MomentsInDouble(const T* x, int64_t n, double eps) {
+  double sum = 0, squares = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i];
+  const double mean = sum / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) squares += (x[i] - mean) * (x[i] - mean);
+  return {static_cast<T>(mean), static_cast<T>(1 / std::sqrt(squares / static_cast<double>(n) + eps))};
+}
+
+// A row's mean and 1 / sqrt(biased variance + eps). The mean is shifted by
+// the row's first element: a constant row's mean is that constant exactly
+// and its variance 0, as ATen's Welford moments give (with eps 0 its output
+// is then NaN, as PyTorch's), and an offset row loses less to rounding.
 template <typename T>
 RowMoments<T> MomentsOf(const T* x, int64_t n, double eps) {
-  const T mean = LaneSum<T>(n, [x](int64_t i) { return LoadVector(x + i); }, [x](int64_t i) { return x[i]; }) / n;
+  const T shift = x[0];
+  const T mean = shift + LaneSum<T>(
+                             n, [x, shift](int64_t i) { return LoadVector(x + i) - shift; },
+                             [x, shift](int64_t i) { return x[i] - shift; }) /
+                             static_cast<T>(n);
   const T var = LaneSum<T>(
                     n,
                     [x, mean](int64_t i) {
@@ -139,7 +205,8 @@ RowMoments<T> MomentsOf(const T* x, int64_t n, double eps) {
                       return d * d;
                     },
                     [x, mean](int64_t i) { return (x[i] - mean) * (x[i] - mean); }) /
-                n;
+                static_cast<T>(n);
+  if (std::isinf(var) && std::is_same_v<T, float>) return MomentsInDouble(x, n, eps);
   return {mean, T(1) / std::sqrt(var + static_cast<T>(eps))};
 }
 
@@ -158,17 +225,18 @@ void NormalizeRows(const T* x, T* __restrict y, int64_t rows, int64_t cols, doub
 template <typename T>
 void NormalizeRowsBackward(const T* g, const T* x, T* __restrict dx, int64_t rows, int64_t cols, double eps) {
   at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / cols), [&](int64_t begin, int64_t end) {
+    const T n = static_cast<T>(cols);
     for (int64_t r = begin; r < end; ++r) {
       const T* xr = x + r * cols;
       const T* gr = g + r * cols;
       const RowMoments<T> m = MomentsOf(xr, cols, eps);
-      const T g_mean = LaneSum<T>(cols, [gr](int64_t i) { return LoadVector(gr + i); }, [gr](int64_t i) { return gr[i]; }) / cols;
+      const T g_mean = LaneSum<T>(cols, [gr](int64_t i) { return LoadVector(gr + i); }, [gr](int64_t i) { return gr[i]; }) / n;
       // mean(g * xhat) = rstd * mean(g * (x - mean)).
       const T gx_mean = m.rstd *
                         LaneSum<T>(
                             cols, [&](int64_t i) { return LoadVector(gr + i) * (LoadVector(xr + i) - m.mean); },
                             [&](int64_t i) { return gr[i] * (xr[i] - m.mean); }) /
-                        cols;
+                        n;
       T* out = dx + r * cols;
       for (int64_t i = 0; i < cols; ++i) out[i] = m.rstd * (gr[i] - g_mean - (xr[i] - m.mean) * m.rstd * gx_mean);
     }

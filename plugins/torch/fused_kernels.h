@@ -29,11 +29,14 @@ at::Tensor ReluGradient(const at::Tensor& g, const at::Tensor& x);
 // normalized dims, flattened) of each row of x: (x - mean) / sqrt(var + eps)
 // with the biased variance, as at::layer_norm, in one pass per row that
 // stays in cache (ATen's kernel costs 24 us for 512 rows of 64 here, an add
-// over them 3 us). Means and variances accumulate in x's dtype over eight
-// fixed lanes, the variance from the deviations (two passes): within an ulp
-// or two of ATen's Welford moments, not bit for bit. Returns an undefined
-// tensor unless x is a contiguous float32 or float64 tensor with cols > 0
-// dividing its numel.
+// over them 3 us). The statistics accumulate in x's dtype over fixed vector
+// lanes, the mean shifted by the row's first element, the variance from the
+// deviations: close to ATen's float Welford moments, not bit for bit. A
+// constant row's mean is that constant exactly (so eps 0 gives NaN there,
+// as in PyTorch); a float32 row whose squared deviations overflow float is
+// computed in double, and gets its true normalized values where ATen gives
+// NaN. Returns an undefined tensor unless x is a contiguous float32 or
+// float64 tensor with cols > 0 dividing its numel.
 at::Tensor LayerNormRows(const at::Tensor& x, int64_t cols, double eps);
 
 // The gradient of LayerNormRows(x, cols, eps) for the output gradient g (the
@@ -59,10 +62,13 @@ struct AdamCoefficients {
 
 // One Adam step for every element in one pass: p, m (exp_avg) and v
 // (exp_avg_sq) updated in place from g, in the order of operations of
-// PyTorch's single-tensor AdamW and with its scalars rounded to the tensors'
-// dtype, where the ATen formulation is seven kernels and three temporaries.
-// Does nothing and returns false unless all four are contiguous float32 or
-// float64 tensors of one dtype and shape with no memory in common.
+// PyTorch's single-tensor Adam/AdamW, with its scalars rounded to the
+// tensors' dtype, and each step rounded as the ATen kernel it replaces
+// rounds on this CPU (fused multiply-adds where ATen's vectorized kernels
+// use them), so the result is PyTorch's to the bit: the ATen formulation is
+// seven kernels and three temporaries. Does nothing and returns false
+// unless all four are contiguous float32 or float64 tensors of one dtype
+// and shape with no memory in common.
 bool AdamUpdate(at::Tensor& p, const at::Tensor& g, at::Tensor& m, at::Tensor& v, const AdamCoefficients& c);
 
 }  // namespace gt::torch_backend

@@ -536,8 +536,8 @@ Status AdamStep(const Instruction& inst, std::vector<at::Tensor>& t) {
   const bool decoupled = inst.attrs.keepdims;
   if (AdamUpdate(p, g, m, v, {lr, beta1, beta2, eps, weight_decay, correction1, correction2, decoupled}))
     return Status::Ok();
-  if (weight_decay != 0 && decoupled) p.mul_(1 - lr * weight_decay);
-  if (weight_decay != 0 && !decoupled) g = g + p * weight_decay;
+  if (decoupled) p.mul_(1 - lr * weight_decay);  // as PyTorch's AdamW, whatever weight_decay is
+  if (weight_decay != 0 && !decoupled) g = g.add(p, weight_decay);  // PyTorch's Adam: grad.add(param, alpha=wd)
   m.mul_(beta1).add_(g, 1 - beta1);
   v.mul_(beta2).addcmul_(g, g, 1 - beta2);
   const at::Tensor denom = (v.sqrt() / std::sqrt(correction2)).add_(eps);
