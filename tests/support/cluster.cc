@@ -1,6 +1,7 @@
 #include "cluster.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -10,9 +11,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <regex>
 #include <set>
@@ -28,7 +31,9 @@ extern char** environ;
 namespace gt::testing {
 namespace {
 
-pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env) {
+// With `log`, the process's stdout and stderr go to that file.
+pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
+            const std::string& log = "") {
   std::vector<std::string> env_storage;
   for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
   for (const auto& [k, v] : extra_env) env_storage.push_back(k + "=" + v);
@@ -38,9 +43,39 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (!log.empty()) {
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  }
   pid_t pid = -1;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), envp.data()) != 0) return -1;
-  return pid;
+  const int failed = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  return failed != 0 ? -1 : pid;
+}
+
+// The metrics port a service started with `--metrics 127.0.0.1:0` bound, from
+// the first line it writes to `log` ("... metrics on http://127.0.0.1:P/metrics");
+// 0 when `pid` exits or nothing comes within `timeout_ms`.
+int AnnouncedMetricsPort(const std::string& log, pid_t pid, int timeout_ms) {
+  static const std::regex kMetrics("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(log);
+    std::string line;
+    if (std::getline(in, line) && !in.eof()) {  // a whole first line
+      std::smatch port;
+      if (std::regex_search(line, port, kMetrics)) return std::stoi(port[1]);
+      std::fprintf(stderr, "%s announced no metrics port: %s\n", log.c_str(), line.c_str());
+      return 0;
+    }
+    int status = 0;
+    if (pid <= 0 || waitpid(pid, &status, WNOHANG) != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::fprintf(stderr, "%s: no metrics port announced\n", log.c_str());
+  return 0;
 }
 
 std::string UniqueName() {
@@ -69,21 +104,24 @@ ClusterOptions ShardingClusterOptions(const std::string& name, int workers) {
   return options;
 }
 
+// Metrics on port 0, read back from each host's first line: a port probed
+// free beforehand can be taken by a parallel test's process first.
 ProcessCluster::ProcessCluster(const ClusterOptions& options) {
-  endpoint_ = "ipc:///tmp/gt-test-" + UniqueName() + ".sock";
-  dispatcher_port_ = FreeTcpPort();
-  std::vector<std::string> d = {BinDir() + "/gt-dispatcher", "--listen", endpoint_, "--metrics",
-                                "127.0.0.1:" + std::to_string(dispatcher_port_)};
+  const std::string name = "gt-test-" + UniqueName();
+  endpoint_ = "ipc:///tmp/" + name + ".sock";
+  std::vector<std::string> d = {BinDir() + "/gt-dispatcher", "--listen", endpoint_, "--metrics", "127.0.0.1:0"};
   if (!options.dispatcher_manifest.empty()) d.insert(d.end(), {"--manifest", options.dispatcher_manifest});
-  pids_.push_back(Spawn(d, options.env));
+  logs_.push_back("/tmp/" + name + "-dispatcher.log");
+  pids_.push_back(Spawn(d, options.env, logs_.back()));
   for (int i = 0; i < options.workers; ++i) {
-    int port = FreeTcpPort();
-    worker_ports_.push_back(port);
     std::vector<std::string> w = {BinDir() + "/gt-worker", "--connect", endpoint_, "--id", "worker-" + std::to_string(i),
-                                  "--metrics", "127.0.0.1:" + std::to_string(port)};
+                                  "--metrics", "127.0.0.1:0"};
     if (!options.worker_manifest.empty()) w.insert(w.end(), {"--manifest", options.worker_manifest});
-    pids_.push_back(Spawn(w, options.env));
+    logs_.push_back("/tmp/" + name + "-worker-" + std::to_string(i) + ".log");
+    pids_.push_back(Spawn(w, options.env, logs_.back()));
   }
+  dispatcher_port_ = AnnouncedMetricsPort(logs_[0], pids_[0], 30000);
+  for (size_t i = 1; i < pids_.size(); ++i) worker_ports_.push_back(AnnouncedMetricsPort(logs_[i], pids_[i], 30000));
 }
 
 ProcessCluster::~ProcessCluster() {
@@ -91,6 +129,13 @@ ProcessCluster::~ProcessCluster() {
     if (pids_[i] > 0) kill(pids_[i], SIGTERM);
   for (pid_t p : pids_)
     if (p > 0) waitpid(p, nullptr, 0);
+  // The hosts' output where it went before they wrote to files: the test's.
+  for (const std::string& log : logs_) {
+    std::ifstream in(log);
+    std::fputs(std::string(std::istreambuf_iterator<char>(in), {}).c_str(), stdout);
+    std::remove(log.c_str());
+  }
+  std::fflush(stdout);
 }
 
 void ProcessCluster::KillWorkerForTest(int index) {

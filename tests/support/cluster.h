@@ -24,8 +24,10 @@ struct ClusterOptions {
   std::map<std::string, std::string> env;  // extra environment for the hosts
 };
 
-// Starts the processes on a fresh ipc:// endpoint with /metrics on free
-// loopback ports; stops them with SIGTERM when destroyed.
+// Starts the processes on a fresh ipc:// endpoint with /metrics on loopback
+// ports they bind themselves (port 0, read back from each one's first line;
+// their output goes to files in /tmp, copied to stdout and removed when the
+// cluster is destroyed); stops them with SIGTERM when destroyed.
 class ProcessCluster {
  public:
   explicit ProcessCluster(const ClusterOptions& options);
@@ -50,6 +52,7 @@ class ProcessCluster {
   int dispatcher_port_ = 0;
   std::vector<int> worker_ports_;
   std::vector<pid_t> pids_;
+  std::vector<std::string> logs_;  // one per process, in pids_'s order
 };
 
 int FreeTcpPort();
