@@ -73,10 +73,16 @@ void AdamElements(T* p, const T* g, T* m, T* v, int64_t n, const AdamCoefficient
   AdamBody<T, kDecay, false>(p, g, m, v, n, c);
 }
 
-// Called only where ATen's own kernels fuse, which they do only on a CPU
-// with AVX2 and FMA: std::fma is then one instruction, and vectorizes.
+// Called only where ATen's own kernels fuse, which on x86-64 they do only
+// on a CPU with AVX2 and FMA: std::fma is then one instruction, and
+// vectorizes. (Other targets' baseline has the instruction or emulates it.)
+#if defined(__x86_64__)
+#define GT_FMA_TARGET __attribute__((target("avx2,fma")))
+#else
+#define GT_FMA_TARGET
+#endif
 template <typename T, Decay kDecay>
-__attribute__((target("avx2,fma"))) void AdamElementsFma(T* p, const T* g, T* m, T* v, int64_t n,
+GT_FMA_TARGET void AdamElementsFma(T* p, const T* g, T* m, T* v, int64_t n,
                                                          const AdamCoefficients& c) {
   AdamBody<T, kDecay, true>(p, g, m, v, n, c);
 }
