@@ -143,18 +143,19 @@ Result<TensorMeta> InferWhere(const Instruction& inst, const std::vector<const T
 Result<TensorMeta> InferMatmul(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   if (in.size() != 2) return ArityError(inst, 2, in.size());
   Shape a = in[0]->shape, b = in[1]->shape;
-  std::string both = ShapeToString(a) + " and " + ShapeToString(b);
-  if (a.empty() || b.empty()) return InvalidArgument("matmul: both operands need at least 1 dimension, got " + both);
+  // Messages are built only on an error: every matmul of every client passes here.
+  auto both = [&in] { return ShapeToString(in[0]->shape) + " and " + ShapeToString(in[1]->shape); };
+  if (a.empty() || b.empty()) return InvalidArgument("matmul: both operands need at least 1 dimension, got " + both());
   bool a_vec = a.size() == 1, b_vec = b.size() == 1;
   if (a_vec) a.insert(a.begin(), 1);
   if (b_vec) b.push_back(1);
   int64_t k_a = a.back(), k_b = b[b.size() - 2];
   if (k_a != k_b)
-    return InvalidArgument("matmul: shapes " + both + " are not aligned (" + std::to_string(k_a) +
+    return InvalidArgument("matmul: shapes " + both() + " are not aligned (" + std::to_string(k_a) +
                            " != " + std::to_string(k_b) + ")");
   Shape batch_a(a.begin(), a.end() - 2), batch_b(b.begin(), b.end() - 2);
   Result<Shape> batch = BroadcastShapes(batch_a, batch_b);
-  if (!batch.ok()) return InvalidArgument("matmul: batch dimensions of " + both + " do not broadcast");
+  if (!batch.ok()) return InvalidArgument("matmul: batch dimensions of " + both() + " do not broadcast");
   Shape out = *batch;
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());
@@ -251,16 +252,19 @@ Result<TensorMeta> InferReshape(const Instruction& inst, const TensorMeta& in) {
     }
   }
   int64_t total = NumElements(in.shape);
-  std::string what = "reshape: cannot view " + ShapeToString(in.shape) + " (" + std::to_string(total) +
-                     " elements) as " + ShapeToString(target);
+  // Built only on an error: every reshape of every client passes here.
+  auto cannot_view = [&] {
+    return InvalidArgument("reshape: cannot view " + ShapeToString(in.shape) + " (" + std::to_string(total) +
+                           " elements) as " + ShapeToString(inst.attrs.shape));
+  };
   const std::optional<int64_t> product = CheckedProduct(given);
-  if (!product) return InvalidArgument(what);  // more than any tensor holds
+  if (!product) return cannot_view();  // more than any tensor holds
   const int64_t known = *product;
   if (inferred >= 0) {
-    if (known == 0 || total % known != 0) return InvalidArgument(what);
+    if (known == 0 || total % known != 0) return cannot_view();
     target[inferred] = total / known;
   } else if (known != total) {
-    return InvalidArgument(what);
+    return cannot_view();
   }
   return TensorMeta{target, in.dtype};
 }
@@ -323,13 +327,16 @@ Result<TensorMeta> InferSqueeze(const Instruction& inst, const TensorMeta& in) {
 Result<TensorMeta> InferPermute(const Instruction& inst, const TensorMeta& in) {
   int64_t rank = static_cast<int64_t>(in.shape.size());
   const auto& perm = inst.attrs.axes;
-  std::string what = "permute: " + ShapeToString(perm) + " is not a permutation of the dims of " + ShapeToString(in.shape);
-  if (static_cast<int64_t>(perm.size()) != rank) return InvalidArgument(what);
+  auto not_a_permutation = [&] {
+    return InvalidArgument("permute: " + ShapeToString(perm) + " is not a permutation of the dims of " +
+                           ShapeToString(in.shape));
+  };
+  if (static_cast<int64_t>(perm.size()) != rank) return not_a_permutation();
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   Shape out;
   for (int64_t p : perm) {
     std::optional<int64_t> d = WrapDim(p, rank);
-    if (!d || seen[*d]) return InvalidArgument(what);
+    if (!d || seen[*d]) return not_a_permutation();
     seen[*d] = true;
     out.push_back(in.shape[*d]);
   }
@@ -417,7 +424,7 @@ Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<cons
   Result<int64_t> dim = IndexDim(inst, x, index);
   if (!dim.ok()) return dim.status();
   const size_t d = static_cast<size_t>(*dim);
-  const std::string shapes = ShapeToString(x.shape) + " and index " + ShapeToString(index.shape);
+  auto shapes = [&] { return ShapeToString(x.shape) + " and index " + ShapeToString(index.shape); };
   if (inst.op == Op::kIndexSelect || inst.op == Op::kIndexAdd) {
     if (index.shape.size() != 1) return InvalidArgument(Where(inst) + ": the index must be 1-D, got " + ShapeToString(index.shape));
     Shape picked = x.shape;
@@ -430,10 +437,10 @@ Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<cons
     return x;
   }
   if (index.shape.size() != x.shape.size())
-    return InvalidArgument(Where(inst) + ": the index must have the tensor's rank: " + shapes);
+    return InvalidArgument(Where(inst) + ": the index must have the tensor's rank: " + shapes());
   for (size_t k = 0; k < x.shape.size(); ++k)
     if (k != d && index.shape[k] > x.shape[k])
-      return InvalidArgument(Where(inst) + ": the index is larger than the tensor outside dim " + std::to_string(d) + ": " + shapes);
+      return InvalidArgument(Where(inst) + ": the index is larger than the tensor outside dim " + std::to_string(d) + ": " + shapes());
   if (inst.op == Op::kGather) return TensorMeta{index.shape, x.dtype};
   const Shape& source = in[2]->shape;
   if (source.size() != x.shape.size())
