@@ -43,8 +43,31 @@ def _wait_for_line(path, text, timeout=15.0):
         content = path.read_text() if path.exists() else ""
         if text in content:
             return content
+        if BIND_FAILED in content:
+            raise PortTaken(content)
         time.sleep(0.05)
     raise AssertionError(f"no {text!r} in {path}: {path.read_text() if path.exists() else ''}")
+
+
+BIND_FAILED = "Address already in use"
+
+
+class PortTaken(Exception):
+    """The dispatcher could not bind the port picked for it: another process
+    took it between the pick and the bind."""
+
+
+def on_free_port(body, attempts=5):
+    """body(port) on a port picked free; again on a fresh one while the
+    dispatcher finds it taken. These tests must know the port before the
+    dispatcher starts (its socket file is named after it), so the services'
+    port 0 cannot serve them."""
+    for attempt in range(attempts):
+        try:
+            return body(_free_port())
+        except PortTaken:
+            if attempt == attempts - 1:
+                raise
 
 
 @contextlib.contextmanager
@@ -108,81 +131,94 @@ def listening(path):
 
 
 def test_localhost_client_and_worker_use_the_dispatchers_ipc_socket(tmp_path):
-    port = _free_port()
-    with server(tmp_path, port, worker_endpoint=f"tcp://127.0.0.1:{port}") as (dlog, wlog):
-        assert f"local ipc on ipc://{sock_path(port)}" in dlog.read_text()
-        assert sock_path(port).is_socket()
-        assert f"connecting to ipc://{sock_path(port)} (local ipc for tcp://127.0.0.1:{port})" in wlog.read_text()
-        for address in (f"localhost:{port}", f"127.0.0.1:{port}"):
-            line = run_client(address)
-            assert f"connected to ipc://{sock_path(port)} (local ipc for {address})" in line
-    # A graceful stop removes the socket file.
-    assert not sock_path(port).exists()
+    def run(port):
+        with server(tmp_path, port, worker_endpoint=f"tcp://127.0.0.1:{port}") as (dlog, wlog):
+            assert f"local ipc on ipc://{sock_path(port)}" in dlog.read_text()
+            assert sock_path(port).is_socket()
+            assert f"connecting to ipc://{sock_path(port)} (local ipc for tcp://127.0.0.1:{port})" in wlog.read_text()
+            for address in (f"localhost:{port}", f"127.0.0.1:{port}"):
+                line = run_client(address)
+                assert f"connected to ipc://{sock_path(port)} (local ipc for {address})" in line
+        # A graceful stop removes the socket file.
+        assert not sock_path(port).exists()
+
+    on_free_port(run)
 
 
 def test_opt_out_and_explicit_endpoints_stay_as_given(tmp_path):
-    port = _free_port()
-    with server(tmp_path, port, worker_endpoint=f"tcp://127.0.0.1:{port}"):
-        assert run_client(f"localhost:{port}", env={"GT_LOCAL_IPC": "0"}).endswith(f"connected to tcp://localhost:{port}")
-        assert run_client(f"tcp://127.0.0.1:{port}").endswith(f"connected to tcp://127.0.0.1:{port}")
-        assert run_client(f"ipc://{sock_path(port)}").endswith(f"connected to ipc://{sock_path(port)}")
-    # The opt-out on the services: no socket, the worker keeps tcp.
-    port = _free_port()
-    with server(tmp_path, port, env={"GT_LOCAL_IPC": "off"}, worker_endpoint=f"tcp://127.0.0.1:{port}") as (dlog, wlog):
-        # A socket file left there by an earlier dispatcher killed on this
-        # port may exist; none listens on it.
-        assert "local ipc" not in dlog.read_text() and not listening(sock_path(port))
-        assert f"connecting to tcp://127.0.0.1:{port}" in wlog.read_text()
-        assert run_client(f"localhost:{port}").endswith(f"connected to tcp://localhost:{port}")
+    def run(port):
+        with server(tmp_path, port, worker_endpoint=f"tcp://127.0.0.1:{port}"):
+            assert run_client(f"localhost:{port}",
+                              env={"GT_LOCAL_IPC": "0"}).endswith(f"connected to tcp://localhost:{port}")
+            assert run_client(f"tcp://127.0.0.1:{port}").endswith(f"connected to tcp://127.0.0.1:{port}")
+            assert run_client(f"ipc://{sock_path(port)}").endswith(f"connected to ipc://{sock_path(port)}")
+
+    def run_opted_out(port):
+        # The opt-out on the services: no socket, the worker keeps tcp.
+        with server(tmp_path, port, env={"GT_LOCAL_IPC": "off"},
+                    worker_endpoint=f"tcp://127.0.0.1:{port}") as (dlog, wlog):
+            # A socket file left there by an earlier dispatcher killed on this
+            # port may exist; none listens on it.
+            assert "local ipc" not in dlog.read_text() and not listening(sock_path(port))
+            assert f"connecting to tcp://127.0.0.1:{port}" in wlog.read_text()
+            assert run_client(f"localhost:{port}").endswith(f"connected to tcp://localhost:{port}")
+
+    on_free_port(run)
+    on_free_port(run_opted_out)
 
 
 def test_a_stale_socket_falls_back_to_tcp_and_is_reclaimed(tmp_path):
-    port = _free_port()
-    stale_socket(sock_path(port))
-    try:
-        # A dispatcher that binds no ipc (the opt-out on it only): the worker
-        # and the client find the dead socket and keep tcp; the file stays.
-        with server(tmp_path, port, env={"GT_LOCAL_IPC": "0"}, worker_endpoint=f"tcp://127.0.0.1:{port}",
-                    worker_env={"GT_LOCAL_IPC": "1"}) as (_, wlog):
-            assert f"connecting to tcp://127.0.0.1:{port}" in wlog.read_text()
-            assert run_client(f"localhost:{port}").endswith(f"connected to tcp://localhost:{port}")
-        assert sock_path(port).is_socket()
-        # A dispatcher with local ipc on replaces the dead one's socket.
-        with server(tmp_path, port, worker_endpoint=f"tcp://localhost:{port}") as (dlog, wlog):
-            assert f"local ipc on ipc://{sock_path(port)}" in dlog.read_text()
-            assert f"connecting to ipc://{sock_path(port)}" in wlog.read_text()
-            assert f"connected to ipc://{sock_path(port)}" in run_client(f"localhost:{port}")
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            sock_path(port).unlink()
+    def run(port):
+        stale_socket(sock_path(port))
+        try:
+            # A dispatcher that binds no ipc (the opt-out on it only): the worker
+            # and the client find the dead socket and keep tcp; the file stays.
+            with server(tmp_path, port, env={"GT_LOCAL_IPC": "0"}, worker_endpoint=f"tcp://127.0.0.1:{port}",
+                        worker_env={"GT_LOCAL_IPC": "1"}) as (_, wlog):
+                assert f"connecting to tcp://127.0.0.1:{port}" in wlog.read_text()
+                assert run_client(f"localhost:{port}").endswith(f"connected to tcp://localhost:{port}")
+            assert sock_path(port).is_socket()
+            # A dispatcher with local ipc on replaces the dead one's socket.
+            with server(tmp_path, port, worker_endpoint=f"tcp://localhost:{port}") as (dlog, wlog):
+                assert f"local ipc on ipc://{sock_path(port)}" in dlog.read_text()
+                assert f"connecting to ipc://{sock_path(port)}" in wlog.read_text()
+                assert f"connected to ipc://{sock_path(port)}" in run_client(f"localhost:{port}")
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                sock_path(port).unlink()
+
+    on_free_port(run)
 
 
 def test_a_socket_in_use_or_of_another_user_is_left_alone(tmp_path):
-    port = _free_port()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(sock_path(port)))
-    listener.listen(1)
-    try:
-        with server(tmp_path, port) as (dlog, _):
-            text = _wait_for_line(dlog, "no local ipc endpoint")
-            assert "is in use by another process" in text and "local ipc on" not in text
-            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            probe.connect(str(sock_path(port)))  # still the listener's
-            probe.close()
-    finally:
-        listener.close()
-        sock_path(port).unlink()
-    if os.geteuid() != 0:
-        return  # handing a file to another user needs root
-    port = _free_port()
-    stale_socket(sock_path(port))
-    os.chown(sock_path(port), 65534, 65534)
-    try:
-        with server(tmp_path, port, worker_endpoint=f"tcp://127.0.0.1:{port}") as (dlog, wlog):
-            text = _wait_for_line(dlog, "no local ipc endpoint")
-            assert "not a socket of this user" in text
-            assert f"connecting to tcp://127.0.0.1:{port}" in wlog.read_text()
-            assert run_client(f"localhost:{port}").endswith(f"connected to tcp://localhost:{port}")
-        assert sock_path(port).is_socket()
-    finally:
-        sock_path(port).unlink()
+    def run(port):
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(str(sock_path(port)))
+        listener.listen(1)
+        try:
+            with server(tmp_path, port) as (dlog, _):
+                text = _wait_for_line(dlog, "no local ipc endpoint")
+                assert "is in use by another process" in text and "local ipc on" not in text
+                probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                probe.connect(str(sock_path(port)))  # still the listener's
+                probe.close()
+        finally:
+            listener.close()
+            sock_path(port).unlink()
+
+    def run_other_users(port):
+        stale_socket(sock_path(port))
+        os.chown(sock_path(port), 65534, 65534)
+        try:
+            with server(tmp_path, port, worker_endpoint=f"tcp://127.0.0.1:{port}") as (dlog, wlog):
+                text = _wait_for_line(dlog, "no local ipc endpoint")
+                assert "not a socket of this user" in text
+                assert f"connecting to tcp://127.0.0.1:{port}" in wlog.read_text()
+                assert run_client(f"localhost:{port}").endswith(f"connected to tcp://localhost:{port}")
+            assert sock_path(port).is_socket()
+        finally:
+            sock_path(port).unlink()
+
+    on_free_port(run)
+    if os.geteuid() == 0:  # handing a file to another user needs root
+        on_free_port(run_other_users)
