@@ -101,6 +101,26 @@ def bound_endpoints(line):
     return (listen.group(1) if listen else None), (metrics.group(1) if metrics else None)
 
 
+def start_on_free_port(argv_for_port, log, env=None, attempts=5):
+    """Popen(argv_for_port(port)), its output to the file `log`, on a port
+    picked free; again on a fresh port while it says the port is taken (a
+    parallel test's process took it between the pick and the bind). For
+    services that must be told a port (`python -m gt.server -p`); returns
+    (process, port) once it announced itself."""
+    for attempt in range(attempts):
+        port = _free_port()
+        with open(log, "w") as out:
+            proc = subprocess.Popen(argv_for_port(port), env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            line = first_log_line(log, proc)
+        except AssertionError:
+            line = pathlib.Path(log).read_text(errors="replace")
+        if "listening on" in line:
+            return proc, port
+        stop_processes([proc])
+        assert "Address already in use" in line and attempt < attempts - 1, f"{proc.args} did not start: {line!r}"
+
+
 def stop_processes(procs):
     """Asks every process to stop (SIGTERM, in the given order), then waits,
     killing one that has not stopped within 10 s."""

@@ -11,13 +11,14 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
 import pytest
 
 import gt
-from conftest import _free_port, run_python, stop_processes
+from conftest import run_python, start_on_free_port, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -44,12 +45,14 @@ def python_cluster(workers=2, server_args=(), worker_env=None):
     it started on exit (SIGTERM, then SIGKILL after 10 s)."""
     if not ((BIN_DIR / "gt-dispatcher").exists() and (BIN_DIR / "gt-worker").exists()):
         pytest.skip(f"gt-dispatcher / gt-worker not built in {BIN_DIR}")
-    port = _free_port()
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.STDOUT}
     procs = []
+    log = tempfile.NamedTemporaryFile(prefix="gt-server-", suffix=".log")
     try:
-        procs.append(subprocess.Popen([sys.executable, "-m", "gt.server", "-p", str(port), "--host", "127.0.0.1",
-                                       *server_args], env=_module_env(), **quiet))
+        server, port = start_on_free_port(
+            lambda port: [sys.executable, "-m", "gt.server", "-p", str(port), "--host", "127.0.0.1", *server_args],
+            log.name, env=_module_env())
+        procs.append(server)
         for i in range(workers):
             env = dict(_module_env(), **(worker_env or {}))
             procs.append(subprocess.Popen([sys.executable, "-m", "gt.worker", "--host", "localhost", "-p", str(port),
@@ -60,6 +63,7 @@ def python_cluster(workers=2, server_args=(), worker_env=None):
         yield port
     finally:
         stop_processes(procs)
+        log.close()
 
 
 # Waits until `workers` workers have registered (they start concurrently with

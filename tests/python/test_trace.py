@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import _free_port, stop_processes
+from conftest import bound_endpoints, first_log_line, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -23,13 +23,21 @@ def _start_logged_cluster(tmp_path, workers):
     log (the shipped *-logged.yaml manifests, GT_INSTRUCTION_LOG per process)."""
     if not (BIN / "gt-dispatcher").exists() or not (BIN / "gt-worker").exists():
         pytest.skip(f"gt-dispatcher / gt-worker not built in {BIN}")
-    port = _free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
     quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     logs = [tmp_path / "dispatcher.log"] + [tmp_path / f"worker-{i}.log" for i in range(workers)]
-    procs = [subprocess.Popen([str(BIN / "gt-dispatcher"), "--manifest", str(REPO / "configs/dispatcher-logged.yaml"),
-                               "--listen", endpoint, "--metrics", ""],
-                              env={**os.environ, "GT_INSTRUCTION_LOG": str(logs[0])}, **quiet)]
+    # Port 0, read back from the dispatcher's first line (conftest.bound_endpoints).
+    with open(tmp_path / "dispatcher.out", "w") as out:
+        procs = [subprocess.Popen([str(BIN / "gt-dispatcher"), "--manifest",
+                                   str(REPO / "configs/dispatcher-logged.yaml"), "--listen", "tcp://127.0.0.1:0",
+                                   "--metrics", ""], env={**os.environ, "GT_INSTRUCTION_LOG": str(logs[0])},
+                                  stdout=out, stderr=subprocess.STDOUT)]
+    try:
+        endpoint, _ = bound_endpoints(first_log_line(tmp_path / "dispatcher.out", procs[0]))
+        assert endpoint, "gt-dispatcher announced no tcp endpoint"
+    except BaseException:
+        stop_processes(procs)
+        raise
+    port = int(endpoint.rsplit(":", 1)[1])
     for i in range(workers):
         procs.append(subprocess.Popen([str(BIN / "gt-worker"), "--manifest", str(REPO / "configs/worker-logged.yaml"),
                                        "--connect", endpoint, "--metrics", "", "--id", f"worker-{i}"],
