@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import _free_port, stop_processes
+from conftest import stop_processes
 from test_cluster import BIN_DIR, Cluster, clean_env, client, end_clients, read_line, require_services, run_client, tell
 
 GT = BIN_DIR / "gt"
@@ -158,12 +158,11 @@ def test_an_unlisted_worker_key_is_refused_and_the_worker_exits(secure):
 
 def test_a_non_loopback_listen_needs_keys_or_insecure():
     require_services()
-    port = _free_port()
-    refused = subprocess.run([str(BIN_DIR / "gt-dispatcher"), "--listen", f"tcp://0.0.0.0:{port}"],
+    refused = subprocess.run([str(BIN_DIR / "gt-dispatcher"), "--listen", "tcp://0.0.0.0:0"],
                              env=clean_env(), capture_output=True, text=True, timeout=30)
     assert refused.returncode == 1
     assert "refusing to listen on tcp://0.0.0.0" in refused.stderr and "--insecure" in refused.stderr
-    accepted = subprocess.Popen([str(BIN_DIR / "gt-dispatcher"), "--listen", f"tcp://0.0.0.0:{port}", "--insecure"],
+    accepted = subprocess.Popen([str(BIN_DIR / "gt-dispatcher"), "--listen", "tcp://0.0.0.0:0", "--insecure"],
                                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert "listening on" in accepted.stdout.readline()
@@ -172,7 +171,7 @@ def test_a_non_loopback_listen_needs_keys_or_insecure():
 
 
 def test_incomplete_or_wrong_keys_are_named(keys, tmp_path):
-    dispatcher = [str(BIN_DIR / "gt-dispatcher"), "--listen", f"tcp://127.0.0.1:{_free_port()}"]
+    dispatcher = [str(BIN_DIR / "gt-dispatcher"), "--listen", "tcp://127.0.0.1:0"]
 
     def run(*args):
         return subprocess.run(dispatcher + list(args), env=clean_env(), capture_output=True, text=True, timeout=30)
