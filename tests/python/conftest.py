@@ -101,6 +101,10 @@ def bound_endpoints(line):
     return (listen.group(1) if listen else None), (metrics.group(1) if metrics else None)
 
 
+# What a service says when the port it was told is taken.
+BIND_FAILED = "Address already in use"
+
+
 def start_on_free_port(argv_for_port, log, env=None, attempts=5):
     """Popen(argv_for_port(port)), its output to the file `log`, on a port
     picked free; again on a fresh port while it says the port is taken (a
@@ -118,7 +122,7 @@ def start_on_free_port(argv_for_port, log, env=None, attempts=5):
         if "listening on" in line:
             return proc, port
         stop_processes([proc])
-        assert "Address already in use" in line and attempt < attempts - 1, f"{proc.args} did not start: {line!r}"
+        assert BIND_FAILED in line and attempt < attempts - 1, f"{proc.args} did not start: {line!r}"
 
 
 def stop_processes(procs):

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from conftest import _free_port, stop_processes
+from conftest import BIND_FAILED, _free_port, stop_processes
 from test_launch import BIN_DIR, _module_env
 
 CLIENT = textwrap.dedent("""
@@ -47,9 +47,6 @@ def _wait_for_line(path, text, timeout=15.0):
             raise PortTaken(content)
         time.sleep(0.05)
     raise AssertionError(f"no {text!r} in {path}: {path.read_text() if path.exists() else ''}")
-
-
-BIND_FAILED = "Address already in use"
 
 
 class PortTaken(Exception):

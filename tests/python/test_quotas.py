@@ -16,10 +16,9 @@ import urllib.request
 
 import pytest
 
-import re
 import subprocess
 
-from conftest import next_output_line
+from conftest import bound_endpoints, next_output_line
 from test_cluster import Cluster, client, end_clients, read_line, require_services, run_client, tell
 
 
@@ -67,9 +66,8 @@ class QuotaCluster(Cluster):
             self.procs.append(self.workers[f"worker-{i}"])
             if i == 0:
                 line = next_output_line(self.workers["worker-0"], 30) or ""
-                bound = re.search(r"metrics on http://([^/]+)/metrics", line)
-                assert bound, f"gt-worker announced no metrics endpoint: {line!r}"
-                self.worker_metrics = bound.group(1)
+                _, self.worker_metrics = bound_endpoints(line)
+                assert self.worker_metrics, f"gt-worker announced no metrics endpoint: {line!r}"
             self.wait_for_workers(i + 1)
 
 
