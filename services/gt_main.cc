@@ -7,13 +7,17 @@
 //   gt top [--discovery HOST:PORT] [--once]
 //                                         live per-host and per-stage rates (services/top.h)
 //   gt keygen NAME...                     write CURVE key pairs NAME.key (0600) + NAME.pub
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -133,22 +137,61 @@ int Validate(const std::vector<std::string>& files) {
   return failures ? 1 : 0;
 }
 
-pid_t Spawn(const std::vector<std::string>& argv) {
+// With `stdout_to` >= 0, the child's standard output goes there.
+pid_t Spawn(const std::vector<std::string>& argv, int stdout_to = -1) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  if (stdout_to >= 0) posix_spawn_file_actions_adddup2(&actions, stdout_to, STDOUT_FILENO);
   pid_t pid = 0;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ) != 0) {
+  const int failed = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (failed != 0) {
     std::cerr << "gt cluster: cannot start " << argv[0] << "\n";
     return -1;
   }
   return pid;
 }
 
+// The first line `fd` delivers within `timeout`; "" on end of file or timeout.
+std::string ReadFirstLine(int fd, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string line;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    pollfd item{fd, POLLIN, 0};
+    if (left.count() <= 0 || poll(&item, 1, static_cast<int>(left.count())) <= 0) return "";
+    char c = 0;
+    if (read(fd, &c, 1) != 1) return "";
+    if (c == '\n') return line;
+    line += c;
+  }
+}
+
+// The endpoint a dispatcher's first line says it listens on
+// ("gt-dispatcher ID listening on EP[, ...]"); "" if it says none.
+std::string ListeningEndpoint(const std::string& line) {
+  const std::string marker = " listening on ";
+  const size_t at = line.find(marker);
+  if (at == std::string::npos) return "";
+  const size_t from = at + marker.size();
+  return line.substr(from, line.find_first_of(", ", from) - from);
+}
+
+// Copies what `fd` delivers to standard output until end of file.
+void Forward(int fd) {
+  char buffer[4096];
+  for (ssize_t n; (n = read(fd, buffer, sizeof buffer)) > 0;)
+    if (write(STDOUT_FILENO, buffer, static_cast<size_t>(n)) < 0) break;
+}
+
 int Cluster(int argc, char** argv) {
   po::options_description desc("gt cluster options");
   desc.add_options()("workers,n", po::value<int>()->default_value(2), "number of workers")(
-      "listen", po::value<std::string>()->default_value("tcp://127.0.0.1:5555"), "dispatcher endpoint")(
+      "listen", po::value<std::string>()->default_value("tcp://127.0.0.1:5555"),
+      "dispatcher endpoint; with port 0 a free port, named in the first line of output")(
       "metrics-port", po::value<int>()->default_value(0), "first metrics port (dispatcher; workers follow); 0: none")(
       "discovery", po::value<std::string>()->default_value(""),
       "host:port where the dispatcher serves Prometheus service discovery (/targets); \"\": none")(
@@ -168,9 +211,35 @@ int Cluster(int argc, char** argv) {
   std::string listen = vm["listen"].as<std::string>();
   int port = vm["metrics-port"].as<int>();
   auto metrics = [port](int k) { return port ? "127.0.0.1:" + std::to_string(port + k) : std::string(); };
+  // The workers connect where the dispatcher says it listens: with port 0
+  // it binds a free port, which only its first line names. That line is this
+  // command's first line too; the rest of its output follows as it comes.
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    std::cerr << "gt cluster: pipe: " << std::strerror(errno) << "\n";
+    return 1;
+  }
   std::vector<pid_t> children;
   children.push_back(Spawn({(bin / "gt-dispatcher").string(), "--listen", listen, "--metrics", metrics(0), "--discovery",
-                            vm["discovery"].as<std::string>(), "--manifest", vm["manifest"].as<std::string>()}));
+                            vm["discovery"].as<std::string>(), "--manifest", vm["manifest"].as<std::string>()},
+                           out[1]));
+  close(out[1]);
+  const std::string announced = ReadFirstLine(out[0], std::chrono::seconds(30));
+  std::thread forward([fd = out[0]] {
+    Forward(fd);
+    close(fd);
+  });
+  listen = ListeningEndpoint(announced);
+  if (listen.empty()) {
+    std::cerr << "gt cluster: the dispatcher did not start" << (announced.empty() ? "" : ": " + announced) << "\n";
+    if (children[0] > 0) {
+      kill(children[0], SIGTERM);
+      waitpid(children[0], nullptr, 0);
+    }
+    forward.join();
+    return 1;
+  }
+  std::cout << announced << std::endl;
   for (int i = 0; i < vm["workers"].as<int>(); ++i)
     children.push_back(Spawn({(bin / "gt-worker").string(), "--connect", listen, "--id", "worker-" + std::to_string(i),
                               "--metrics", metrics(i + 1), "--manifest", vm["worker-manifest"].as<std::string>()}));
@@ -189,6 +258,7 @@ int Cluster(int argc, char** argv) {
     if (children[i] > 0) kill(children[i], SIGTERM);
   for (pid_t c : children)
     if (c > 0) waitpid(c, nullptr, 0);
+  forward.join();
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include "gt/op_attrs.h"
 #include "gt/options.h"
 #include "local_ipc.h"
+#include "peer_address.h"
 #include "shipped_configs.h"
 #include "transport.h"
 
@@ -134,6 +135,8 @@ std::shared_ptr<Session> Session::Get() {
 void Session::SetAddress(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   if (started_) throw Error(Code::kFailedPrecondition, "gt::connect must be called before the first tensor op");
+  if (Status s = CheckTcpPort(address.find("://") == std::string::npos ? "tcp://" + address : address); !s.ok())
+    throw Error(s.code(), "gt::connect: " + s.message());
   address_ = address;
 }
 

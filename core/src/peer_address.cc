@@ -18,6 +18,16 @@ std::string TcpEndpointHost(const std::string& endpoint) {
   return host == "*" ? "0.0.0.0" : host;
 }
 
+Status CheckTcpPort(const std::string& endpoint) {
+  if (TcpEndpointHost(endpoint).empty()) return Status::Ok();
+  const std::string port = endpoint.substr(endpoint.rfind(':') + 1);
+  if (port == "*") return Status::Ok();
+  const bool digits = !port.empty() && port.size() <= 5 &&
+                      port.find_first_not_of("0123456789") == std::string::npos;
+  if (digits && std::stoi(port) <= 65535) return Status::Ok();
+  return InvalidArgument(endpoint + ": the port must be a number from 0 to 65535 (or *), not '" + port + "'");
+}
+
 bool IsLoopbackAddress(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }

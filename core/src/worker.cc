@@ -19,6 +19,7 @@
 #include "gt/unit.h"
 #include "host_metrics.h"
 #include "host_snapshot.h"
+#include "peer_address.h"
 #include "pipeline.h"
 #include "transport.h"
 
@@ -124,6 +125,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
         handshake_events_ = &handshake_events;
       }
     }
+    if (Status s = CheckTcpPort(dispatcher); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
     try {
       work.connect(dispatcher);
       control.connect(dispatcher);

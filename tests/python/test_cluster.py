@@ -214,11 +214,14 @@ def test_gt_cluster_shards_a_signal_config_across_its_workers():
     config on workers [0, 1] ran every op on one worker. Now both workers
     run the sharded matmul, and the numbers are numpy's."""
     require_services()
-    port = _free_port()
-    endpoint = f"tcp://127.0.0.1:{port}"
-    proc = subprocess.Popen([str(BIN_DIR / "gt"), "cluster", "--workers", "2", "--listen", endpoint],
-                            env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    # Port 0: the dispatcher binds a free one, which `gt cluster`'s first
+    # line names (and its workers connect to).
+    log = tempfile.NamedTemporaryFile("w+", prefix="gt-cluster-", suffix=".log", delete=False)
+    proc = subprocess.Popen([str(BIN_DIR / "gt"), "cluster", "--workers", "2", "--listen", "tcp://127.0.0.1:0"],
+                            env=clean_env(), stdout=log, stderr=subprocess.STDOUT)
     try:
+        endpoint, _ = bound_endpoints(first_log_line(log.name, proc))
+        assert endpoint and not endpoint.endswith(":0"), endpoint
         got = run_client(endpoint, """
             wait_for_workers(["worker-0", "worker-1"])
             gt.register_config("data_parallel", SignalConfig(shard=ShardConfig(axis=0, workers=[0, 1])))
@@ -234,6 +237,8 @@ def test_gt_cluster_shards_a_signal_config_across_its_workers():
         """)
     finally:
         stop_processes([proc])
+        log.close()
+        os.unlink(log.name)
     assert got["error"] < 1e-4
     assert sorted(got["ran"]) == ["worker-0", "worker-1"]
     # Each worker ran its shard's matmul and relu (and the placement before
@@ -600,6 +605,29 @@ def test_a_client_dropped_for_silence_is_told_its_session_closed(tmp_path):
     for error in got["errors"]:
         assert "session was closed" in error and "no heartbeat for 2000 ms" in error, got
         assert "connect again" in error and "HELLO" not in error, got
+
+
+def test_a_port_out_of_range_is_refused_not_wrapped():
+    """ZeroMQ keeps a port's low 16 bits: 99999 would have been 34463, and a
+    mistyped port would have reached whatever listens there."""
+    require_services()
+    for argv in (["gt-dispatcher", "--listen", "tcp://127.0.0.1:99999"],
+                 ["gt-worker", "--connect", "tcp://127.0.0.1:70000"],
+                 ["gt", "cluster", "--listen", "tcp://127.0.0.1:99999"]):
+        out = subprocess.run([str(BIN_DIR / argv[0]), *argv[1:]], env=clean_env(), capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode != 0, argv
+        port = argv[-1].rsplit(":", 1)[1]
+        assert f"the port must be a number from 0 to 65535 (or *), not '{port}'" in out.stderr, (argv, out.stderr)
+    got = run_client(None, """
+        try:
+            gt.connect("localhost:99999")
+            say(error=None)
+        except gt.Error as e:
+            say(error=str(e))
+    """)
+    assert got["error"] == ("gt::connect: tcp://localhost:99999: the port must be a number from 0 to 65535 (or *), "
+                            "not '99999'")
 
 
 def test_a_bad_connect_timeout_is_named():
