@@ -1,11 +1,12 @@
 // The worker role of a stream host.
 //
-// Two threads: the I/O thread (the caller of Run) owns the DEALER connected
-// to the dispatcher, sends heartbeats and answers STATS requests (a snapshot
-// of the registry, wire.proto "Stats") even while a long op runs; the
-// pipeline thread owns the manifest's stages and the backend and executes
-// batches in order. They talk over an inproc PAIR; frames pass between them
-// without copies.
+// Two threads, each with its own DEALER connected to the dispatcher. The
+// I/O thread (the caller of Run) owns the control connection: it sends
+// heartbeats and answers STATS requests (a snapshot of the registry,
+// wire.proto "Stats") even while a long op runs. The pipeline thread owns
+// the work connection, the manifest's stages and the backend: it receives
+// batches, executes them in order and sends their replies, with no hop
+// between threads on the way.
 //
 // Errors of a client's instructions are kept per client and sent with the
 // acknowledgement of that client's next kSync. An instruction whose operand
