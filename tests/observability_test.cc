@@ -24,6 +24,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -100,6 +101,11 @@ class Child {
   Child& operator=(const Child&) = delete;
 
   bool started() const { return pid_ > 0; }
+  // False once it has exited (and then reaped: the destructor signals nothing).
+  bool Running() {
+    if (pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) != 0) pid_ = -1;
+    return pid_ > 0;
+  }
   // Waits for the exit; returns its status, or nullopt (and kills it) after
   // `timeout_ms`.
   std::optional<int> Wait(int timeout_ms) {
@@ -142,8 +148,9 @@ bool WaitFor(const std::function<bool()>& condition, int timeout_ms) {
 enum class Stages { kLogOnly, kWithHotpathAndCompile };
 
 struct Cluster {
-  // `discovery_port` 0: no discovery endpoint.
-  Cluster(const TempDir& dir, int workers, int discovery_port, Stages stages = Stages::kLogOnly) {
+  // With `discovery`, the dispatcher serves service discovery on a loopback
+  // port it binds itself (processes->discovery_port()).
+  Cluster(const TempDir& dir, int workers, bool discovery, Stages stages = Stages::kLogOnly) {
     ClusterOptions options;
     options.workers = workers;
     // With hotpath and compile too (and sharding last in the dispatcher),
@@ -163,7 +170,7 @@ struct Cluster {
     std::string d = "host: dispatcher\nid: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 5000\n"
                     "stages:\n  - name: log\n    plugin: instruction_log\n    options: {path: " + dir / "d.log" + "}\n" +
                     dispatcher_modifiers + (more ? "  - name: sharding\n    plugin: sharding\n" : "");
-    if (discovery_port) d += "discovery: 127.0.0.1:" + std::to_string(discovery_port) + "\n";
+    if (discovery) d += "discovery: 127.0.0.1:0\n";
     WriteFile(dir / "dispatcher.yaml", d);
     // Every worker logs to one file, which the test never reads.
     WriteFile(dir / "worker.yaml",
@@ -369,7 +376,7 @@ TEST(MetricsSpecTest, EveryExportedMetricIsSpecifiedAndEverySpecifiedOneIsExport
   ASSERT_GT(spec.size(), 20u) << "could not read the metric tables of docs/METRICS.md";
 
   TempDir dir;
-  Cluster cluster(dir, 1, 0, Stages::kWithHotpathAndCompile);
+  Cluster cluster(dir, 1, false, Stages::kWithHotpathAndCompile);
   ASSERT_TRUE(cluster.processes->WaitForWorkers(1)) << "worker did not register";
   {
     zmq::context_t context(1);
@@ -436,10 +443,11 @@ std::string Local(int port) { return "127.0.0.1:" + std::to_string(port); }
 
 TEST(DiscoveryTest, ListsTheDispatcherAndItsLiveWorkersAndForgetsALostOne) {
   TempDir dir;
-  int discovery = FreeTcpPort();
-  Cluster cluster(dir, 2, discovery);
+  Cluster cluster(dir, 2, true);
   ProcessCluster& p = *cluster.processes;
   ASSERT_TRUE(p.WaitForWorkers(2)) << "workers did not register";
+  const int discovery = p.discovery_port();
+  ASSERT_NE(discovery, 0) << "the dispatcher announced no discovery port";
   std::map<std::string, std::string> all = {{Local(p.dispatcher_metrics_port()), "dispatcher"},
                                             {Local(p.worker_metrics_ports()[0]), "worker"},
                                             {Local(p.worker_metrics_ports()[1]), "worker"}};
@@ -680,20 +688,38 @@ TEST(PrometheusTest, EveryDashboardPanelReturnsDataFromARealPrometheus) {
   ASSERT_GE(dashboards.size(), 3u);
 
   TempDir dir;
-  int discovery = FreeTcpPort();
   const int workers = 2;
-  Cluster cluster(dir, workers, discovery);
+  Cluster cluster(dir, workers, true);
   ASSERT_TRUE(cluster.processes->WaitForWorkers(workers)) << "workers did not register";
+  const int discovery = cluster.processes->discovery_port();
+  ASSERT_NE(discovery, 0) << "the dispatcher announced no discovery port";
   BackgroundWorkload workload(cluster.processes->endpoint());
 
   WriteFile(dir / "prometheus.yml", DeriveConfig(discovery));
-  int port = FreeTcpPort();
-  Child server({prometheus, "--config.file=" + dir / "prometheus.yml", "--storage.tsdb.path=" + dir / "tsdb",
-                "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"},
-               dir / "prometheus.log");
-  ASSERT_TRUE(server.started());
-  ASSERT_TRUE(WaitFor([&] { return HttpGet(port, "/-/ready").find("Ready") != std::string::npos; }, 60000))
-      << "Prometheus did not become ready:\n" << server.Output();
+  // Prometheus must be told its port, and one probed free can be taken by a
+  // parallel test's process before it binds: a start that finds it taken is
+  // retried on another.
+  std::unique_ptr<Child> started;
+  int port = 0;
+  for (int attempt = 0; attempt < 5 && !started; ++attempt) {
+    port = FreeTcpPort();
+    auto child = std::make_unique<Child>(
+        std::vector<std::string>{prometheus, "--config.file=" + dir / "prometheus.yml",
+                                 "--storage.tsdb.path=" + dir / "tsdb",
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"},
+        dir / "prometheus.log");
+    ASSERT_TRUE(child->started());
+    const bool ready = WaitFor(
+        [&] { return !child->Running() || HttpGet(port, "/-/ready").find("Ready") != std::string::npos; }, 60000);
+    if (ready && child->Running()) {
+      started = std::move(child);
+    } else {
+      ASSERT_NE(child->Output().find("address already in use"), std::string::npos)
+          << "Prometheus did not become ready:\n" << child->Output();
+    }
+  }
+  ASSERT_TRUE(started) << "Prometheus found every port it was given taken";
+  Child& server = *started;
 
   // Every host found through discovery and scraped at least three times, so
   // that every [1m] rate has two samples.
@@ -729,9 +755,10 @@ TEST(PrometheusTest, EveryDashboardPanelReturnsDataFromARealPrometheus) {
 
 TEST(GtTopTest, OnceShowsEveryHostAndStageOfALiveCluster) {
   TempDir dir;
-  int discovery = FreeTcpPort();
-  Cluster cluster(dir, 2, discovery);
+  Cluster cluster(dir, 2, true);
   ASSERT_TRUE(cluster.processes->WaitForWorkers(2)) << "workers did not register";
+  const int discovery = cluster.processes->discovery_port();
+  ASSERT_NE(discovery, 0) << "the dispatcher announced no discovery port";
   BackgroundWorkload workload(cluster.processes->endpoint());
   ASSERT_TRUE(WaitFor([&] { return workload.rounds() > 0; }, 20000));
 

@@ -8,18 +8,14 @@
 // installed torch backend beside their libgt_core and the example plugins
 // through GT_PLUGIN_PATH, and talks to them with the raw wire client.
 // Without those variables every test is skipped.
-#include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gmock/gmock.h>
@@ -28,8 +24,6 @@
 #include "cluster.h"
 #include "gt/instruction.h"
 #include "gt/status.h"
-
-extern char** environ;
 
 namespace gt::testing {
 namespace {
@@ -65,74 +59,17 @@ CommandResult RunCommand(const std::string& plugin_path, const std::string& comm
   return result;
 }
 
-// A dispatcher and one worker from the install prefix, on a fresh ipc://
-// endpoint, metrics on free loopback ports; SIGTERM when destroyed.
-class InstalledCluster {
- public:
-  // An empty manifest means the service's built-in default.
-  InstalledCluster(const std::string& plugin_path, const std::string& dispatcher_manifest,
-                   const std::string& worker_manifest) {
-    endpoint_ = "ipc:///tmp/gt-sdk-test-" + std::to_string(getpid()) + "-" + std::to_string(++count_) + ".sock";
-    dispatcher_port_ = FreeTcpPort();
-    worker_port_ = FreeTcpPort();
-    std::vector<std::string> d = {kPrefix + "/bin/gt-dispatcher", "--listen", endpoint_, "--metrics",
-                                  "127.0.0.1:" + std::to_string(dispatcher_port_)};
-    if (!dispatcher_manifest.empty()) d.insert(d.end(), {"--manifest", dispatcher_manifest});
-    std::vector<std::string> w = {kPrefix + "/bin/gt-worker", "--connect", endpoint_, "--id", "worker-0",
-                                  "--metrics", "127.0.0.1:" + std::to_string(worker_port_)};
-    if (!worker_manifest.empty()) w.insert(w.end(), {"--manifest", worker_manifest});
-    pids_ = {Spawn(d, plugin_path), Spawn(w, plugin_path)};
-  }
-  ~InstalledCluster() {
-    for (pid_t p : pids_)
-      if (p > 0) kill(p, SIGTERM);
-    for (pid_t p : pids_)
-      if (p > 0) waitpid(p, nullptr, 0);
-  }
-
-  bool WaitForWorker() const {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (MetricValue(HttpGet(dispatcher_port_, "/metrics"), "gt_host_workers_connected").value_or(0) >= 1)
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
-  }
-  bool AllAlive() const {
-    for (pid_t p : pids_)
-      if (p <= 0 || waitpid(p, nullptr, WNOHANG) != 0) return false;
-    return true;
-  }
-  const std::string& endpoint() const { return endpoint_; }
-  std::string DispatcherMetrics() const { return HttpGet(dispatcher_port_, "/metrics"); }
-  std::string WorkerMetrics() const { return HttpGet(worker_port_, "/metrics"); }
-
- private:
-  static pid_t Spawn(const std::vector<std::string>& argv, const std::string& plugin_path) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e)
-      if (std::strncmp(*e, "GT_PLUGIN_PATH=", 15) != 0) env.emplace_back(*e);
-    env.push_back("GT_PLUGIN_PATH=" + plugin_path);
-    std::vector<char*> envp, args;
-    for (auto& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_t pid = -1;
-    if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), envp.data()) != 0) return -1;
-    return pid;
-  }
-
-  static inline int count_ = 0;
-  std::string endpoint_;
-  int dispatcher_port_ = 0;
-  int worker_port_ = 0;
-  std::vector<pid_t> pids_;
-};
-
-
-
+// A dispatcher and one worker from the install prefix, with the plugins of
+// `plugin_path`; an empty manifest means the service's built-in default.
+ClusterOptions InstalledCluster(const std::string& plugin_path, const std::string& dispatcher_manifest,
+                                const std::string& worker_manifest) {
+  ClusterOptions options;
+  options.bin_dir = kPrefix + "/bin";
+  options.env = {{"GT_PLUGIN_PATH", plugin_path}};
+  options.dispatcher_manifest = dispatcher_manifest;
+  options.worker_manifest = worker_manifest;
+  return options;
+}
 
 class SdkInstallTest : public ::testing::Test {
  protected:
@@ -152,8 +89,8 @@ TEST_F(SdkInstallTest, TemplatePluginDropsItsOpAndCountsEveryOp) {
       "  - name: filter\n    plugin: op_filter\n    options: {drop_op: neg}\n");
   // The worker runs its default manifest: the torch backend comes from the
   // prefix's lib/gt/plugins, found beside the installed libgt_core.
-  InstalledCluster cluster(kTemplateDir, manifest, "");
-  ASSERT_TRUE(cluster.WaitForWorker()) << "the installed hosts did not come up";
+  ProcessCluster cluster(InstalledCluster(kTemplateDir, manifest, ""));
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << "the installed hosts did not come up";
 
   RawClient client(context_, cluster.endpoint());
   client.Send({FromFloats(1, {1, -2, 3}), MakeInstruction(Op::kNeg, 2, {2}, {1}), MakeInstruction(Op::kRelu, 3, {3}, {1}),
@@ -169,7 +106,7 @@ TEST_F(SdkInstallTest, TemplatePluginDropsItsOpAndCountsEveryOp) {
   EXPECT_EQ(done.errors(0).code(), static_cast<uint32_t>(Code::kNotFound));
   EXPECT_THAT(done.errors(0).message(), HasSubstr("unknown tensor %2"));
 
-  const std::string d = cluster.DispatcherMetrics();
+  const std::string d = HttpGet(cluster.dispatcher_metrics_port(), "/metrics");
   const std::map<std::string, std::string> stage = {
       {"host", "dispatcher"}, {"instance", "sdk-dispatcher"}, {"stage", "filter"}};
   auto by_op = [&](const char* op) {
@@ -187,8 +124,8 @@ TEST_F(SdkInstallTest, TemplatePluginDropsItsOpAndCountsEveryOp) {
   EXPECT_EQ(MetricValue(d, "gt_stage_instructions_dropped_total", stage), 2.0);
   EXPECT_EQ(MetricValue(d, "gt_stage_instructions_received_total", stage), 8.0);
   // No neg ever reached the backend.
-  EXPECT_EQ(MetricValue(cluster.WorkerMetrics(), "gt_backend_op_seconds_count", {{"op", "neg"}}).value_or(0), 0);
-  EXPECT_EQ(MetricValue(cluster.WorkerMetrics(), "gt_backend_op_seconds_count", {{"op", "relu"}}), 1.0);
+  EXPECT_EQ(MetricValue(HttpGet(cluster.worker_metrics_ports()[0], "/metrics"), "gt_backend_op_seconds_count", {{"op", "neg"}}).value_or(0), 0);
+  EXPECT_EQ(MetricValue(HttpGet(cluster.worker_metrics_ports()[0], "/metrics"), "gt_backend_op_seconds_count", {{"op", "relu"}}), 1.0);
   EXPECT_TRUE(cluster.AllAlive());
 }
 
@@ -223,8 +160,8 @@ TEST_F(SdkInstallTest, InjectPluginLowersSigmoidAndTanhInAWorker) {
   // No sharding stage: it would refuse the reserved id below before the
   // worker's stage sees it (its own range starts at 2^62).
   const std::string plain = WriteTempFile("plain.yaml", "host: dispatcher\nstages: []\n");
-  InstalledCluster cluster(kInjectDir, plain, manifest);
-  ASSERT_TRUE(cluster.WaitForWorker()) << "the installed hosts did not come up";
+  ProcessCluster cluster(InstalledCluster(kInjectDir, plain, manifest));
+  ASSERT_TRUE(cluster.WaitForWorkers(1)) << "the installed hosts did not come up";
 
   const std::vector<float> x = {-100, -3, -0.5f, 0, 0.25f, 2, 100};
   RawClient client(context_, cluster.endpoint());
@@ -241,7 +178,7 @@ TEST_F(SdkInstallTest, InjectPluginLowersSigmoidAndTanhInAWorker) {
     EXPECT_NEAR(tanh[i], std::tanh(x[i]), 1e-6) << "tanh(" << x[i] << ")";
   }
 
-  const std::string w = cluster.WorkerMetrics();
+  const std::string w = HttpGet(cluster.worker_metrics_ports()[0], "/metrics");
   const std::map<std::string, std::string> stage = {{"host", "worker"}, {"instance", "worker-0"}, {"stage", "lower"}};
   // The backend ran the lowered ops, never sigmoid or tanh.
   EXPECT_EQ(MetricValue(w, "gt_backend_op_seconds_count", {{"op", "sigmoid"}}).value_or(0), 0);

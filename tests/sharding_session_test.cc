@@ -128,8 +128,8 @@ class LateWorker {
  public:
   explicit LateWorker(const std::string& endpoint) {
     const std::string bin = gt::testing::BinDir() + "/gt-worker";
-    const std::string metrics = "127.0.0.1:" + std::to_string(gt::testing::FreeTcpPort());
-    std::vector<std::string> args = {bin, "--connect", endpoint, "--id", "late-worker", "--metrics", metrics};
+    // Port 0: a port probed free beforehand can be taken by a parallel test first.
+    std::vector<std::string> args = {bin, "--connect", endpoint, "--id", "late-worker", "--metrics", "127.0.0.1:0"};
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);

@@ -20,6 +20,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "codec.h"
@@ -34,8 +35,12 @@ namespace {
 // With `log`, the process's stdout and stderr go to that file.
 pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, std::string>& extra_env,
             const std::string& log = "") {
+  // getenv finds the first entry of a name: the test's own would win.
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view entry(*e);
+    if (!extra_env.count(std::string(entry.substr(0, entry.find('='))))) env_storage.emplace_back(entry);
+  }
   for (const auto& [k, v] : extra_env) env_storage.push_back(k + "=" + v);
   std::vector<char*> envp;
   for (auto& e : env_storage) envp.push_back(e.data());
@@ -55,26 +60,29 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::map<std::string, st
   return failed != 0 ? -1 : pid;
 }
 
-// The metrics port a service started with `--metrics 127.0.0.1:0` bound, from
-// the first line it writes to `log` ("... metrics on http://127.0.0.1:P/metrics");
-// 0 when `pid` exits or nothing comes within `timeout_ms`.
-int AnnouncedMetricsPort(const std::string& log, pid_t pid, int timeout_ms) {
-  static const std::regex kMetrics("metrics on http://127\\.0\\.0\\.1:([0-9]+)/metrics");
+// The first line a service writes to `log`, where it says which addresses it
+// bound; "" when `pid` exits or no whole line comes within `timeout_ms`.
+std::string AnnouncementLine(const std::string& log, pid_t pid, int timeout_ms) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (std::chrono::steady_clock::now() < deadline) {
     std::ifstream in(log);
     std::string line;
-    if (std::getline(in, line) && !in.eof()) {  // a whole first line
-      std::smatch port;
-      if (std::regex_search(line, port, kMetrics)) return std::stoi(port[1]);
-      std::fprintf(stderr, "%s announced no metrics port: %s\n", log.c_str(), line.c_str());
-      return 0;
-    }
+    if (std::getline(in, line) && !in.eof()) return line;  // a whole first line
     int status = 0;
     if (pid <= 0 || waitpid(pid, &status, WNOHANG) != 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  std::fprintf(stderr, "%s: no metrics port announced\n", log.c_str());
+  std::fprintf(stderr, "%s: the service announced nothing\n", log.c_str());
+  return "";
+}
+
+// The loopback port after `what` ("metrics on http://", "discovery on
+// http://") in an announcement line, for a service told port 0; 0 if absent.
+int AnnouncedPort(const std::string& line, const std::string& what) {
+  const std::regex pattern(what + "127\\.0\\.0\\.1:([0-9]+)/");
+  std::smatch port;
+  if (std::regex_search(line, port, pattern)) return std::stoi(port[1]);
+  if (!line.empty()) std::fprintf(stderr, "no '%s' port announced in: %s\n", what.c_str(), line.c_str());
   return 0;
 }
 
@@ -109,19 +117,24 @@ ClusterOptions ShardingClusterOptions(const std::string& name, int workers) {
 ProcessCluster::ProcessCluster(const ClusterOptions& options) {
   const std::string name = "gt-test-" + UniqueName();
   endpoint_ = "ipc:///tmp/" + name + ".sock";
-  std::vector<std::string> d = {BinDir() + "/gt-dispatcher", "--listen", endpoint_, "--metrics", "127.0.0.1:0"};
+  const std::string bin = options.bin_dir.empty() ? BinDir() : options.bin_dir;
+  std::vector<std::string> d = {bin + "/gt-dispatcher", "--listen", endpoint_, "--metrics", "127.0.0.1:0"};
   if (!options.dispatcher_manifest.empty()) d.insert(d.end(), {"--manifest", options.dispatcher_manifest});
   logs_.push_back("/tmp/" + name + "-dispatcher.log");
   pids_.push_back(Spawn(d, options.env, logs_.back()));
   for (int i = 0; i < options.workers; ++i) {
-    std::vector<std::string> w = {BinDir() + "/gt-worker", "--connect", endpoint_, "--id", "worker-" + std::to_string(i),
+    std::vector<std::string> w = {bin + "/gt-worker", "--connect", endpoint_, "--id", "worker-" + std::to_string(i),
                                   "--metrics", "127.0.0.1:0"};
     if (!options.worker_manifest.empty()) w.insert(w.end(), {"--manifest", options.worker_manifest});
     logs_.push_back("/tmp/" + name + "-worker-" + std::to_string(i) + ".log");
     pids_.push_back(Spawn(w, options.env, logs_.back()));
   }
-  dispatcher_port_ = AnnouncedMetricsPort(logs_[0], pids_[0], 30000);
-  for (size_t i = 1; i < pids_.size(); ++i) worker_ports_.push_back(AnnouncedMetricsPort(logs_[i], pids_[i], 30000));
+  const std::string dispatcher = AnnouncementLine(logs_[0], pids_[0], 30000);
+  dispatcher_port_ = AnnouncedPort(dispatcher, "metrics on http://");
+  if (dispatcher.find("discovery on") != std::string::npos)
+    discovery_port_ = AnnouncedPort(dispatcher, "discovery on http://");
+  for (size_t i = 1; i < pids_.size(); ++i)
+    worker_ports_.push_back(AnnouncedPort(AnnouncementLine(logs_[i], pids_[i], 30000), "metrics on http://"));
 }
 
 ProcessCluster::~ProcessCluster() {

@@ -21,7 +21,8 @@ struct ClusterOptions {
   int workers = 1;
   std::string dispatcher_manifest;  // file; empty: the service's default
   std::string worker_manifest;      // file; empty: the service's default
-  std::map<std::string, std::string> env;  // extra environment for the hosts
+  std::map<std::string, std::string> env;  // the hosts' environment: these values replace the test's own
+  std::string bin_dir;                      // where gt-dispatcher and gt-worker are; empty: BinDir()
 };
 
 // Starts the processes on a fresh ipc:// endpoint with /metrics on loopback
@@ -37,6 +38,9 @@ class ProcessCluster {
 
   const std::string& endpoint() const { return endpoint_; }
   int dispatcher_metrics_port() const { return dispatcher_port_; }
+  // The port of the dispatcher's service discovery, when its manifest asks
+  // for one on 127.0.0.1 (port 0 recommended); 0 otherwise.
+  int discovery_port() const { return discovery_port_; }
   const std::vector<int>& worker_metrics_ports() const { return worker_ports_; }
   // True while every process is still running.
   bool AllAlive() const;
@@ -50,6 +54,7 @@ class ProcessCluster {
  private:
   std::string endpoint_;
   int dispatcher_port_ = 0;
+  int discovery_port_ = 0;
   std::vector<int> worker_ports_;
   std::vector<pid_t> pids_;
   std::vector<std::string> logs_;  // one per process, in pids_'s order
