@@ -12,6 +12,7 @@
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 
+#include "peer_address.h"
 #include "service_common.h"
 
 namespace gt::services {
@@ -163,6 +164,10 @@ class DiscoveryServer::Impl {
     std::string host, port;
     if (!SplitHostPort(address, &host, &port) || port.empty())
       return InvalidArgument("discovery address '" + address + "' is not host:port");
+    // Checked here: the resolver would keep the port's low 16 bits.
+    if (port == "*" || !CheckTcpPort("tcp://h:" + port).ok())
+      return InvalidArgument("discovery address '" + address + "': the port must be a number from 0 to 65535, not '" +
+                             port + "'");
     if (IsWildcardHost(host)) host = "0.0.0.0";
     boost::system::error_code ec;
     tcp::resolver resolver(io_);

@@ -58,6 +58,10 @@ int main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   std::string metrics_bound;
   auto exposer = gt::services::ServeMetrics(manifest->metrics, registry, &metrics_bound);
+  if (!exposer.ok()) {
+    std::cerr << "gt-dispatcher: " << exposer.status().message() << "\n";
+    return 1;
+  }
   zmq::context_t context(1);
   auto dispatcher = gt::Dispatcher::Create(*manifest, context, *registry);
   if (!dispatcher.ok()) {

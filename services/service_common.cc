@@ -15,6 +15,7 @@
 
 #include "embedded_cluster.h"
 #include "gt/options.h"
+#include "peer_address.h"
 
 namespace gt::services {
 
@@ -30,10 +31,16 @@ ShutdownSignal::~ShutdownSignal() {
   thread_.join();
 }
 
-std::unique_ptr<prometheus::Exposer> ServeMetrics(const std::string& address,
-                                                  std::shared_ptr<prometheus::Registry> registry,
-                                                  std::string* bound) {
-  if (address.empty()) return nullptr;
+gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string& address,
+                                                              std::shared_ptr<prometheus::Registry> registry,
+                                                              std::string* bound) {
+  if (address.empty()) return std::unique_ptr<prometheus::Exposer>();
+  const std::string where = "cannot serve metrics on " + address + ": ";
+  std::string host, port;
+  if (!SplitHostPort(address, &host, &port)) return gt::InvalidArgument(where + "expected host:port");
+  // Checked here: the HTTP server would keep the port's low 16 bits.
+  if (gt::Status s = gt::CheckTcpPort("tcp://" + (host.empty() ? "*" : host) + ":" + port); !s.ok() || port == "*")
+    return gt::InvalidArgument(where + "the port must be a number from 0 to 65535, not '" + port + "'");
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address);
     exposer->RegisterCollectable(registry);
@@ -43,8 +50,8 @@ std::unique_ptr<prometheus::Exposer> ServeMetrics(const std::string& address,
     if (bound && !ports.empty()) *bound = host + ":" + std::to_string(ports[0]);
     return exposer;
   } catch (const std::exception& e) {
-    std::cerr << "cannot serve metrics on " << address << ": " << e.what() << "\n";
-    return nullptr;
+    return gt::Unavailable(where + "cannot listen there (the port is taken, or the host is not this machine's): " +
+                           e.what());
   }
 }
 

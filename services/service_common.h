@@ -34,11 +34,14 @@ class ShutdownSignal {
   std::thread thread_;
 };
 
-// Serves `registry` on http://<address>/metrics. Returns null (and prints
-// why) when `address` is empty or cannot be bound.
-std::unique_ptr<prometheus::Exposer> ServeMetrics(const std::string& address,
-                                                  std::shared_ptr<prometheus::Registry> registry,
-                                                  std::string* bound);
+// Serves `registry` on http://<address>/metrics, setting `bound` to the
+// host:port it got (port 0: a free one). Null when `address` is empty; an
+// error naming the address when it cannot be served there: a host that was
+// asked for metrics and went on without them would be a silent hole in its
+// operators' dashboards.
+gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string& address,
+                                                              std::shared_ptr<prometheus::Registry> registry,
+                                                              std::string* bound);
 
 // Splits "host:port" ("[v6]:port" too) into its parts, brackets removed.
 // Returns false when there is no ':' separating a port.

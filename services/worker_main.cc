@@ -50,6 +50,10 @@ int main(int argc, char** argv) {
   auto registry = std::make_shared<prometheus::Registry>();
   std::string metrics_bound;
   auto exposer = gt::services::ServeMetrics(manifest->metrics, registry, &metrics_bound);
+  if (!exposer.ok()) {
+    std::cerr << "gt-worker: " << exposer.status().message() << "\n";
+    return 1;
+  }
   zmq::context_t context(1);
   auto worker = gt::Worker::Create(*manifest, context, *registry);
   if (!worker.ok()) {

@@ -17,6 +17,7 @@ import os
 import pathlib
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -611,14 +612,22 @@ def test_a_port_out_of_range_is_refused_not_wrapped():
     """ZeroMQ keeps a port's low 16 bits: 99999 would have been 34463, and a
     mistyped port would have reached whatever listens there."""
     require_services()
-    for argv in (["gt-dispatcher", "--listen", "tcp://127.0.0.1:99999"],
-                 ["gt-worker", "--connect", "tcp://127.0.0.1:70000"],
-                 ["gt", "cluster", "--listen", "tcp://127.0.0.1:99999"]):
+    listen = ["--listen", "tcp://127.0.0.1:0"]
+    for argv, says in (
+            (["gt-dispatcher", "--listen", "tcp://127.0.0.1:99999"], "the port must be a number from 0 to 65535 (or *)"),
+            (["gt-worker", "--connect", "tcp://127.0.0.1:70000"], "the port must be a number from 0 to 65535 (or *)"),
+            (["gt", "cluster", "--listen", "tcp://127.0.0.1:99999"], "the port must be a number from 0 to 65535 (or *)"),
+            (["gt-dispatcher", *listen, "--metrics", "127.0.0.1:99999"], "cannot serve metrics on 127.0.0.1:99999: "
+                                                                         "the port must be a number from 0 to 65535"),
+            (["gt-worker", "--metrics", "127.0.0.1:65536"], "cannot serve metrics on 127.0.0.1:65536: "
+                                                            "the port must be a number from 0 to 65535"),
+            (["gt-dispatcher", *listen, "--discovery", "127.0.0.1:99999"], "discovery address '127.0.0.1:99999': "
+                                                                           "the port must be a number from 0 to 65535")):
         out = subprocess.run([str(BIN_DIR / argv[0]), *argv[1:]], env=clean_env(), capture_output=True, text=True,
                              timeout=60)
         assert out.returncode != 0, argv
         port = argv[-1].rsplit(":", 1)[1]
-        assert f"the port must be a number from 0 to 65535 (or *), not '{port}'" in out.stderr, (argv, out.stderr)
+        assert f"{says}, not '{port}'" in out.stderr, (argv, out.stderr)
     got = run_client(None, """
         try:
             gt.connect("localhost:99999")
@@ -628,6 +637,23 @@ def test_a_port_out_of_range_is_refused_not_wrapped():
     """)
     assert got["error"] == ("gt::connect: tcp://localhost:99999: the port must be a number from 0 to 65535 (or *), "
                             "not '99999'")
+
+
+def test_a_host_that_cannot_serve_its_metrics_does_not_start_without_them():
+    """A Prometheus target that silently never appears is worse than a host
+    that says why it will not start."""
+    require_services()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        address = "127.0.0.1:%d" % taken.getsockname()[1]
+        for argv in (["gt-dispatcher", "--listen", "tcp://127.0.0.1:0", "--metrics", address],
+                     ["gt-worker", "--metrics", address]):
+            out = subprocess.run([str(BIN_DIR / argv[0]), *argv[1:]], env=clean_env(), capture_output=True,
+                                 text=True, timeout=60)
+            assert out.returncode == 1, (argv, out.stdout, out.stderr)
+            assert f"cannot serve metrics on {address}: cannot listen there" in out.stderr, out.stderr
+            assert "listening on" not in out.stdout and "connecting to" not in out.stdout, out.stdout
 
 
 def test_a_bad_connect_timeout_is_named():
