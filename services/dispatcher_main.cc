@@ -16,9 +16,10 @@ int main(int argc, char** argv) {
       "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: the embedded default's stages (configs/embedded-dispatcher.yaml)")(
       "listen,l", po::value<std::string>()->default_value(""),
       "endpoint to bind, tcp://HOST:PORT or HOST:PORT (overrides the manifest)")(
-      "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
+      "metrics", po::value<std::string>()->default_value(""),
+      "host:port for /metrics, port 0: a free one; \"\": none (overrides the manifest)")(
       "discovery", po::value<std::string>()->default_value(""),
-      "host:port serving GET /targets, Prometheus HTTP service discovery (overrides the manifest)")(
+      "host:port serving GET /targets, Prometheus HTTP service discovery; \"\": none (overrides the manifest)")(
       "id", po::value<std::string>()->default_value(""), "instance id (overrides the manifest)")(
       "key", po::value<std::string>()->default_value(""),
       "CURVE key pair file (gt keygen): authenticate every connection (overrides the manifest's security.key)")(
@@ -42,8 +43,9 @@ int main(int argc, char** argv) {
   if (!manifest) return 1;
   if (auto v = vm["listen"].as<std::string>(); !v.empty()) manifest->listen = v;
   manifest->listen = gt::services::ZmqEndpoint(manifest->listen);
-  if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
-  if (auto v = vm["discovery"].as<std::string>(); !v.empty()) manifest->discovery = v;
+  // Given at all, even as "" (no metrics), it wins over the manifest.
+  if (!vm["metrics"].defaulted()) manifest->metrics = vm["metrics"].as<std::string>();
+  if (!vm["discovery"].defaulted()) manifest->discovery = vm["discovery"].as<std::string>();
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
   if (auto v = vm["key"].as<std::string>(); !v.empty()) manifest->security.key = v;
   if (auto v = vm["client-keys"].as<std::string>(); !v.empty()) manifest->security.client_keys = v;

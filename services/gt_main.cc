@@ -220,9 +220,13 @@ int Cluster(int argc, char** argv) {
     return 1;
   }
   std::vector<pid_t> children;
-  children.push_back(Spawn({(bin / "gt-dispatcher").string(), "--listen", listen, "--metrics", metrics(0), "--discovery",
-                            vm["discovery"].as<std::string>(), "--manifest", vm["manifest"].as<std::string>()},
-                           out[1]));
+  // --metrics and --discovery only when given: an empty one would override
+  // the manifest's with none.
+  std::vector<std::string> dispatcher = {(bin / "gt-dispatcher").string(), "--listen", listen, "--manifest",
+                                         vm["manifest"].as<std::string>()};
+  if (port) dispatcher.insert(dispatcher.end(), {"--metrics", metrics(0)});
+  if (!vm["discovery"].defaulted()) dispatcher.insert(dispatcher.end(), {"--discovery", vm["discovery"].as<std::string>()});
+  children.push_back(Spawn(dispatcher, out[1]));
   close(out[1]);
   const std::string announced = ReadFirstLine(out[0], std::chrono::seconds(30));
   std::thread forward([fd = out[0]] {
@@ -241,6 +245,8 @@ int Cluster(int argc, char** argv) {
   }
   std::cout << announced << std::endl;
   for (int i = 0; i < vm["workers"].as<int>(); ++i)
+    // Without --metrics-port, "" (none): every worker would ask for the port
+    // their shared manifest names, and all but one would fail.
     children.push_back(Spawn({(bin / "gt-worker").string(), "--connect", listen, "--id", "worker-" + std::to_string(i),
                               "--metrics", metrics(i + 1), "--manifest", vm["worker-manifest"].as<std::string>()}));
   std::atomic<bool> stop{false};

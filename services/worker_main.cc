@@ -15,7 +15,8 @@ int main(int argc, char** argv) {
       "manifest,m", po::value<std::string>()->default_value(""), "pipeline manifest (YAML); default: the embedded default's (configs/embedded-worker.yaml)")(
       "connect,c", po::value<std::string>()->default_value(""),
       "dispatcher endpoint, tcp://HOST:PORT or HOST:PORT (overrides the manifest)")(
-      "metrics", po::value<std::string>()->default_value(""), "host:port for /metrics (overrides the manifest)")(
+      "metrics", po::value<std::string>()->default_value(""),
+      "host:port for /metrics, port 0: a free one; \"\": none (overrides the manifest)")(
       "id", po::value<std::string>()->default_value(""), "worker id (overrides the manifest)")(
       "key", po::value<std::string>()->default_value(""),
       "CURVE key pair file (gt keygen) whose public key is on the dispatcher's workers list")(
@@ -37,7 +38,8 @@ int main(int argc, char** argv) {
   if (!manifest) return 1;
   if (auto v = vm["connect"].as<std::string>(); !v.empty()) manifest->connect = v;
   manifest->connect = gt::services::ZmqEndpoint(manifest->connect);
-  if (auto v = vm["metrics"].as<std::string>(); !v.empty()) manifest->metrics = v;
+  // Given at all, even as "" (no metrics), it wins over the manifest.
+  if (!vm["metrics"].defaulted()) manifest->metrics = vm["metrics"].as<std::string>();
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
   if (auto v = vm["key"].as<std::string>(); !v.empty()) manifest->security.key = v;
   if (auto v = vm["server-key"].as<std::string>(); !v.empty()) manifest->security.server_key = v;

@@ -40,7 +40,7 @@ import time
 import pytest
 
 import gt
-from conftest import run_python, stop_processes
+from conftest import bound_endpoints, first_log_line, run_python, stop_processes
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 DEPLOY_README = REPO / "deploy" / "README.md"
@@ -420,20 +420,23 @@ def test_readme_key_commands_make_a_secret_the_pods_authenticate_with(k8s, tmp_p
     text = files["dispatcher.yaml"].read_text()
     assert "rendezvous_port: 29500" in text
     files["dispatcher.yaml"].write_text(text.replace("rendezvous_port: 29500", "rendezvous_port: 0"))
-    port, metrics_port = free_ports(2)
+    # Port 0, read back from the dispatcher's first line: a port probed free
+    # beforehand can be taken by a parallel test's process first.
     dispatcher_args = pod_args(k8s[("Deployment", "gt-dispatcher")], secrets, {
-        "--listen": f"tcp://0.0.0.0:{port}", "--metrics": f"127.0.0.1:{metrics_port}",
-        "--manifest": files["dispatcher.yaml"]})
-    worker_args = pod_args(k8s[("StatefulSet", "gt-worker")], secrets, {
-        "--connect": f"127.0.0.1:{port}", "--id": "gt-worker-0", "--metrics": "127.0.0.1:0",
-        "--manifest": files["worker.yaml"]})
-    assert "--listen" in dispatcher_args and f"tcp://0.0.0.0:{port}" in dispatcher_args  # keys allow 0.0.0.0
+        "--listen": "tcp://0.0.0.0:0", "--metrics": "127.0.0.1:0", "--manifest": files["dispatcher.yaml"]})
+    assert "--listen" in dispatcher_args and "tcp://0.0.0.0:0" in dispatcher_args  # keys allow 0.0.0.0
     host_env = {k: v for k, v in os.environ.items() if not k.startswith("GT_")}
     logs = {name: open(tmp_path / f"{name}.log", "w+") for name in ("dispatcher", "worker")}
     procs = []
     try:
         procs.append(subprocess.Popen([str(BIN_DIR / "gt-dispatcher"), *dispatcher_args], env=host_env,
                                       stdout=logs["dispatcher"], stderr=subprocess.STDOUT))
+        listen, metrics = bound_endpoints(first_log_line(tmp_path / "dispatcher.log", procs[0]))
+        assert listen and metrics, (tmp_path / "dispatcher.log").read_text()
+        port, metrics_port = int(listen.rsplit(":", 1)[1]), int(metrics.rsplit(":", 1)[1])
+        worker_args = pod_args(k8s[("StatefulSet", "gt-worker")], secrets, {
+            "--connect": f"127.0.0.1:{port}", "--id": "gt-worker-0", "--metrics": "127.0.0.1:0",
+            "--manifest": files["worker.yaml"]})
         procs.append(subprocess.Popen([str(BIN_DIR / "gt-worker"), *worker_args], env=host_env,
                                       stdout=logs["worker"], stderr=subprocess.STDOUT))
 
