@@ -41,7 +41,7 @@ double Scrape(int port, const std::string& name, const std::map<std::string, std
 class HostTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    log_dir_ = WriteTempFile("unused", "");
+    log_dir_ = TempPath("instructions");
     ClusterOptions options;
     options.workers = 1;
     options.dispatcher_manifest = WriteTempFile("dispatcher.yaml",

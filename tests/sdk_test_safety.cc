@@ -82,7 +82,7 @@ CommandResult RunCommand(const std::string& command) {
 
 // An endpoint nothing listens on, for hosts that must stop before using it.
 std::string Unused(const std::string& what) {
-  return "ipc:///tmp/gt-sdk-test-" + std::to_string(getpid()) + "-" + what + ".sock";
+  return "ipc://" + TempPath(what + ".sock");
 }
 
 std::optional<std::string> Env(const char* name) {

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <mutex>
@@ -88,15 +89,38 @@ int AnnouncedPort(const std::string& line, const std::string& what) {
 
 std::string UniqueName() {
   static std::atomic<int> n{0};
-  return std::to_string(getpid()) + "-" + std::to_string(n++);
+  return std::to_string(n++);
 }
 
 }  // namespace
 
 std::string BinDir() { return GT_TEST_BIN_DIR; }
 
+// Removed at exit by the process that made it only: a forked child that
+// exits normally must not take its parent's files.
+const std::string& TestTempDir() {
+  static const pid_t owner = getpid();
+  static const std::string* dir = [] {
+    std::string pattern = "/tmp/gt-test-" + std::to_string(owner) + "-XXXXXX";
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::perror("gt tests: mkdtemp");
+      std::abort();
+    }
+    auto* made = new std::string(pattern);
+    std::atexit([] {
+      if (getpid() != owner) return;
+      std::error_code ignored;
+      std::filesystem::remove_all(TestTempDir(), ignored);
+    });
+    return made;
+  }();
+  return *dir;
+}
+
+std::string TempPath(const std::string& name) { return TestTempDir() + "/" + UniqueName() + "-" + name; }
+
 std::string WriteTempFile(const std::string& name, const std::string& contents) {
-  std::string path = "/tmp/gt-test-" + UniqueName() + "-" + name;
+  std::string path = TempPath(name);
   std::ofstream(path) << contents;
   return path;
 }
@@ -115,18 +139,18 @@ ClusterOptions ShardingClusterOptions(const std::string& name, int workers) {
 // Metrics on port 0, read back from each host's first line: a port probed
 // free beforehand can be taken by a parallel test's process first.
 ProcessCluster::ProcessCluster(const ClusterOptions& options) {
-  const std::string name = "gt-test-" + UniqueName();
-  endpoint_ = "ipc:///tmp/" + name + ".sock";
+  const std::string name = TempPath("cluster");
+  endpoint_ = "ipc://" + name + ".sock";
   const std::string bin = options.bin_dir.empty() ? BinDir() : options.bin_dir;
   std::vector<std::string> d = {bin + "/gt-dispatcher", "--listen", endpoint_, "--metrics", "127.0.0.1:0"};
   if (!options.dispatcher_manifest.empty()) d.insert(d.end(), {"--manifest", options.dispatcher_manifest});
-  logs_.push_back("/tmp/" + name + "-dispatcher.log");
+  logs_.push_back(name + "-dispatcher.log");
   pids_.push_back(Spawn(d, options.env, logs_.back()));
   for (int i = 0; i < options.workers; ++i) {
     std::vector<std::string> w = {bin + "/gt-worker", "--connect", endpoint_, "--id", "worker-" + std::to_string(i),
                                   "--metrics", "127.0.0.1:0"};
     if (!options.worker_manifest.empty()) w.insert(w.end(), {"--manifest", options.worker_manifest});
-    logs_.push_back("/tmp/" + name + "-worker-" + std::to_string(i) + ".log");
+    logs_.push_back(name + "-worker-" + std::to_string(i) + ".log");
     pids_.push_back(Spawn(w, options.env, logs_.back()));
   }
   const std::string dispatcher = AnnouncementLine(logs_[0], pids_[0], 30000);

@@ -27,8 +27,8 @@ struct ClusterOptions {
 
 // Starts the processes on a fresh ipc:// endpoint with /metrics on loopback
 // ports they bind themselves (port 0, read back from each one's first line;
-// their output goes to files in /tmp, copied to stdout and removed when the
-// cluster is destroyed); stops them with SIGTERM when destroyed.
+// their output goes to files in TestTempDir(), copied to stdout and removed
+// when the cluster is destroyed); stops them with SIGTERM when destroyed.
 class ProcessCluster {
  public:
   explicit ProcessCluster(const ClusterOptions& options);
@@ -67,6 +67,12 @@ std::string HttpGet(int port, const std::string& path);
 std::optional<double> MetricValue(const std::string& exposition, const std::string& name,
                                   const std::map<std::string, std::string>& labels = {});
 std::string BinDir();
+// This test process's directory under /tmp, made on first use and removed,
+// with everything in it, when the process exits.
+const std::string& TestTempDir();
+// A fresh path in TestTempDir() ending in `name`; nothing is created.
+std::string TempPath(const std::string& name);
+// Writes `contents` to a fresh TempPath(name) and returns that path.
 std::string WriteTempFile(const std::string& name, const std::string& contents);
 // `workers` workers (one intra-op thread each, collectives waiting up to 60 s
 // for their members) behind a dispatcher with the sharding stage; `name`
