@@ -39,7 +39,7 @@ gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string&
   std::string host, port;
   if (!SplitHostPort(address, &host, &port)) return gt::InvalidArgument(where + "expected host:port");
   // Checked here: the HTTP server would keep the port's low 16 bits.
-  if (gt::Status s = gt::CheckTcpPort("tcp://" + (host.empty() ? "*" : host) + ":" + port); !s.ok() || port == "*")
+  if (gt::Status s = gt::CheckEndpoint("tcp://" + (host.empty() ? "*" : host) + ":" + port); !s.ok() || port == "*")
     return gt::InvalidArgument(where + "the port must be a number from 0 to 65535, not '" + port + "'");
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address);

@@ -135,7 +135,10 @@ std::shared_ptr<Session> Session::Get() {
 void Session::SetAddress(const std::string& address) {
   std::lock_guard<std::mutex> lock(mu_);
   if (started_) throw Error(Code::kFailedPrecondition, "gt::connect must be called before the first tensor op");
-  if (Status s = CheckTcpPort(address.find("://") == std::string::npos ? "tcp://" + address : address); !s.ok())
+  // "" is the embedded default again.
+  if (Status s = address.empty() ? Status::Ok()
+                                 : CheckEndpoint(address.find("://") == std::string::npos ? "tcp://" + address : address);
+      !s.ok())
     throw Error(s.code(), "gt::connect: " + s.message());
   address_ = address;
 }
@@ -216,7 +219,11 @@ void Session::EnsureStartedLocked() {
       else GT_LOG(kClient, "no connection watch: " << watch.status().message());  // then syncs wait as before
     }
   }
-  socket_->connect(endpoint);
+  try {
+    socket_->connect(endpoint);
+  } catch (const zmq::error_t& e) {  // CheckEndpoint let it through; ZeroMQ says why not
+    throw Error(Code::kInvalidArgument, "gt: cannot connect to " + endpoint + ": " + e.what());
+  }
   inproc_ = endpoint.rfind("inproc://", 0) == 0;
   GT_LOG(kClient, "connected to " << (address_.empty() ? "the embedded cluster at " : "") << endpoint
                                   << (!address_.empty() && endpoint.rfind("ipc://", 0) == 0 &&

@@ -136,7 +136,7 @@ class Dispatcher::Impl final : public PeerSender {
   }
 
   Status Bind(const std::string& endpoint) {
-    if (Status s = CheckTcpPort(endpoint); !s.ok()) return s;
+    if (Status s = CheckEndpoint(endpoint); !s.ok()) return s;
     if (Status s = CheckExposure(endpoint); !s.ok()) return s;
     try {
       socket_.bind(endpoint);

@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <string_view>
+
 namespace gt {
 
 std::string TcpEndpointHost(const std::string& endpoint) {
@@ -18,8 +20,17 @@ std::string TcpEndpointHost(const std::string& endpoint) {
   return host == "*" ? "0.0.0.0" : host;
 }
 
-Status CheckTcpPort(const std::string& endpoint) {
-  if (TcpEndpointHost(endpoint).empty()) return Status::Ok();
+Status CheckEndpoint(const std::string& endpoint) {
+  for (std::string_view local : {"ipc://", "inproc://"})
+    if (endpoint.compare(0, local.size(), local) == 0) {
+      if (endpoint.size() > local.size()) return Status::Ok();
+      return InvalidArgument("'" + endpoint + "': the endpoint names no " +
+                             (local == "ipc://" ? "socket file" : "inproc name"));
+    }
+  if (endpoint.compare(0, 6, "tcp://") != 0)
+    return InvalidArgument("'" + endpoint + "': expected tcp://HOST:PORT, HOST:PORT, ipc://PATH or inproc://NAME");
+  if (TcpEndpointHost(endpoint).empty())
+    return InvalidArgument("'" + endpoint + "': expected tcp://HOST:PORT (a host, then a port)");
   const std::string port = endpoint.substr(endpoint.rfind(':') + 1);
   if (port == "*") return Status::Ok();
   const bool digits = !port.empty() && port.size() <= 5 &&

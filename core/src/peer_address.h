@@ -18,11 +18,12 @@ namespace gt {
 // "0.0.0.0"); "" for any other transport (inproc, ipc) or a malformed one.
 std::string TcpEndpointHost(const std::string& endpoint);
 
-// OK for an endpoint of another transport, and for "tcp://HOST:PORT" whose
-// PORT is "*" or a number from 0 to 65535; InvalidArgument naming the
-// endpoint otherwise. ZeroMQ keeps only a port's low 16 bits (99999 would
-// be 34463): without this check a mistyped port reaches another one.
-Status CheckTcpPort(const std::string& endpoint);
+// OK for an endpoint gt's hosts speak: "tcp://HOST:PORT" whose PORT is "*"
+// or a number from 0 to 65535, "ipc://PATH" or "inproc://NAME".
+// InvalidArgument naming the endpoint otherwise, before ZeroMQ sees it: it
+// keeps only a port's low 16 bits (99999 would be 34463, and a mistyped port
+// would reach another one) and says no more than "Invalid argument".
+Status CheckEndpoint(const std::string& endpoint);
 
 // True for an address that means every interface ("0.0.0.0", "::", "*").
 bool IsWildcardAddress(const std::string& host);

@@ -125,7 +125,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
         handshake_events_ = &handshake_events;
       }
     }
-    if (Status s = CheckTcpPort(dispatcher); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
+    if (Status s = CheckEndpoint(dispatcher); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
     try {
       work.connect(dispatcher);
       control.connect(dispatcher);

@@ -639,6 +639,28 @@ def test_a_port_out_of_range_is_refused_not_wrapped():
                             "not '99999'")
 
 
+def test_a_malformed_address_is_a_gt_error_naming_it_at_connect():
+    """Not ZeroMQ's bare "Invalid argument" (a RuntimeError) at the first op."""
+    got = run_client(None, """
+        errors = {}
+        for address in ["localhost", "tcp://", "foo://bar", "ipc://", "localhost:5555x"]:
+            try:
+                gt.connect(address)
+                errors[address] = None
+            except gt.Error as e:
+                errors[address] = str(e)
+        say(errors=errors)
+    """)
+    assert got["errors"] == {
+        "localhost": "gt::connect: 'tcp://localhost': expected tcp://HOST:PORT (a host, then a port)",
+        "tcp://": "gt::connect: 'tcp://': expected tcp://HOST:PORT (a host, then a port)",
+        "foo://bar": "gt::connect: 'foo://bar': expected tcp://HOST:PORT, HOST:PORT, ipc://PATH or inproc://NAME",
+        "ipc://": "gt::connect: 'ipc://': the endpoint names no socket file",
+        "localhost:5555x": "gt::connect: tcp://localhost:5555x: the port must be a number from 0 to 65535 (or *), "
+                           "not '5555x'",
+    }
+
+
 def test_a_host_that_cannot_serve_its_metrics_does_not_start_without_them():
     """A Prometheus target that silently never appears is worse than a host
     that says why it will not start."""
