@@ -348,6 +348,25 @@ TEST_F(HostTest, ARefusedRunUnitStillFreesTheInputsItConsumes) {
   EXPECT_EQ(FetchFloats(client, 2, 7), (std::vector<float>{4}));
 }
 
+// A run the worker refuses (here: it says it consumes an input the unit does
+// not free) still frees what it said it consumes there too: the client and
+// the dispatcher have forgotten it, and kept, it would escape the client's
+// quotas for good.
+TEST_F(HostTest, ARunUnitTheWorkerRefusesStillFreesTheInputsItConsumes) {
+  RawClient client(context_, cluster_->endpoint());
+  client.Send({FromFloats(1, {3}, {1}), FromFloats(2, {4}, {1}), DefineUnit(3, 7, OneOpUnit(Op::kNeg, false))});
+  ASSERT_TRUE(client.Sync());
+  EXPECT_EQ(Scrape(wport(), "gt_worker_live_tensors"), 2);
+  client.Send({RunUnit(4, 7, 1, 5, {0})});
+  std::optional<wire::Envelope> done = client.Sync();
+  ASSERT_TRUE(done);
+  ASSERT_EQ(done->errors_size(), 1);
+  EXPECT_NE(FirstError(*done).find("freed operands do not match the unit's"), std::string::npos) << FirstError(*done);
+  EXPECT_TRUE(WaitFor([&] { return Scrape(wport(), "gt_worker_live_tensors") == 1; }))
+      << Scrape(wport(), "gt_worker_live_tensors") << " tensors live";
+  EXPECT_EQ(FetchFloats(client, 2, 7), (std::vector<float>{4}));
+}
+
 // Killed outright, its connection closes: the dispatcher drops it at once
 // (well before the heartbeat timeout), and the client is told what it lost.
 TEST_F(HostTest, DispatcherNoticesADeadWorkerAtOnce) {

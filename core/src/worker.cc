@@ -194,6 +194,10 @@ class Worker::Impl final : public Terminal, public ReplySink {
     if (!status.ok()) {
       failed.RecordResults(inst, inst.seq);
       if (KindOf(inst.op) == OpKind::kCollective) failed_collectives_[inst.client].insert(inst.seq);
+      // Whatever refused it (a quota, a mismatched interface, an unknown
+      // unit), the client and the dispatcher have forgotten its inputs: kept
+      // here, they would be held for good and escape the client's quotas.
+      if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
     }
     if (pipeline_->events().enabled()) RecordDone(inst, seconds, status);
     return status;

@@ -564,6 +564,11 @@ def test_a_dispatcher_that_goes_away_mid_run_fails_the_next_sync():
             assert read_line(p) == {"value": 6.0}
             c.procs[0].send_signal(signal.SIGKILL)
             c.procs[0].wait()
+            # A killed dispatcher leaves its local ipc socket file behind (the
+            # next one on the port would replace it): not in /tmp for good.
+            ipc = re.search(r"local ipc on ipc://([^,\s]+)", pathlib.Path(c.log.name).read_text())
+            if ipc:
+                pathlib.Path(ipc.group(1)).unlink(missing_ok=True)
             tell(p, "gone")
             got = read_line(p)
         finally:
