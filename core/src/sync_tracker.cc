@@ -74,10 +74,15 @@ void SyncTracker::CompleteReady(ClientState& c) {
     done.set_sync_id(s.sync_id);
     std::vector<wire::OpError> errors = std::move(c.errors);
     errors.insert(errors.end(), std::make_move_iterator(s.errors.begin()), std::make_move_iterator(s.errors.end()));
-    // A host's own error (seq 0: a lost worker) first: the ops it broke on
-    // other workers (a collective with the dead one) follow, and the client
-    // raises the first.
-    std::stable_partition(errors.begin(), errors.end(), [](const wire::OpError& e) { return e.seq() == 0; });
+    // The client raises the first error, so: a host's own (seq 0: a lost
+    // worker) first, the ops it broke on other workers (a collective with the
+    // dead one) after it; then the ops in the order the client issued them,
+    // wherever they failed (the dispatcher's own errors are gathered apart
+    // from the workers', and a later op's must not hide an earlier one's).
+    std::stable_sort(errors.begin(), errors.end(), [](const wire::OpError& a, const wire::OpError& b) {
+      if ((a.seq() == 0) != (b.seq() == 0)) return a.seq() == 0;
+      return a.seq() < b.seq();
+    });
     for (auto& e : errors) *done.add_errors() = std::move(e);
     c.errors.clear();
     (void)sender_.Send(c.route, done, {});

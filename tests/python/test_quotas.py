@@ -128,6 +128,20 @@ def test_live_tensors_past_the_limit_are_refused_and_others_go_on(quota_cluster)
         end_clients(holder)
 
 
+def test_a_sync_raises_the_first_failed_op_wherever_it_failed(quota_cluster):
+    """A worker's error for an early op and the dispatcher's own refusal of a
+    later one meet in one sync: the first op the client issued is raised
+    (the dispatcher's errors used to come first whatever their order)."""
+    got = run_client(quota_cluster.endpoint, with_catch("""
+        x = gt.tensor([1.0, 2.0, 3.0])
+        bad = x.index_select(0, gt.tensor([5]))   # fails on the worker: index 5 of 3
+        kept = [gt.zeros(2) for _ in range(8)]    # the eighth is a ninth live tensor: the dispatcher refuses it
+        say(**attempt(gt.sync))
+    """))
+    assert got["error"] and got["error"].startswith("gt: index_select #"), got
+    assert "(and " in got["error"] and "more failed ops)" in got["error"], got
+
+
 def test_instructions_in_flight_past_the_limit_are_refused_until_a_sync(quota_cluster):
     c = quota_cluster
     out = run_client(c.endpoint, with_catch("""
