@@ -367,6 +367,94 @@ TEST_F(HostTest, ARunUnitTheWorkerRefusesStillFreesTheInputsItConsumes) {
   EXPECT_EQ(FetchFloats(client, 2, 7), (std::vector<float>{4}));
 }
 
+// Replies to a peer that does not read them pile up in the dispatcher, so
+// only a session is answered: STATS before HELLO is refused.
+TEST_F(HostTest, StatsBeforeHelloAreRefused) {
+  RawClient stranger(context_, cluster_->endpoint(), /*hello=*/false);
+  wire::Envelope stats;
+  stats.set_kind(wire::Envelope::STATS);
+  stats.set_request_id(1);
+  stranger.SendFrames({stats.SerializeAsString()});
+  std::optional<wire::Envelope> reply = stranger.Receive(10000);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->kind(), wire::Envelope::ERROR);
+  EXPECT_NE(FirstError(*reply).find("no session: a client says HELLO before STATS"), std::string::npos)
+      << FirstError(*reply);
+}
+
+// A client that stops reading is found out by its queue at the dispatcher
+// filling, and dropped (its tensors freed), instead of having its replies
+// buffered without bound in the memory every client shares.
+TEST_F(HostTest, AClientThatLeavesItsRepliesUnreadIsDroppedNotBuffered) {
+  RawClient reader(context_, cluster_->endpoint());
+  reader.Send({FromFloats(1, {5})});
+  ASSERT_TRUE(reader.Sync());
+  zmq::context_t own(1);
+  RawClient silent(own, cluster_->endpoint());
+  std::vector<Instruction> batch = {FromFloats(1, std::vector<float>(1024, 1.f))};
+  for (uint64_t seq = 2; seq < 5002; ++seq) batch.push_back(MakeInstruction(Op::kFetch, seq, {}, {1}));
+  silent.Send(batch);
+  // Both sessions stay alive by their heartbeats (sent from another socket,
+  // as the C++ client does): only the unread replies can end the silent one.
+  RawClient beats(context_, cluster_->endpoint(), /*hello=*/false);
+  auto connected = [&] {
+    beats.SendToken(wire::Envelope::HEARTBEAT, reader.token());
+    beats.SendToken(wire::Envelope::HEARTBEAT, silent.token());
+    return Scrape(dport(), "gt_host_clients_connected");
+  };
+  EXPECT_TRUE(WaitFor([&] { return connected() == 1; }, 30000)) << connected() << " clients connected";
+  EXPECT_TRUE(WaitFor([&] { return Scrape(wport(), "gt_worker_live_tensors") == 1; }))
+      << "the silent client's tensor was not freed";
+  EXPECT_EQ(FetchFloats(reader, 1, 2), (std::vector<float>{5}));
+  // Reading at last the replies that did fit, then asking again, it learns why.
+  int queued = 0;
+  while (silent.Receive(1000)) ++queued;
+  EXPECT_GE(queued, 1000);
+  EXPECT_LT(queued, 5000) << "every reply was queued";
+  silent.Send({MakeInstruction(Op::kFetch, 6000, {}, {1})});
+  std::optional<wire::Envelope> refused = silent.Receive(10000);
+  ASSERT_TRUE(refused);
+  const std::string why = FirstError(*refused);
+  EXPECT_NE(why.find("it left 1000 replies unread"), std::string::npos) << "[" << why << "]";
+  EXPECT_TRUE(cluster_->AllAlive());
+}
+
+// A worker's queue at the dispatcher fills only while the worker reads
+// nothing (here: stopped, while a client sends it more than that queue
+// holds). It is not lost for that: its batches wait in the dispatcher and go
+// on, in order, once it reads again.
+TEST(HostBackpressureTest, BatchesForAWorkerThatStoppedReadingWaitAndArriveInOrder) {
+  ClusterOptions options;
+  options.dispatcher_manifest = WriteTempFile(
+      "patient-dispatcher.yaml", "host: dispatcher\nheartbeat_interval_ms: 200\nheartbeat_timeout_ms: 60000\nstages: []\n");
+  ProcessCluster cluster(options);
+  ASSERT_TRUE(cluster.WaitForWorkers(1));
+  zmq::context_t context(1);
+  RawClient client(context, cluster.endpoint());
+  const std::vector<float> ones(16384, 1.f);  // 64 KiB a batch: past the socket buffers soon
+  TensorId sum = 1;
+  uint64_t seq = 1;
+  client.Send({FromFloats(sum, std::vector<float>(16384, 0.f))});
+  ASSERT_TRUE(client.Sync());
+  cluster.SignalWorkerForTest(0, SIGSTOP);
+  const int batches = 2000;  // more than the dispatcher queues for one peer
+  for (int i = 0; i < batches; ++i) {
+    const TensorId term = 100000 + i, next = sum + 1;
+    Instruction from = FromFloats(term, ones);
+    from.seq = ++seq;
+    client.Send({from, MakeInstruction(Op::kAdd, ++seq, {next}, {sum, term}),
+                 MakeInstruction(Op::kFree, ++seq, {}, {sum, term})});
+    sum = next;
+  }
+  cluster.SignalWorkerForTest(0, SIGCONT);
+  wire::Envelope done;
+  std::vector<float> got = FetchFloats(client, sum, ++seq, &done);
+  ASSERT_EQ(got.size(), ones.size()) << (done.errors_size() ? FirstError(done) : "");
+  EXPECT_EQ(got.front(), static_cast<float>(batches));
+  EXPECT_EQ(got.back(), static_cast<float>(batches));
+  EXPECT_EQ(MetricValue(HttpGet(cluster.dispatcher_metrics_port(), "/metrics"), "gt_host_workers_connected"), 1.0);
+}
+
 // Killed outright, its connection closes: the dispatcher drops it at once
 // (well before the heartbeat timeout), and the client is told what it lost.
 TEST_F(HostTest, DispatcherNoticesADeadWorkerAtOnce) {
@@ -497,7 +585,7 @@ TEST_F(HostTest, AWorkersTokenReattachesItsControlConnectionUntilItIsLost) {
   const uint32_t index = welcome->worker_index();
 
   RawClient control(context_, cluster_->endpoint(), /*hello=*/false);
-  RawClient asker(context_, cluster_->endpoint(), /*hello=*/false);
+  RawClient asker(context_, cluster_->endpoint());
   bool stats_on_control = false;
   for (uint64_t request = 1; request <= 50 && !stats_on_control; ++request) {
     control.SendToken(wire::Envelope::HEARTBEAT, kToken);

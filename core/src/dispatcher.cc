@@ -5,6 +5,9 @@
 #include <cstring>
 #include <deque>
 #include <iostream>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
 
 #include "admission.h"
 #include "client_table.h"
@@ -29,6 +32,13 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kGoodbye = "said goodbye";
+
+// Messages queued toward one peer before it counts as not reading
+// (ZeroMQ's own default). A client that reads holds at most one sync's
+// replies; a worker's I/O thread reads its batches as they come. Unbounded,
+// a peer that never reads (a raw client sending STATS or fetches) would grow
+// the shared dispatcher's memory until the machine killed it.
+constexpr int kPeerQueueMessages = 1000;
 
 // The IP a tcp peer connected from ("" for ipc:// and inproc://), read from
 // the message's ZeroMQ metadata.
@@ -71,7 +81,7 @@ class Dispatcher::Impl final : public PeerSender {
                }),
         router_(clients_, workers_, syncs_, [this] { FlushWorkers(); }) {
     socket_.set(zmq::sockopt::router_mandatory, 1);
-    socket_.set(zmq::sockopt::sndhwm, 0);
+    socket_.set(zmq::sockopt::sndhwm, kPeerQueueMessages);
     socket_.set(zmq::sockopt::rcvhwm, 0);
     socket_.set(zmq::sockopt::linger, 0);
     // A worker killed outright (SIGKILL, a machine gone) is lost as soon as
@@ -161,8 +171,10 @@ class Dispatcher::Impl final : public PeerSender {
                                  {monitor_.handle(), 0, ZMQ_POLLIN, 0},
                                  {zap_ ? zap_->socket().handle() : nullptr, 0, ZMQ_POLLIN, 0}};
       int ready = 0;
+      // Held messages are tried again soon: their queues drain on ZeroMQ's I/O thread.
+      const auto wait = held_.empty() ? tick : std::chrono::milliseconds(1);
       try {
-        ready = PollWithBusyWait(items, zap_ ? 3 : 2, tick, near_sync ? busy_wait_ : std::chrono::microseconds(0));
+        ready = PollWithBusyWait(items, zap_ ? 3 : 2, wait, near_sync ? busy_wait_ : std::chrono::microseconds(0));
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
         continue;
@@ -179,6 +191,8 @@ class Dispatcher::Impl final : public PeerSender {
         HandleFrames(std::move(*frames));
       }
       HandleMonitorEvents();
+      if (!held_.empty()) SendHeld();
+      if (!unread_.empty()) DropUnreadClients();
       near_sync = syncs_.TakeActivity();
       if (Clock::now() >= next_check) {
         CheckLiveness();
@@ -197,15 +211,65 @@ class Dispatcher::Impl final : public PeerSender {
 
   // PeerSender: every message leaves through here.
   bool Send(const std::string& route, const wire::Envelope& env, const std::vector<BlobPtr>& frames) override {
+    if (auto held = held_.find(route); held != held_.end()) {  // after those held before it, in order
+      held->second.push_back({env, frames});
+      return true;
+    }
     Result<size_t> sent = SendEnvelope(socket_, route, env, frames);
-    if (!sent.ok()) return false;
-    if (LogsEvents()) RecordReply(route, env, *sent);
-    metrics_.messages_sent.Increment();
-    metrics_.bytes_sent.Increment(static_cast<double>(*sent));
-    return true;
+    if (sent.ok()) {
+      CountSent(route, env, *sent);
+      return true;
+    }
+    return sent.status().code() == Code::kResourceExhausted && QueueFull(route, env, frames);
   }
 
  private:
+  // ---- a peer that does not read ------------------------------------------
+
+  struct HeldMessage {
+    wire::Envelope env;
+    std::vector<BlobPtr> frames;
+  };
+
+  void CountSent(const std::string& route, const wire::Envelope& env, size_t bytes) {
+    if (LogsEvents()) RecordReply(route, env, bytes);
+    metrics_.messages_sent.Increment();
+    metrics_.bytes_sent.Increment(static_cast<double>(bytes));
+  }
+
+  // `route`'s queue is full. A worker's fills only in a burst its I/O thread
+  // has not drained yet: the message waits here, and Run() sends it when
+  // there is room. A client with kPeerQueueMessages replies unread reads
+  // none: it is dropped after this pass (its tensors freed), and nothing
+  // more is queued for it. Returns whether the message will still go.
+  bool QueueFull(const std::string& route, const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
+    if (workers_.FindByRoute(route)) {
+      held_[route].push_back({env, frames});
+      return true;
+    }
+    if (ClientState* c = clients_.FindByRoute(route)) unread_.insert(c->id);
+    return false;
+  }
+
+  // Each held queue in order, until one is full again.
+  void SendHeld() {
+    for (auto it = held_.begin(); it != held_.end();) {
+      std::deque<HeldMessage>& queue = it->second;
+      while (!queue.empty()) {
+        Result<size_t> sent = SendEnvelope(socket_, it->first, queue.front().env, queue.front().frames);
+        if (!sent.ok() && sent.status().code() == Code::kResourceExhausted) break;
+        if (sent.ok()) CountSent(it->first, queue.front().env, *sent);  // else its worker is gone
+        queue.pop_front();
+      }
+      it = queue.empty() ? held_.erase(it) : std::next(it);
+    }
+  }
+
+  void DropUnreadClients() {
+    for (ClientId id : std::exchange(unread_, {}))
+      DropClient(id, "it left " + std::to_string(kPeerQueueMessages) + " replies unread");
+  }
+
   // ---- incoming messages ---------------------------------------------------
 
   // zmq_socket_monitor's events: two frames, the first holding the event
@@ -335,6 +399,10 @@ class Dispatcher::Impl final : public PeerSender {
       case wire::Envelope::ATTACH:
         return AttachWorkerControl(msg.routing_id, env, peer_fd, peer_key);
       case wire::Envelope::STATS:
+        // Only a session's: answers to a peer that never said HELLO would
+        // be queued for nobody.
+        if (!clients_.FindByRoute(msg.routing_id))
+          return RejectMessage(msg.routing_id, FailedPrecondition("no session: a client says HELLO before STATS"));
         return stats_.Begin(msg.routing_id, env);
       default:
         return RejectMessage(msg.routing_id, InvalidArgument("unexpected message kind " +
@@ -506,6 +574,8 @@ class Dispatcher::Impl final : public PeerSender {
   // client names the tensors the stages placed there); a loss found while
   // flushing, inside a pipeline pass, is reported once the pass is over.
   void WorkerLost(size_t w, const std::string& why) {
+    held_.erase(workers_.at(w).route);
+    held_.erase(workers_.at(w).control_route);
     if (!workers_.MarkLost(w)) return;
     metrics_.workers_connected.Decrement();
     GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " disconnected (" << why << ")");
@@ -634,6 +704,8 @@ class Dispatcher::Impl final : public PeerSender {
   bool flushing_ = false;            // inside FlushWorkers, so inside a pipeline pass
   std::deque<std::pair<size_t, std::string>> lost_unreported_;  // lost workers the stages and router have not heard of
   std::deque<Instruction> backlog_;  // client instructions that came before any worker
+  std::unordered_map<std::string, std::deque<HeldMessage>> held_;  // by route: to workers whose queue was full
+  std::unordered_set<ClientId> unread_;  // clients whose queue was full in this pass
 };
 
 Dispatcher::Dispatcher(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -91,8 +91,12 @@ Result<size_t> SendAll(zmq::socket_t& socket, const std::string& routing_id,
   size_t bytes = 0;
   try {
     if (!routing_id.empty()) {
+      // A ROUTER's queue to each peer is bounded (its SNDHWM) and, with
+      // ZMQ_ROUTER_MANDATORY, a full one is said here instead of waited on.
+      // Only a message's first frame can find it full.
       zmq::message_t id(routing_id.data(), routing_id.size());
-      if (!socket.send(id, zmq::send_flags::sndmore)) return Unavailable("peer is not reachable");
+      if (!socket.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait))
+        return ResourceExhausted("the peer's queue is full");
     }
     for (size_t i = 0; i < frames.size(); ++i) {
       bytes += frames[i].size();

@@ -35,7 +35,9 @@ std::optional<std::vector<zmq::message_t>> ReceiveFrames(zmq::socket_t& socket, 
 Result<WireMessage> DecodeFrames(std::vector<zmq::message_t>&& frames, bool with_routing_id);
 
 // Sends envelope + frames; `routing_id` empty for DEALER/PAIR sockets.
-// Returns the bytes sent, or Unavailable when the peer cannot be reached.
+// Returns the bytes sent; Unavailable when the peer cannot be reached;
+// ResourceExhausted, with nothing sent, when a ROUTER's queue to the peer is
+// full (its SNDHWM; a DEALER's send waits instead).
 Result<size_t> SendEnvelope(zmq::socket_t& socket, const std::string& routing_id,
                             const wire::Envelope& envelope, const std::vector<BlobPtr>& frames);
 
