@@ -245,7 +245,14 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
   return split(std::max<int64_t>(size, 1), d);
 }
 
-Tensor Tensor::pow(double exponent) const { return WithScalar(*this, exponent, Op::kPow, ScalarSide::kRight); }
+Tensor Tensor::pow(double exponent) const {
+  // PyTorch's rule: its integer kernel would make 1/x^n into 0 (or 1, -1).
+  if (!IsFloatingPoint(dtype()) && dtype() != DType::kBool && exponent < 0 && exponent == std::trunc(exponent))
+    throw Error(Code::kInvalidArgument, "pow: integers to negative integer powers are not allowed (an " +
+                                            std::string(DTypeName(dtype())) + " tensor to the power " +
+                                            std::to_string(static_cast<int64_t>(exponent)) + ")");
+  return WithScalar(*this, exponent, Op::kPow, ScalarSide::kRight);
+}
 Tensor Tensor::pow(const Tensor& exponent) const { return Binary(*this, exponent, Op::kPow); }
 Tensor Tensor::abs() const { return Unary(*this, Op::kAbs); }
 Tensor Tensor::erf() const { return Unary(*this, Op::kErf); }
@@ -300,11 +307,27 @@ Tensor& Tensor::copy_(const Tensor& source) {
   return *this;
 }
 
+Tensor& Tensor::assign_result_(const Tensor& result, const char* what) {
+  // PyTorch's rule for an op that writes into its operand: the result may be
+  // cast to the operand's dtype, but not from a float into an integer, nor
+  // from a number into a bool (int64 += 1.5 is an error, not a truncation).
+  const DType to = dtype(), from = result.dtype();
+  const bool fits = IsFloatingPoint(to) || (!IsFloatingPoint(from) && (to != DType::kBool || from == DType::kBool));
+  if (!fits)
+    throw Error(Code::kInvalidArgument, std::string(what) + ": result type " + std::string(DTypeName(from)) +
+                                            " can't be cast to the desired output type " + std::string(DTypeName(to)));
+  return copy_(result);
+}
+
+Tensor& Tensor::operator+=(double s) { return assign_result_(*this + s, "+="); }
+Tensor& Tensor::operator-=(double s) { return assign_result_(*this - s, "-="); }
+Tensor& Tensor::operator*=(double s) { return assign_result_(*this * s, "*="); }
+
 Tensor& Tensor::mul_(const Tensor& factor) {
   CheckInPlaceAllowed(*this, factor, "mul_");
   const TensorRecord& destination = Require(*this, "mul_");
   const TensorRecord& by = Require(factor, "mul_");
-  if (by.meta.dtype != destination.meta.dtype) return copy_(*this * factor);
+  if (by.meta.dtype != destination.meta.dtype) return assign_result_(*this * factor, "mul_");
   Instruction inst;
   inst.op = Op::kMulInto;
   Mutate(std::move(inst), {&destination, &by});
@@ -322,7 +345,7 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   // Bools (a sum is a logical or; a difference is refused, as PyTorch's) and
   // mixed dtypes: the out-of-place op, cast back.
   if (addend.meta.dtype != destination.meta.dtype || destination.meta.dtype == DType::kBool)
-    return copy_(alpha == 1 ? *this + other : alpha == -1 ? *this - other : *this + other * alpha);
+    return assign_result_(alpha == 1 ? *this + other : alpha == -1 ? *this - other : *this + other * alpha, "add_");
   Instruction inst;
   inst.op = Op::kAddInto;
   inst.attrs.scalar = alpha;

@@ -191,6 +191,9 @@ void BindTensor(py::module_& m) {
       // In place (the remote tensor changes; Python returns `self`).
       .def("copy_", [](Tensor& self, const Tensor& src) { self.copy_(src); })
       .def("fill_", [](Tensor& self, double v) { self.fill_(v); })
+      .def("assign_result_", [](Tensor& self, const Tensor& result, const std::string& what) {
+        self.assign_result_(result, what.c_str());
+      })
       .def("iadd", [](Tensor& self, const Tensor& o) { self += o; })
       .def("iadd", [](Tensor& self, double s) { self += s; })
       .def("isub", [](Tensor& self, const Tensor& o) { self -= o; })

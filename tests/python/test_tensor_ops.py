@@ -214,6 +214,64 @@ def test_integer_arithmetic_follows_pytorch():
     assert (gt.tensor([1.0], dtype=gt.float64) + a).dtype is gt.float64
 
 
+def test_in_place_ops_refuse_a_result_their_tensor_cannot_hold_as_pytorch_does():
+    """int64 += 1.5 used to truncate without a word; PyTorch refuses it, and
+    so does gt now, naming both dtypes. Casts PyTorch allows still happen."""
+    import torch
+
+    def refusal(fn, make):
+        try:
+            fn(make())
+        except (gt.Error, RuntimeError) as e:
+            return str(e)
+        return None
+
+    ints, bools = (lambda: gt.tensor([1, 2])), (lambda: gt.from_numpy(np.array([True, False])))
+    halves = gt.tensor([0.5, 0.5])
+    cases = [
+        ("+= 1.5", lambda t: t.__iadd__(1.5), ints, lambda: torch.tensor([1, 2]), "float32", "int64"),
+        ("-= 0.5", lambda t: t.__isub__(0.5), ints, lambda: torch.tensor([1, 2]), "float32", "int64"),
+        ("*= 2.5", lambda t: t.__imul__(2.5), ints, lambda: torch.tensor([1, 2]), "float32", "int64"),
+        ("/= 2", lambda t: t.__itruediv__(2), ints, lambda: torch.tensor([1, 2]), "float32", "int64"),
+        ("*= 2 (bool)", lambda t: t.__imul__(2), bools, lambda: torch.tensor([True, False]), "int64", "bool"),
+    ]
+    for name, fn, make, make_torch, result, into in cases:
+        assert refusal(fn, make_torch) is not None, f"PyTorch allows {name}"
+        assert refusal(fn, make) == f"{'/=' if name == '/= 2' else name.split()[0]}: result type {result} can't be " \
+                                    f"cast to the desired output type {into}", name
+    # A float tensor operand, through add_ and mul_.
+    for fn in (lambda t: t.add_(halves), lambda t: t.mul_(halves)):
+        assert "result type float32 can't be cast to the desired output type int64" in refusal(fn, ints)
+    # Casts PyTorch makes: an integer result into an integer tensor, anything into a float one.
+    t = ints()
+    t += 2
+    t *= 3
+    np.testing.assert_array_equal(t.numpy(), [9, 12])
+    f = gt.tensor([1.0, 2.0])
+    f += gt.tensor([1, 1])
+    np.testing.assert_array_equal(f.numpy(), [2.0, 3.0])
+
+
+def test_integer_scalars_beyond_2_53_are_refused_not_rounded():
+    """A scalar travels as a float64: 2**53 + 1 would silently have been 2**53."""
+    x = gt.tensor([0])
+    assert (x + 2 ** 53).numpy().tolist() == [2 ** 53]  # exact in a float64
+    for fn in (lambda: x + (2 ** 53 + 1), lambda: x == 2 ** 53 + 1, lambda: x.fill_(2 ** 62 + 1),
+               lambda: x * (2 ** 63 - 1), lambda: x - np.int64(-(2 ** 62))):
+        with pytest.raises(ValueError, match=r"beyond 2\*\*53 in magnitude.*make it a tensor"):
+            fn()
+
+
+def test_an_integer_tensor_to_a_negative_integer_power_is_refused_as_in_pytorch():
+    import torch
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        torch.tensor([2]) ** -1
+    with pytest.raises(gt.Error, match=r"pow: integers to negative integer powers are not allowed \(an int64 tensor"):
+        gt.tensor([2]) ** -1
+    np.testing.assert_allclose((gt.tensor([4]) ** -0.5).numpy(), (torch.tensor([4]) ** -0.5).numpy())
+    np.testing.assert_array_equal((gt.tensor([2, 3]) ** 2).numpy(), [4, 9])
+
+
 def test_comparisons_are_bool_masks(rng):
     a = rng.standard_normal((4, 5)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32)
@@ -472,7 +530,7 @@ def test_in_place_ops_change_the_same_tensor(rng):
         x.copy_(gt.zeros(5))
 
 
-def test_in_place_mul_by_a_tensor_writes_through_views_and_casts_as_before(rng):
+def test_in_place_mul_by_a_tensor_writes_through_views_and_casts_as_pytorch_does(rng):
     a = rng.standard_normal((3, 4)).astype(np.float32)
     f = rng.standard_normal(4).astype(np.float32)
     x = g(a)
@@ -484,14 +542,17 @@ def test_in_place_mul_by_a_tensor_writes_through_views_and_casts_as_before(rng):
     x.mul_(g(f[:1]))  # broadcast
     np.testing.assert_allclose(x.numpy(), want * f[0], **F32)
     n = gt.tensor(np.arange(6, dtype=np.int64).reshape(2, 3))
-    n *= g(np.full(3, 1.5, np.float32))  # another dtype: the product cast back, as before
+    n *= gt.tensor([1, 2, 3], dtype=gt.int32)  # another dtype: the product cast back
     assert n.dtype == gt.int64
-    np.testing.assert_array_equal(n.numpy(), (np.arange(6).reshape(2, 3) * 1.5).astype(np.int64))
+    np.testing.assert_array_equal(n.numpy(), np.arange(6).reshape(2, 3) * [1, 2, 3])
+    with pytest.raises(gt.Error, match="result type float32 can't be cast to the desired output type int64"):
+        n *= g(np.full(3, 1.5, np.float32))  # refused, as PyTorch does
+    np.testing.assert_array_equal(n.numpy(), np.arange(6).reshape(2, 3) * [1, 2, 3])  # and left alone
     with pytest.raises(gt.Error, match="broadcast"):
         x.mul_(g(np.ones(5, np.float32)))
 
 
-def test_in_place_add_and_sub_with_alpha_write_through_views_and_cast_as_before(rng):
+def test_in_place_add_and_sub_with_alpha_write_through_views_and_cast_as_pytorch_does(rng):
     a = rng.standard_normal((3, 4)).astype(np.float32)
     f = rng.standard_normal(4).astype(np.float32)
     x = g(a)
@@ -510,9 +571,11 @@ def test_in_place_add_and_sub_with_alpha_write_through_views_and_cast_as_before(
     x.add_(3, alpha=2)  # a number: x + 6
     np.testing.assert_allclose(x.numpy(), want + 6, **F32)
     n = gt.tensor(np.arange(6, dtype=np.int64).reshape(2, 3))
-    n += g(np.full(3, 1.5, np.float32))  # another dtype: the sum cast back, as before
+    n += gt.tensor([1, 2, 3], dtype=gt.int32)  # another dtype: the sum cast back
     assert n.dtype == gt.int64
-    np.testing.assert_array_equal(n.numpy(), (np.arange(6).reshape(2, 3) + 1.5).astype(np.int64))
+    np.testing.assert_array_equal(n.numpy(), np.arange(6).reshape(2, 3) + [1, 2, 3])
+    with pytest.raises(gt.Error, match="result type float32 can't be cast to the desired output type int64"):
+        n += g(np.full(3, 1.5, np.float32))  # refused, as PyTorch does
     with pytest.raises(gt.Error, match="add_: addend of shape \\[5\\] does not broadcast"):
         x.add_(g(np.ones(5, np.float32)), alpha=2)
     with pytest.raises(TypeError, match="alpha"):

@@ -164,9 +164,13 @@ class Tensor {
   Tensor& operator+=(const Tensor& other) { return add_(other); }
   Tensor& operator-=(const Tensor& other) { return sub_(other); }
   Tensor& operator*=(const Tensor& other) { return mul_(other); }
-  Tensor& operator+=(double s) { return copy_(*this + s); }
-  Tensor& operator-=(double s) { return copy_(*this - s); }
-  Tensor& operator*=(double s) { return copy_(*this * s); }
+  Tensor& operator+=(double s);
+  Tensor& operator-=(double s);
+  Tensor& operator*=(double s);
+  // copy_(result) for an in-place op named `what`, whose out-of-place
+  // `result` was computed: InvalidArgument when PyTorch would refuse the
+  // cast back (a float result into an integer tensor, a number into a bool).
+  Tensor& assign_result_(const Tensor& result, const char* what);
 
   // Sync points.
   template <typename T>

@@ -14,6 +14,20 @@ def is_scalar(x):
     return isinstance(x, SCALAR_TYPES)
 
 
+# A scalar operand travels as a float64 (wire.proto's `scalar`), which holds
+# every integer only up to 2**53 in magnitude.
+_EXACT_INTEGERS = 2 ** 53
+
+
+def scalar_value(x, what="a scalar operand"):
+    """`x` as the float64 gt sends; ValueError for an integer a float64 cannot
+    hold exactly (rounding it would give another number without a word)."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and abs(int(x)) > _EXACT_INTEGERS:
+        raise ValueError(f"{what}: the integer {int(x)} is beyond 2**53 in magnitude, where a float64 (how gt sends "
+                         f"a scalar) is not exact; make it a tensor: gt.tensor([{int(x)}], dtype=gt.int64)")
+    return float(x)
+
+
 def as_index(x, what):
     """`x` as a Python int (ints and NumPy integers; not bools, not floats)."""
     if isinstance(x, (bool, np.bool_)):

@@ -1,13 +1,13 @@
 """gt.Tensor arithmetic: operators (with a scalar, array or tensor on either
 side), comparisons, elementwise functions and the in-place forms."""
 
-from .args import is_scalar
+from .args import is_scalar, scalar_value
 from .base import data_to_c, operand
 
 
 def _binary(a, b, method):
     if is_scalar(b):
-        return a._wrap(getattr(a._c, method)(float(b)))
+        return a._wrap(getattr(a._c, method)(scalar_value(b)))
     c = operand(b, a)
     if c is None:
         return NotImplemented
@@ -17,7 +17,7 @@ def _binary(a, b, method):
 def _reflected(a, b, scalar_method, tensor_method):
     """b (op) a, for b that is not a gt Tensor."""
     if is_scalar(b):
-        return a._wrap(getattr(a._c, scalar_method)(float(b)))
+        return a._wrap(getattr(a._c, scalar_method)(scalar_value(b)))
     c = operand(b, a)
     if c is None:
         return NotImplemented
@@ -214,13 +214,13 @@ class ArithmeticOps:
             raise TypeError(f"masked_fill: expected a tensor mask, got {type(mask).__name__}")
         if not is_scalar(value):
             raise TypeError(f"masked_fill: expected a number as the value, got {type(value).__name__}")
-        return self._wrap(self._c.masked_fill(c, float(value)))
+        return self._wrap(self._c.masked_fill(c, scalar_value(value, "masked_fill")))
 
     # ---- in place ---------------------------------------------------------
 
     def _inplace(self, o, method):
         if is_scalar(o):
-            getattr(self._c, method)(float(o))
+            getattr(self._c, method)(scalar_value(o))
             return self
         c = operand(o, self)
         if c is None:
@@ -241,7 +241,7 @@ class ArithmeticOps:
         q = self / o
         if q is NotImplemented:
             return q
-        self._c.copy_(q._c)
+        self._c.assign_result_(q._c, "/=")
         return self
 
     def add_(self, o, *, alpha=1):
@@ -275,7 +275,7 @@ class ArithmeticOps:
     def copy_(self, src):
         """Overwrites this tensor's data with `src` (a tensor, array or scalar broadcasting to its shape)."""
         if is_scalar(src):
-            self._c.fill_(float(src))
+            self._c.fill_(scalar_value(src, "copy_"))
             return self
         c = operand(src, self)
         if c is None:
@@ -284,7 +284,7 @@ class ArithmeticOps:
         return self
 
     def fill_(self, value):
-        self._c.fill_(float(value))
+        self._c.fill_(scalar_value(value, "fill_"))
         return self
 
     def zero_(self):

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _C
 from .. import _dtype
-from .args import as_index, dim_arg, is_scalar, shape_args
+from .args import as_index, dim_arg, is_scalar, scalar_value, shape_args
 from .base import array_to_c, data_to_c
 from .core import Tensor, _wrap
 
@@ -104,7 +104,7 @@ def full(shape, fill_value, dtype=None, requires_grad=False):
     elif dtype is None and isinstance(fill_value, (int, np.integer)):
         dtype = _dtype.int64
     t = zeros(shape, dtype=dtype)
-    t._c.fill_(float(fill_value))
+    t._c.fill_(scalar_value(fill_value, "full"))
     return _finish(t, requires_grad)
 
 
@@ -172,9 +172,9 @@ def where(condition, input, other):
     if is_scalar(input) and is_scalar(other):
         raise TypeError("where: at least one of input and other must be a tensor")
     if is_scalar(input):
-        return _wrap(_C.where(condition._c, float(input), _operand(other, "where")))
+        return _wrap(_C.where(condition._c, scalar_value(input, "where"), _operand(other, "where")))
     if is_scalar(other):
-        return _wrap(_C.where(condition._c, _operand(input, "where"), float(other)))
+        return _wrap(_C.where(condition._c, _operand(input, "where"), scalar_value(other, "where")))
     return _wrap(_C.where(condition._c, _operand(input, "where"), _operand(other, "where")))
 
 
