@@ -3,8 +3,10 @@
 // and bad input that must get a clear error without disturbing anyone.
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <thread>
 
@@ -365,6 +367,34 @@ TEST_F(HostTest, ARunUnitTheWorkerRefusesStillFreesTheInputsItConsumes) {
   EXPECT_TRUE(WaitFor([&] { return Scrape(wport(), "gt_worker_live_tensors") == 1; }))
       << Scrape(wport(), "gt_worker_live_tensors") << " tensors live";
   EXPECT_EQ(FetchFloats(client, 2, 7), (std::vector<float>{4}));
+}
+
+// The checks the client makes, the worker makes again for instructions from
+// anyone: ATen would turn a NaN bound into an empty arange, and take int64
+// values near INT64_MIN for symbolic sizes.
+TEST_F(HostTest, ARawArangeWithANanBoundAndASliceToInt64MinGetClearErrorsOrPythonsAnswer) {
+  RawClient client(context_, cluster_->endpoint());
+  Instruction arange = MakeInstruction(Op::kArange, 1, {1}, {});
+  arange.attrs.numbers = {0, std::nan(""), 1};
+  arange.attrs.dtype = DType::kFloat32;
+  client.Send({arange});
+  wire::Envelope done;
+  EXPECT_TRUE(FetchFloats(client, 1, 2, &done).empty());
+  ASSERT_GE(done.errors_size(), 1);
+  EXPECT_NE(done.errors(0).message().find("arange: step must be non-zero and bounds finite"), std::string::npos)
+      << done.errors(0).message();
+
+  Instruction slice = MakeInstruction(Op::kSlice, 4, {4}, {3});
+  slice.attrs.axes = {0, -5, std::numeric_limits<int64_t>::min(), 1};  // x[-5:-2**63]: empty, as in Python
+  client.Send({FromFloats(3, {1, 2, 3}), slice});
+  wire::Envelope sliced;
+  EXPECT_TRUE(FetchFloats(client, 4, 5, &sliced).empty());
+  EXPECT_EQ(sliced.errors_size(), 0) << FirstError(sliced);
+  slice.seq = 6;
+  slice.results = {5};
+  slice.attrs.axes = {0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1};  // x[:]
+  client.Send({slice});
+  EXPECT_EQ(FetchFloats(client, 5, 7), (std::vector<float>{1, 2, 3}));
 }
 
 // Replies to a peer that does not read them pile up in the dispatcher, so

@@ -443,7 +443,9 @@ class Dispatcher::Impl final : public PeerSender {
       const OpRef ref{c.id, wi.seq(), wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync};
       if (!inst.ok()) {
         metrics_.malformed_messages.Increment();
-        RecordError(ref, inst.status());
+        wire::OpError e = MakeOpError(ref, inst.status(), manifest_.id);
+        e.set_op(wi.op());  // as sent: the client calls a code it does not know "op N", not the sync of `ref`
+        c.errors.push_back(std::move(e));
         continue;
       }
       inst->client = c.id;  // the namespace is the connection's, whatever the message says

@@ -1,5 +1,6 @@
 #include "kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "fused_kernels.h"
 #include "gt/op_attrs.h"
 #include "instruction_checks.h"
+#include "shape_inference.h"
 
 namespace gt::torch_backend {
 namespace {
@@ -82,7 +84,10 @@ Result<at::Tensor> Rand(const Instruction& inst, const at::TensorOptions& option
 
 Result<at::Tensor> Arange(const Instruction& inst, const at::TensorOptions& options) {
   const std::vector<double>& n = inst.attrs.numbers;
-  if (n.size() != 3) return Invalid(inst, "arange expects numbers {start, end, step}");
+  // The client's own checks (finite bounds, a step of the right sign), for
+  // an instruction that did not come from it: ATen would make nan bounds an
+  // empty tensor, or {nan, 5, 1} into 0..4.
+  if (Result<TensorMeta> meta = InferResult(inst, {}); !meta.ok()) return Invalid(inst, meta.status().message());
   return at::arange(n[0], n[1], n[2], options);
 }
 
@@ -385,9 +390,15 @@ Result<at::Tensor> Movement(const Instruction& inst, TensorSource source) {
     case Op::kSqueeze:
       if (axes.size() > 1) return Invalid(inst, "expects at most one dim");
       return axes.empty() ? at::squeeze(a) : at::squeeze(a, axes[0]);
-    case Op::kSlice:
+    case Op::kSlice: {
       if (axes.size() != 4) return Invalid(inst, "expects {dim, start, stop, step}");
-      return at::slice(a, axes[0], axes[1], axes[2], axes[3]);
+      if (axes[3] <= 0) return Invalid(inst, "slice step must be positive");
+      // Past ±2^62 a bound means what ±2^62 does (an end of the dim); and
+      // c10 takes int64 values near INT64_MIN for symbolic sizes, failing
+      // with its own internal message.
+      const auto bound = [](int64_t v) { return std::clamp<int64_t>(v, -(int64_t{1} << 62), int64_t{1} << 62); };
+      return at::slice(a, axes[0], bound(axes[1]), bound(axes[2]), axes[3]);
+    }
     case Op::kSelect:
       if (axes.size() != 2) return Invalid(inst, "expects {dim, index}");
       return at::select(a, axes[0], axes[1]);

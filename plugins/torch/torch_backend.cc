@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <exception>
 #include <limits>
 #include <optional>
@@ -252,10 +253,18 @@ Status TorchBackend::CheckResidentQuota(const Instruction& inst) {
 
 Status TorchBackend::OverQuota(const Instruction& inst, double bytes) const {
   if (client_bytes_refusals_) client_bytes_refusals_->Increment();
-  const auto mib = [](double b) { return std::to_string(static_cast<int64_t>(b / (1 << 20))) + " MiB"; };
-  return ResourceExhausted(inst.Describe() + ": client " + std::to_string(inst.client) + " would hold " + mib(bytes) +
-                           " of tensors on this worker, over its limit of " + mib(static_cast<double>(max_client_bytes_)) +
-                           " (torch backend option max_client_mib): free some first");
+  // To a tenth of a MiB, with the bytes: whole MiB rounded down read "would
+  // hold 1 MiB, over its limit of 1 MiB". A raw arange may ask for more
+  // bytes than an int64 counts.
+  char held[96];
+  if (bytes < 9.0e18)
+    std::snprintf(held, sizeof held, "%.1f MiB (%lld bytes)", bytes / (1 << 20), static_cast<long long>(bytes));
+  else
+    std::snprintf(held, sizeof held, "%.3g bytes", bytes);
+  return ResourceExhausted(inst.Describe() + ": client " + std::to_string(inst.client) + " would hold " + held +
+                           " of tensors on this worker, over its limit of " +
+                           std::to_string(max_client_bytes_ >> 20) +
+                           " MiB (torch backend option max_client_mib): free some first");
 }
 
 Status TorchBackend::Fetch(const Instruction& inst, TensorSource operands, ReplySink& replies) const {

@@ -293,5 +293,6 @@ def test_a_broadcast_is_refused_before_it_allocates(quota_cluster):
     """))
     for key in ("wide", "mm"):
         assert out[key]["error"] and "max_client_mib" in out[key]["error"], out
-        assert "would hold 1024 MiB" in out[key]["error"], out  # refused by the inferred size, not after allocating
+        # Refused by the inferred size, not after allocating.
+        assert "would hold 1024.1 MiB (1073872896 bytes)" in out[key]["error"], out
     assert out["fine"] == {"value": 64.0, "error": None}, out
