@@ -372,7 +372,7 @@ TEST_F(HostTest, ARunUnitTheWorkerRefusesStillFreesTheInputsItConsumes) {
 // The checks the client makes, the worker makes again for instructions from
 // anyone: ATen would turn a NaN bound into an empty arange, and take int64
 // values near INT64_MIN for symbolic sizes.
-TEST_F(HostTest, ARawArangeWithANanBoundAndASliceToInt64MinGetClearErrorsOrPythonsAnswer) {
+TEST_F(HostTest, RawInstructionsAtTheEdgesGetClearErrorsOrPythonsAnswer) {
   RawClient client(context_, cluster_->endpoint());
   Instruction arange = MakeInstruction(Op::kArange, 1, {1}, {});
   arange.attrs.numbers = {0, std::nan(""), 1};
@@ -395,6 +395,15 @@ TEST_F(HostTest, ARawArangeWithANanBoundAndASliceToInt64MinGetClearErrorsOrPytho
   slice.attrs.axes = {0, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 1};  // x[:]
   client.Send({slice});
   EXPECT_EQ(FetchFloats(client, 5, 7), (std::vector<float>{1, 2, 3}));
+
+  // An op code no host knows is reported as sent (the client says "op 999"),
+  // not as the sync the dispatcher's bookkeeping stood it in for.
+  client.Send({MakeInstruction(static_cast<Op>(999), 8, {6}, {})});
+  std::optional<wire::Envelope> unknown = client.Sync();
+  ASSERT_TRUE(unknown);
+  ASSERT_EQ(unknown->errors_size(), 1);
+  EXPECT_EQ(unknown->errors(0).op(), 999u);
+  EXPECT_EQ(unknown->errors(0).seq(), 8u);
 }
 
 // Replies to a peer that does not read them pile up in the dispatcher, so
