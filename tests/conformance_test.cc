@@ -597,9 +597,11 @@ std::vector<Case> Cases() {
   add("mul_in_place_broadcast", {Op::kClone}, {Normal({3, 4}, 121), Normal({4}, 122)},
       [](const V& v) { gt::Tensor c = v[0].clone(); c.mul_(v[1]); gt::Tensor view = c.select(0, 1); view *= v[1]; return c; },
       [](const A& a) { at::Tensor c = a[0] * a[1]; c.select(0, 1).mul_(a[1]); return c; });
-  add("mul_in_place_int_by_float", {Op::kClone, Op::kMul}, {Ints({2, 3}, at::kLong), Normal({3}, 123)},
+  // Another integer dtype: the product cast back, as ATen's in-place op does
+  // (a float factor is refused, as there: tests/python/test_tensor_ops.py).
+  add("mul_in_place_int64_by_int32", {Op::kClone, Op::kMul}, {Ints({2, 3}, at::kLong), Ints({3}, at::kInt, 2)},
       [](const V& v) { gt::Tensor c = v[0].clone(); c.mul_(v[1]); return c; },
-      [](const A& a) { return (a[0] * a[1]).to(at::kLong); });
+      [](const A& a) { at::Tensor c = a[0].clone(); c.mul_(a[1]); return c; });
   // clip_grad_norm_'s norm: one sum_of_squares of every gradient (2 p)
   add("clip_grad_norm_sum_of_squares", {Op::kSumOfSquares}, {Normal({3, 4}, 124), Normal({5}, 125)},
       [](const V& v) {
@@ -637,9 +639,12 @@ std::vector<Case> Cases() {
         c.select(0, 2).sub_(a[1], 2.0);
         return c;
       });
-  add("add_in_place_int_by_float", {Op::kClone, Op::kAdd}, {Ints({2, 3}, at::kLong), Normal({3}, 128)},
+  add("add_in_place_int64_by_int32", {Op::kClone, Op::kAdd}, {Ints({2, 3}, at::kLong), Ints({3}, at::kInt, 5)},
       [](const V& v) { gt::Tensor c = v[0].clone(); c += v[1]; return c; },
-      [](const A& a) { return (a[0] + a[1]).to(at::kLong); });
+      [](const A& a) { at::Tensor c = a[0].clone(); c += a[1]; return c; });
+  add("add_in_place_float32_by_float64", {Op::kClone, Op::kAdd}, {Normal({2, 3}, 128), Normal({3}, 129).to(at::kDouble)},
+      [](const V& v) { gt::Tensor c = v[0].clone(); c += v[1]; return c; },
+      [](const A& a) { at::Tensor c = a[0].clone(); c += a[1]; return c; });
 
   // -- a chain, so that results feed results on the worker
   add("chain_mlp_layer", {Op::kMatmul, Op::kAdd, Op::kRelu, Op::kSum, Op::kMean},
@@ -786,6 +791,18 @@ TEST_F(ConformanceTest, RandnSeedsAndStatistics) {
   }
   // The same statistic computed remotely.
   EXPECT_NEAR(a.mean().item(), va.mean().item<double>(), 1e-5);
+}
+
+// ATen refuses to write a float result into an integer tensor (or a number
+// into a bool) in place, and so does gt, at the call, leaving it unchanged.
+TEST_F(ConformanceTest, AnInPlaceResultTheTensorCannotHoldThrowsAsInATen) {
+  at::Tensor ints = Ints({3}, at::kLong), floats = Normal({3}, 130);
+  EXPECT_THROW(ints.clone().add_(floats), c10::Error);
+  gt::Tensor n = Send(ints), f = Send(floats);
+  for (const auto& op : std::vector<std::function<void()>>{[&] { n += f; }, [&] { n *= f; }, [&] { n += 1.5; },
+                                                           [&] { n.add_(f, 2); }})
+    EXPECT_THROW(op(), gt::Error);
+  EXPECT_EQ(n.to_vector<int64_t>(), std::vector<int64_t>(ints.data_ptr<int64_t>(), ints.data_ptr<int64_t>() + 3));
 }
 
 TEST_F(ConformanceTest, ShapeMismatchThrowsAtTheCall) {
