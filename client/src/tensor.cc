@@ -258,7 +258,15 @@ Tensor Tensor::abs() const { return Unary(*this, Op::kAbs); }
 Tensor Tensor::erf() const { return Unary(*this, Op::kErf); }
 Tensor Tensor::tril(int64_t diagonal) const { return WithAxes(*this, Op::kTril, {diagonal}); }
 Tensor Tensor::triu(int64_t diagonal) const { return WithAxes(*this, Op::kTriu, {diagonal}); }
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const { return where(mask, value, *this); }
+Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
+  // PyTorch keeps the tensor's dtype, casting the value to it (0.5 into an
+  // integer tensor is 0), where where() would promote the tensor instead.
+  if (IsFloatingPoint(dtype())) return where(mask, value, *this);
+  if (dtype() != DType::kBool) return where(mask, std::trunc(value), *this);
+  Tensor filled = zeros(shape(), DType::kBool);
+  filled.copy_(where(mask, value != 0 ? 1.0 : 0.0, *this));
+  return filled;
+}
 
 namespace {
 Tensor Indexed(Op op, int64_t dim, const std::vector<Tensor>& operands) {

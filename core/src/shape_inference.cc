@@ -126,7 +126,7 @@ Result<TensorMeta> InferGradPair(const Instruction& inst, const std::vector<cons
 }
 
 // where(cond, a, b): the three broadcast together; the type is a's and b's
-// (a scalar takes the tensor's).
+// promoted (a scalar's as a binary op's).
 Result<TensorMeta> InferWhere(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   const size_t want = inst.attrs.scalar_side == ScalarSide::kNone ? 3 : 2;
   if (in.size() != want) return ArityError(inst, want, in.size());
@@ -136,7 +136,9 @@ Result<TensorMeta> InferWhere(const Instruction& inst, const std::vector<const T
     if (!both.ok()) return InvalidArgument(Where(inst) + ": " + both.status().message());
     shape = std::move(*both);
   }
-  const DType dtype = in.size() == 3 ? BinaryResultType(*in[1], *in[2]) : in[1]->dtype;
+  // A scalar is promoted as a binary op's is (where(c, int64, 0.5) is float32).
+  const DType dtype =
+      in.size() == 3 ? BinaryResultType(*in[1], *in[2]) : ScalarResultType(in[1]->dtype, inst.attrs.scalar);
   return TensorMeta{std::move(shape), dtype};
 }
 

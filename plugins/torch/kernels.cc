@@ -160,7 +160,10 @@ Result<at::Tensor> Where(const Instruction& inst, TensorSource source) {
     const at::ScalarType type = at::result_type(args[1], args[2]);
     return at::where(cond, args[1].to(type), args[2].to(type));
   }
-  const at::Tensor& t = args[1];
+  // Promoted as PyTorch promotes a Python scalar: where(c, int64, 0.5) is
+  // float32, where(c, int64, 2) stays int64.
+  const at::ScalarType type = at::result_type(args[1], WrappedScalar(inst.attrs.scalar));
+  const at::Tensor t = args[1].to(type);
   const at::Tensor value = at::scalar_tensor(inst.attrs.scalar, t.options());
   return side == ScalarSide::kLeft ? at::where(cond, value, t) : at::where(cond, t, value);
 }

@@ -63,8 +63,22 @@ def test_where_types_and_errors():
     f = gt.tensor([0.5, 1.5, 2.5], dtype=gt.float64)
     mask = gt.tensor([1.0, 0.0, 1.0])
     assert gt.where(mask, i, f).dtype is gt.float64  # promoted, as torch.where
-    assert gt.where(mask, i, 7).dtype is gt.int64     # a scalar takes the tensor's type
+    assert gt.where(mask, i, 7).dtype is gt.int64     # an int scalar keeps an int tensor's type
     np.testing.assert_array_equal(gt.where(mask, i, 7).numpy(), [1, 7, 3])
+    # A fractional one promotes it, as PyTorch does (it used to be truncated to 0).
+    import torch
+    for got, want in ((gt.where(mask, i, 0.5), torch.where(torch.tensor([True, False, True]), torch.tensor([1, 2, 3]), 0.5)),
+                      (gt.where(mask, 2.5, i), torch.where(torch.tensor([True, False, True]), 2.5, torch.tensor([1, 2, 3])))):
+        assert got.dtype is gt.float32 and want.dtype == torch.float32
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    # masked_fill keeps the tensor's dtype, as PyTorch's.
+    filled = i.masked_fill(gt.tensor([True, False, False]), 0.5)
+    assert filled.dtype is gt.int64
+    np.testing.assert_array_equal(filled.numpy(),
+                                  torch.tensor([1, 2, 3]).masked_fill(torch.tensor([True, False, False]), 0.5).numpy())
+    flags = gt.tensor([True, False, False]).masked_fill(gt.tensor([False, True, True]), 0.5)
+    assert flags.dtype is gt.bool
+    np.testing.assert_array_equal(flags.numpy(), [True, True, True])
     with pytest.raises(gt.Error, match="cannot be broadcast"):
         gt.where(gt.ones(2), gt.ones(3), gt.ones(3))
     with pytest.raises(TypeError, match="at least one"):

@@ -99,7 +99,8 @@ enum class Op : uint16_t {
   kWhere,  // elementwise choice, broadcasting: operands {cond, a, b} give cond ? a : b
            // (cond: bool or a mask, nonzero is true; the result type a's and b's
            // promoted); scalar_side kLeft: operands {cond, b}, a = attrs.scalar;
-           // kRight: operands {cond, a}, b = attrs.scalar (the tensor's type)
+           // kRight: operands {cond, a}, b = attrs.scalar (promoted as a binary
+           // op's scalar: an integer tensor and 0.5 give float32)
   kTril,   // axes = {diagonal}: the elements above that diagonal of the last two
            // dims set to zero (rank >= 2)
   kTriu,   // axes = {diagonal}: the elements below it set to zero
