@@ -251,11 +251,13 @@ int Cluster(int argc, char** argv) {
                               "--metrics", metrics(i + 1), "--manifest", vm["worker-manifest"].as<std::string>()}));
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
+  bool failed = false;  // a process ended by itself: the cluster did not run as asked
   while (!stop) {
     int status = 0;
     pid_t done = waitpid(-1, &status, WNOHANG);
     if (done > 0) {
       std::cerr << "gt cluster: process " << done << " exited; stopping the cluster\n";
+      failed = true;
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -265,7 +267,7 @@ int Cluster(int argc, char** argv) {
   for (pid_t c : children)
     if (c > 0) waitpid(c, nullptr, 0);
   forward.join();
-  return 0;
+  return failed ? 1 : 0;
 }
 
 // One CURVE key pair per name: NAME.key for the host itself, NAME.pub for

@@ -247,8 +247,9 @@ std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
 
 Tensor Tensor::pow(double exponent) const {
   // PyTorch's rule: its integer kernel would make 1/x^n into 0 (or 1, -1).
-  if (!IsFloatingPoint(dtype()) && dtype() != DType::kBool && exponent < 0 && exponent == std::trunc(exponent))
-    throw Error(Code::kInvalidArgument, "pow: integers to negative integer powers are not allowed (an " +
+  if (!IsFloatingPoint(dtype()) && exponent < 0 && exponent == std::trunc(exponent))
+    throw Error(Code::kInvalidArgument, "pow: integers to negative integer powers are not allowed (" +
+                                            std::string(dtype() == DType::kBool ? "a " : "an ") +
                                             std::string(DTypeName(dtype())) + " tensor to the power " +
                                             std::to_string(static_cast<int64_t>(exponent)) + ")");
   return WithScalar(*this, exponent, Op::kPow, ScalarSide::kRight);
@@ -315,15 +316,20 @@ Tensor& Tensor::copy_(const Tensor& source) {
   return *this;
 }
 
-Tensor& Tensor::assign_result_(const Tensor& result, const char* what) {
+void check_in_place_cast(DType result, DType destination, const char* what) {
   // PyTorch's rule for an op that writes into its operand: the result may be
   // cast to the operand's dtype, but not from a float into an integer, nor
   // from a number into a bool (int64 += 1.5 is an error, not a truncation).
-  const DType to = dtype(), from = result.dtype();
-  const bool fits = IsFloatingPoint(to) || (!IsFloatingPoint(from) && (to != DType::kBool || from == DType::kBool));
+  const bool fits = IsFloatingPoint(destination) ||
+                    (!IsFloatingPoint(result) && (destination != DType::kBool || result == DType::kBool));
   if (!fits)
-    throw Error(Code::kInvalidArgument, std::string(what) + ": result type " + std::string(DTypeName(from)) +
-                                            " can't be cast to the desired output type " + std::string(DTypeName(to)));
+    throw Error(Code::kInvalidArgument, std::string(what) + ": result type " + std::string(DTypeName(result)) +
+                                            " can't be cast to the desired output type " +
+                                            std::string(DTypeName(destination)));
+}
+
+Tensor& Tensor::assign_result_(const Tensor& result, const char* what) {
+  check_in_place_cast(result.dtype(), dtype(), what);
   return copy_(result);
 }
 

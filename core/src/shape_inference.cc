@@ -96,6 +96,10 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
   if (inst.op == Op::kDiv && !IsFloatingPoint(out.dtype)) out.dtype = DType::kFloat32;  // true division
   if (IsComparison(inst.op)) out.dtype = DType::kBool;  // as PyTorch's
   if (inst.op == Op::kPow && out.dtype == DType::kBool) return InvalidArgument("pow: not defined for bool tensors");
+  // PyTorch refuses it at the call; let through, the worker would fail it at
+  // the next sync, far from the line (and after `b -= 1` was refused already).
+  if (inst.op == Op::kSub && (in[0]->dtype == DType::kBool || (in.size() == 2 && in[1]->dtype == DType::kBool)))
+    return InvalidArgument("sub: subtraction with a bool tensor is not supported; to invert a mask, use ~");
   return out;
 }
 

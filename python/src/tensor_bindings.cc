@@ -224,6 +224,9 @@ void BindTensor(py::module_& m) {
   m.def("randn", &randn, py::arg("shape"), py::arg("dtype"), py::arg("seed"));
   m.def("rand", &rand, py::arg("shape"), py::arg("dtype"), py::arg("seed"));
   m.def("zeros", &zeros, py::arg("shape"), py::arg("dtype"));
+  m.def("check_in_place_cast", [](DType result, DType destination, const std::string& what) {
+    check_in_place_cast(result, destination, what.c_str());
+  });
   m.def("ones", &ones, py::arg("shape"), py::arg("dtype"));
   m.def("arange", &arange, py::arg("start"), py::arg("end"), py::arg("step"), py::arg("dtype"));
   m.def("cat", &cat, py::arg("tensors"), py::arg("dim"));

@@ -644,6 +644,17 @@ def test_a_port_out_of_range_is_refused_not_wrapped():
                             "not '99999'")
 
 
+def test_gt_cluster_fails_when_one_of_its_processes_ends_by_itself():
+    """Its worker's metrics port would be 65536: that worker exits at once,
+    and `gt cluster` stops the rest and says so with its exit status."""
+    require_services()
+    out = subprocess.run([str(BIN_DIR / "gt"), "cluster", "--workers", "1", "--listen", "tcp://127.0.0.1:0",
+                          "--metrics-port", "65535"], env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, (out.returncode, out.stdout, out.stderr)
+    assert "cannot serve metrics on 127.0.0.1:65536" in out.stderr, out.stderr
+    assert "exited; stopping the cluster" in out.stderr, out.stderr
+
+
 def test_a_malformed_address_is_a_gt_error_naming_it_at_connect():
     """Not ZeroMQ's bare "Invalid argument" (a RuntimeError) at the first op."""
     got = run_client(None, """

@@ -239,6 +239,22 @@ def test_in_place_ops_refuse_a_result_their_tensor_cannot_hold_as_pytorch_does()
         assert refusal(fn, make_torch) is not None, f"PyTorch allows {name}"
         assert refusal(fn, make) == f"{'/=' if name == '/= 2' else name.split()[0]}: result type {result} can't be " \
                                     f"cast to the desired output type {into}", name
+    # A Python float is a float even when whole: PyTorch refuses int64 += 2.0 as it does 2.5.
+    for fn in (lambda t: t.__iadd__(2.0), lambda t: t.__imul__(np.float32(2))):
+        assert refusal(fn, lambda: torch.tensor([1, 2])) is not None
+        assert "result type float32 can't be cast to the desired output type int64" in refusal(fn, ints)
+    # A bool on a bool tensor keeps it bool (+= is or, *= is and); -= is refused, as in PyTorch.
+    for fn in (lambda t: t.__iadd__(True), lambda t: t.__iadd__(False), lambda t: t.__imul__(True),
+               lambda t: t.__imul__(False)):
+        got, want = fn(bools()), fn(torch.tensor([True, False]))
+        assert got.dtype is gt.bool, got.dtype
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert refusal(lambda t: t.__isub__(True), lambda: torch.tensor([True])) is not None
+    assert "subtraction with a bool tensor is not supported" in refusal(lambda t: t.__isub__(True), bools)
+    # A refused op leaves nothing behind to fail a later sync.
+    b = bools()
+    assert "subtraction with a bool tensor" in refusal(lambda t: t.__isub__(1), lambda: b)
+    np.testing.assert_array_equal((gt.tensor([1.0]) * 2).numpy(), [2.0])
     # A float tensor operand, through add_ and mul_.
     for fn in (lambda t: t.add_(halves), lambda t: t.mul_(halves)):
         assert "result type float32 can't be cast to the desired output type int64" in refusal(fn, ints)
@@ -252,14 +268,24 @@ def test_in_place_ops_refuse_a_result_their_tensor_cannot_hold_as_pytorch_does()
     np.testing.assert_array_equal(f.numpy(), [2.0, 3.0])
 
 
-def test_integer_scalars_beyond_2_53_are_refused_not_rounded():
-    """A scalar travels as a float64: 2**53 + 1 would silently have been 2**53."""
+def test_integer_scalars_without_an_exact_float64_are_refused_not_rounded():
+    """A scalar travels as a float64: with an integer tensor, 2**53 + 1 would
+    silently have been 2**53. A floating tensor rounds it anyway, as PyTorch's."""
+    import torch
     x = gt.tensor([0])
     assert (x + 2 ** 53).numpy().tolist() == [2 ** 53]  # exact in a float64
+    assert (x + 2 ** 62).numpy().tolist() == [2 ** 62]
     for fn in (lambda: x + (2 ** 53 + 1), lambda: x == 2 ** 53 + 1, lambda: x.fill_(2 ** 62 + 1),
-               lambda: x * (2 ** 63 - 1), lambda: x - np.int64(-(2 ** 62))):
-        with pytest.raises(ValueError, match=r"beyond 2\*\*53 in magnitude.*make it a tensor"):
+               lambda: x * (2 ** 63 - 1), lambda: x - np.int64(-(2 ** 62) - 1), lambda: x + 10 ** 400):
+        with pytest.raises(ValueError, match=r"has no exact float64.*make it a tensor"):
             fn()
+    f = gt.tensor([1.0, 2.0])
+    f += 2 ** 62
+    want = torch.tensor([1.0, 2.0])
+    want += 2 ** 62
+    np.testing.assert_array_equal(f.numpy(), want.numpy())
+    np.testing.assert_array_equal(gt.full((2,), 2 ** 60 + 1, dtype=gt.float32).numpy(),
+                                  torch.full((2,), 2 ** 60 + 1, dtype=torch.float32).numpy())
 
 
 def test_an_integer_tensor_to_a_negative_integer_power_is_refused_as_in_pytorch():
@@ -270,6 +296,13 @@ def test_an_integer_tensor_to_a_negative_integer_power_is_refused_as_in_pytorch(
         gt.tensor([2]) ** -1
     np.testing.assert_allclose((gt.tensor([4]) ** -0.5).numpy(), (torch.tensor([4]) ** -0.5).numpy())
     np.testing.assert_array_equal((gt.tensor([2, 3]) ** 2).numpy(), [4, 9])
+    with pytest.raises(gt.Error, match="integers to negative integer powers are not allowed"):
+        gt.tensor([True, False]) ** -1
+    # A float exponent makes a float result, as PyTorch's (the wire alone would read -1.0 as -1).
+    for base, exponent in (([1, 2, 4], -1.0), ([True, False], -1.0), ([2, 3], 2.0), ([2, 3], np.float32(0.5))):
+        got, want = gt.tensor(base) ** exponent, torch.tensor(base) ** exponent
+        assert str(want.dtype) == "torch." + got.dtype.name, (base, exponent, got.dtype, want.dtype)
+        np.testing.assert_allclose(got.numpy(), want.numpy())
 
 
 def test_comparisons_are_bool_masks(rng):

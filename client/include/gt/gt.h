@@ -214,6 +214,11 @@ class Tensor {
   std::shared_ptr<client_internal::TensorImpl> impl_;
 };
 
+// InvalidArgument, named after the in-place op `what`, when PyTorch refuses to
+// write a `result` of that dtype into a `destination` tensor: a float into an
+// integer one, a number into a bool one.
+void check_in_place_cast(DType result, DType destination, const char* what);
+
 Tensor randn(Shape shape, DType dtype = DType::kFloat32, uint64_t seed = 0);
 Tensor zeros(Shape shape, DType dtype = DType::kFloat32);
 Tensor ones(Shape shape, DType dtype = DType::kFloat32);

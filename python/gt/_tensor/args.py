@@ -14,17 +14,23 @@ def is_scalar(x):
     return isinstance(x, SCALAR_TYPES)
 
 
-# A scalar operand travels as a float64 (wire.proto's `scalar`), which holds
-# every integer only up to 2**53 in magnitude.
-_EXACT_INTEGERS = 2 ** 53
+def _exact_in_float64(i):
+    try:
+        return int(float(i)) == i
+    except OverflowError:
+        return False
 
 
-def scalar_value(x, what="a scalar operand"):
-    """`x` as the float64 gt sends; ValueError for an integer a float64 cannot
-    hold exactly (rounding it would give another number without a word)."""
-    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)) and abs(int(x)) > _EXACT_INTEGERS:
-        raise ValueError(f"{what}: the integer {int(x)} is beyond 2**53 in magnitude, where a float64 (how gt sends "
-                         f"a scalar) is not exact; make it a tensor: gt.tensor([{int(x)}], dtype=gt.int64)")
+# A scalar operand travels as a float64 (wire.proto's `scalar`).
+def scalar_value(x, what="a scalar operand", dtype=None):
+    """`x` as the float64 gt sends. ValueError for an integer that float64
+    does not hold exactly when the tensor (of `dtype`) is an integer one:
+    rounded, it would give another number without a word. A floating tensor
+    rounds it anyway, as PyTorch's does."""
+    if (isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+            and not (dtype is not None and dtype.is_floating_point) and not _exact_in_float64(int(x))):
+        raise ValueError(f"{what}: the integer {int(x)} has no exact float64, which is how gt sends a scalar; "
+                         f"make it a tensor: gt.tensor([{int(x)}], dtype=gt.int64)")
     return float(x)
 
 

@@ -1,13 +1,17 @@
 """gt.Tensor arithmetic: operators (with a scalar, array or tensor on either
 side), comparisons, elementwise functions and the in-place forms."""
 
+import numpy as np
+
+from .. import _C, _dtype
+from .._C import Error
 from .args import is_scalar, scalar_value
 from .base import data_to_c, operand
 
 
 def _binary(a, b, method):
     if is_scalar(b):
-        return a._wrap(getattr(a._c, method)(scalar_value(b)))
+        return a._wrap(getattr(a._c, method)(scalar_value(b, dtype=a.dtype)))
     c = operand(b, a)
     if c is None:
         return NotImplemented
@@ -17,11 +21,31 @@ def _binary(a, b, method):
 def _reflected(a, b, scalar_method, tensor_method):
     """b (op) a, for b that is not a gt Tensor."""
     if is_scalar(b):
-        return a._wrap(getattr(a._c, scalar_method)(scalar_value(b)))
+        return a._wrap(getattr(a._c, scalar_method)(scalar_value(b, dtype=a.dtype)))
     c = operand(b, a)
     if c is None:
         return NotImplemented
     return a._wrap(getattr(c, tensor_method)(a._c))
+
+
+_SYMBOLS = {"iadd": "+=", "isub": "-=", "imul": "*="}
+
+
+def _inplace_scalar_kept_type(t, o, method):
+    """PyTorch's reading of a Python scalar in place on an integer or bool
+    tensor `t`, which a float64 on the wire cannot carry: a float (2.0 too)
+    makes a float result, refused; a bool on a bool tensor keeps it bool
+    (+= is or, *= is and). True when done here."""
+    what = _SYMBOLS[method]
+    if isinstance(o, (float, np.floating)):
+        _C.check_in_place_cast(_dtype.float32._c, t.dtype._c, what)  # raises gt.Error
+    if t.dtype is _dtype.bool_ and isinstance(o, (bool, np.bool_)):
+        if method == "isub":
+            raise Error("sub: subtraction with a bool tensor is not supported; to invert a mask, use ~")
+        if (method == "iadd") == bool(o):
+            t._c.fill_(1.0 if o else 0.0)
+        return True
+    return False
 
 
 class ArithmeticOps:
@@ -56,6 +80,11 @@ class ArithmeticOps:
         return _reflected(self, o, "rdiv", "div")
 
     def __pow__(self, exponent):
+        # A float exponent makes a float result of an integer or bool tensor, as
+        # in PyTorch (int ** 2.0 is float32; bool ** -1.0 has inf), though the
+        # wire's float64 reads 2.0 as the int 2.
+        if isinstance(exponent, (float, np.floating)) and not self.dtype.is_floating_point:
+            return self.to(_dtype.float32).__pow__(exponent)
         return _binary(self, exponent, "pow")
 
     def __rpow__(self, base):
@@ -214,13 +243,15 @@ class ArithmeticOps:
             raise TypeError(f"masked_fill: expected a tensor mask, got {type(mask).__name__}")
         if not is_scalar(value):
             raise TypeError(f"masked_fill: expected a number as the value, got {type(value).__name__}")
-        return self._wrap(self._c.masked_fill(c, scalar_value(value, "masked_fill")))
+        return self._wrap(self._c.masked_fill(c, scalar_value(value, "masked_fill", self.dtype)))
 
     # ---- in place ---------------------------------------------------------
 
     def _inplace(self, o, method):
         if is_scalar(o):
-            getattr(self._c, method)(scalar_value(o))
+            if not self.dtype.is_floating_point and _inplace_scalar_kept_type(self, o, method):
+                return self
+            getattr(self._c, method)(scalar_value(o, dtype=self.dtype))
             return self
         c = operand(o, self)
         if c is None:
@@ -275,7 +306,7 @@ class ArithmeticOps:
     def copy_(self, src):
         """Overwrites this tensor's data with `src` (a tensor, array or scalar broadcasting to its shape)."""
         if is_scalar(src):
-            self._c.fill_(scalar_value(src, "copy_"))
+            self._c.fill_(scalar_value(src, "copy_", self.dtype))
             return self
         c = operand(src, self)
         if c is None:
@@ -284,7 +315,7 @@ class ArithmeticOps:
         return self
 
     def fill_(self, value):
-        self._c.fill_(scalar_value(value, "fill_"))
+        self._c.fill_(scalar_value(value, "fill_", self.dtype))
         return self
 
     def zero_(self):

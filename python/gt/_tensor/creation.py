@@ -104,7 +104,7 @@ def full(shape, fill_value, dtype=None, requires_grad=False):
     elif dtype is None and isinstance(fill_value, (int, np.integer)):
         dtype = _dtype.int64
     t = zeros(shape, dtype=dtype)
-    t._c.fill_(scalar_value(fill_value, "full"))
+    t._c.fill_(scalar_value(fill_value, "full", t.dtype))
     return _finish(t, requires_grad)
 
 
