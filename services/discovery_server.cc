@@ -165,7 +165,7 @@ class DiscoveryServer::Impl {
     if (!SplitHostPort(address, &host, &port) || port.empty())
       return InvalidArgument("discovery address '" + address + "' is not host:port");
     // Checked here: the resolver would keep the port's low 16 bits.
-    if (port == "*" || !CheckEndpoint("tcp://h:" + port).ok())
+    if (!gt::ParsePortNumber(port))
       return InvalidArgument("discovery address '" + address + "': the port must be a number from 0 to 65535, not '" +
                              port + "'");
     if (IsWildcardHost(host)) host = "0.0.0.0";

@@ -39,7 +39,7 @@ gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string&
   std::string host, port;
   if (!SplitHostPort(address, &host, &port)) return gt::InvalidArgument(where + "expected host:port");
   // Checked here: the HTTP server would keep the port's low 16 bits.
-  if (gt::Status s = gt::CheckEndpoint("tcp://" + (host.empty() ? "*" : host) + ":" + port); !s.ok() || port == "*")
+  if (!gt::ParsePortNumber(port))
     return gt::InvalidArgument(where + "the port must be a number from 0 to 65535, not '" + port + "'");
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address);
@@ -84,11 +84,7 @@ std::string AnnouncedMetricsEndpoint(const std::string& address, const std::stri
 namespace {
 
 // The port of "host:port" when it is a plain 1..65535 number, else 0.
-int ParsePort(const std::string& text) {
-  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string::npos) return 0;
-  int port = std::atoi(text.c_str());
-  return port <= 65535 ? port : 0;
-}
+int ParsePort(const std::string& text) { return gt::ParsePortNumber(text).value_or(0); }
 
 // "tcp://HOST:PORT" split; false for anything else.
 bool SplitTcp(const std::string& endpoint, std::string* host, int* port) {

@@ -667,6 +667,10 @@ TEST(EndpointTest, AnEndpointIsTcpWithAPortUpTo65535OrIpcOrInproc) {
     EXPECT_EQ(s.code(), Code::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find(bad), std::string::npos) << s.message();
   }
+  EXPECT_EQ(ParsePortNumber("0"), 0);
+  EXPECT_EQ(ParsePortNumber("65535"), 65535);
+  for (const char* bad : {"", "*", "-1", "65536", "99999", "123456", "8O", " 80"})
+    EXPECT_EQ(ParsePortNumber(bad), std::nullopt) << bad;
 }
 
 TEST(HostShutdownTest, AStoppedWorkersClientsAreToldItSaidGoodbye) {

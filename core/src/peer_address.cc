@@ -20,6 +20,13 @@ std::string TcpEndpointHost(const std::string& endpoint) {
   return host == "*" ? "0.0.0.0" : host;
 }
 
+std::optional<int> ParsePortNumber(std::string_view text) {
+  if (text.empty() || text.size() > 5 || text.find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  const int port = std::stoi(std::string(text));
+  return port <= 65535 ? std::optional<int>(port) : std::nullopt;
+}
+
 Status CheckEndpoint(const std::string& endpoint) {
   for (std::string_view local : {"ipc://", "inproc://"})
     if (endpoint.compare(0, local.size(), local) == 0) {
@@ -32,10 +39,7 @@ Status CheckEndpoint(const std::string& endpoint) {
   if (TcpEndpointHost(endpoint).empty())
     return InvalidArgument("'" + endpoint + "': expected tcp://HOST:PORT (a host, then a port)");
   const std::string port = endpoint.substr(endpoint.rfind(':') + 1);
-  if (port == "*") return Status::Ok();
-  const bool digits = !port.empty() && port.size() <= 5 &&
-                      port.find_first_not_of("0123456789") == std::string::npos;
-  if (digits && std::stoi(port) <= 65535) return Status::Ok();
+  if (port == "*" || ParsePortNumber(port)) return Status::Ok();
   return InvalidArgument(endpoint + ": the port must be a number from 0 to 65535 (or *), not '" + port + "'");
 }
 

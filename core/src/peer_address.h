@@ -8,7 +8,9 @@
 // Thread-safety: plain functions.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "gt/status.h"
 
@@ -24,6 +26,11 @@ std::string TcpEndpointHost(const std::string& endpoint);
 // keeps only a port's low 16 bits (99999 would be 34463, and a mistyped port
 // would reach another one) and says no more than "Invalid argument".
 Status CheckEndpoint(const std::string& endpoint);
+
+// A port written as a decimal number from 0 to 65535; nullopt otherwise
+// ("*", "", "-1", "99999", "8O"). The one parser of ports for every
+// listener: each library behind them keeps only a port's low 16 bits.
+std::optional<int> ParsePortNumber(std::string_view text);
 
 // True for an address that means every interface ("0.0.0.0", "::", "*").
 bool IsWildcardAddress(const std::string& host);
