@@ -4,7 +4,6 @@ side), comparisons, elementwise functions and the in-place forms."""
 import numpy as np
 
 from .. import _C, _dtype
-from .._C import Error
 from .args import is_scalar, scalar_value
 from .base import data_to_c, operand
 
@@ -35,13 +34,12 @@ def _inplace_scalar_kept_type(t, o, method):
     """PyTorch's reading of a Python scalar in place on an integer or bool
     tensor `t`, which a float64 on the wire cannot carry: a float (2.0 too)
     makes a float result, refused; a bool on a bool tensor keeps it bool
-    (+= is or, *= is and). True when done here."""
+    (+= is or, *= is and). True when done here; -= is left to the op, which
+    refuses a bool operand."""
     what = _SYMBOLS[method]
     if isinstance(o, (float, np.floating)):
         _C.check_in_place_cast(_dtype.float32._c, t.dtype._c, what)  # raises gt.Error
-    if t.dtype is _dtype.bool_ and isinstance(o, (bool, np.bool_)):
-        if method == "isub":
-            raise Error("sub: subtraction with a bool tensor is not supported; to invert a mask, use ~")
+    if t.dtype is _dtype.bool_ and isinstance(o, (bool, np.bool_)) and method != "isub":  # -=: the op refuses it
         if (method == "iadd") == bool(o):
             t._c.fill_(1.0 if o else 0.0)
         return True
