@@ -19,7 +19,7 @@
 #include "bench_timing.h"
 #include "gt/instruction.h"
 #include "gt/stage.h"
-#include "plugin_loader.h"
+#include "host/plugin_loader.h"
 
 namespace {
 

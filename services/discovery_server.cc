@@ -12,7 +12,7 @@
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 
-#include "peer_address.h"
+#include "net/peer_address.h"
 #include "service_common.h"
 
 namespace gt::services {

@@ -5,7 +5,7 @@
 #include <zmq.hpp>
 
 #include "discovery_server.h"
-#include "dispatcher.h"
+#include "dispatcher/dispatcher.h"
 #include "service_common.h"
 
 namespace po = boost::program_options;

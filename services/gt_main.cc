@@ -25,9 +25,9 @@
 
 #include <boost/program_options.hpp>
 
-#include "curve_keys.h"
-#include "manifest.h"
-#include "plugin_loader.h"
+#include "net/curve_keys.h"
+#include "host/manifest.h"
+#include "host/plugin_loader.h"
 #include "service_common.h"
 #include "top.h"
 

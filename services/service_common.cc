@@ -13,9 +13,9 @@
 #include <iostream>
 #include <string_view>
 
-#include "embedded_cluster.h"
+#include "embedded/embedded_cluster.h"
 #include "gt/options.h"
-#include "peer_address.h"
+#include "net/peer_address.h"
 
 namespace gt::services {
 

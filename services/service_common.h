@@ -16,8 +16,8 @@
 #include <prometheus/registry.h>
 
 #include "gt/status.h"
-#include "local_ipc.h"
-#include "manifest.h"
+#include "net/local_ipc.h"
+#include "host/manifest.h"
 
 namespace gt::services {
 
@@ -57,7 +57,7 @@ bool IsWildcardHost(const std::string& host);
 // "" when `bound` is "".
 std::string AnnouncedMetricsEndpoint(const std::string& address, const std::string& bound);
 
-// Local ipc (core/src/local_ipc.h): what a dispatcher binds, and where a
+// Local ipc (core/net/local_ipc.h): what a dispatcher binds, and where a
 // worker connects.
 
 // The ipc endpoint a dispatcher bound to `bound_tcp` (a tcp:// endpoint as

@@ -5,7 +5,7 @@
 #include <zmq.hpp>
 
 #include "service_common.h"
-#include "worker.h"
+#include "worker/worker.h"
 
 namespace po = boost::program_options;
 

@@ -16,7 +16,7 @@
 #include "gt/instruction.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
-#include "peer_address.h"
+#include "net/peer_address.h"
 
 namespace gt::testing {
 namespace {

@@ -13,14 +13,14 @@
 #include <gtest/gtest.h>
 #include <zmq.hpp>
 
-#include "codec.h"
+#include "ir/codec.h"
 #include "gt/dtype.h"
 #include "gt/instruction.h"
 #include "gt/op.h"
 #include "gt/op_attrs.h"
 #include "gt/status.h"
-#include "shape_inference.h"
-#include "transport.h"
+#include "ir/shape_inference.h"
+#include "net/transport.h"
 #include "wire.pb.h"
 
 namespace gt {

@@ -23,12 +23,12 @@
 
 #include "gt/instruction.h"
 #include "gt/plugin.h"
-#include "host_metrics.h"
-#include "manifest.h"
-#include "pipeline.h"
-#include "plugin_loader.h"
-#include "shipped_configs.h"
-#include "worker.h"
+#include "host/host_metrics.h"
+#include "host/manifest.h"
+#include "host/pipeline.h"
+#include "host/plugin_loader.h"
+#include "host/shipped_configs.h"
+#include "worker/worker.h"
 
 namespace gt {
 namespace {

@@ -37,7 +37,7 @@
 #include "cluster.h"
 #include "discovery_server.h"
 #include "gt/instruction.h"
-#include "manifest.h"
+#include "host/manifest.h"
 
 extern char** environ;
 

@@ -11,15 +11,15 @@
 
 #include <gtest/gtest.h>
 
-#include "admission.h"
-#include "client_table.h"
-#include "codec.h"
+#include "dispatcher/admission.h"
+#include "dispatcher/client_table.h"
+#include "ir/codec.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
-#include "router.h"
-#include "stats_fanout.h"
-#include "sync_tracker.h"
-#include "worker_registry.h"
+#include "dispatcher/router.h"
+#include "dispatcher/stats_fanout.h"
+#include "dispatcher/sync_tracker.h"
+#include "dispatcher/worker_registry.h"
 
 namespace gt {
 namespace {

@@ -57,8 +57,8 @@ for f in include/gt/plugin.h include/gt/stage.h include/gt/options.h include/gt/
          bin/gt bin/gt-dispatcher bin/gt-worker; do
   [[ -e $prefix/$f ]] || fail "not installed: $f"
 done
-# core/src stays private: none of its headers (nor generated ones) installed.
-for f in "$source_dir"/core/src/*.h; do
+# core's rooms stay private: none of its headers (nor generated ones) installed.
+for f in "$source_dir"/core/{ir,net,host,dispatcher,worker,embedded}/*.h; do
   [[ ! -e $prefix/include/$(basename "$f") && ! -e $prefix/include/gt/$(basename "$f") ]] \
     || fail "internal header installed: $(basename "$f")"
 done

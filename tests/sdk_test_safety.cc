@@ -38,10 +38,10 @@
 #include "cluster.h"
 #include "gt/instruction.h"
 #include "gt/plugin.h"
-#include "host_metrics.h"
-#include "manifest.h"
-#include "pipeline.h"
-#include "plugin_loader.h"
+#include "host/host_metrics.h"
+#include "host/manifest.h"
+#include "host/pipeline.h"
+#include "host/plugin_loader.h"
 
 namespace gt::testing {
 namespace {

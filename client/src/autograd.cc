@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 #include "tensor_impl.h"
 
 namespace gt {

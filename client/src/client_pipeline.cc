@@ -3,9 +3,9 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "codec.h"
-#include "host_snapshot.h"
-#include "shipped_configs.h"
+#include "ir/codec.h"
+#include "host/host_snapshot.h"
+#include "host/shipped_configs.h"
 
 namespace gt::client_internal {
 namespace {

@@ -25,9 +25,9 @@
 #include <prometheus/registry.h>
 
 #include "gt/op_attrs.h"
-#include "host_metrics.h"
-#include "manifest.h"
-#include "pipeline.h"
+#include "host/host_metrics.h"
+#include "host/manifest.h"
+#include "host/pipeline.h"
 #include "wire.pb.h"
 
 namespace gt::client_internal {

@@ -5,14 +5,14 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "codec.h"
+#include "ir/codec.h"
 #include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "gt/options.h"
-#include "local_ipc.h"
-#include "peer_address.h"
-#include "shipped_configs.h"
-#include "transport.h"
+#include "net/local_ipc.h"
+#include "net/peer_address.h"
+#include "host/shipped_configs.h"
+#include "net/transport.h"
 
 namespace gt::client_internal {
 namespace {
@@ -33,7 +33,7 @@ constexpr size_t kBatchPayloadBytes = 4 << 20;
 
 // "localhost:P" / "127.0.0.1:P" of a dispatcher on this machine: its local
 // ipc endpoint when it listens there and GT_LOCAL_IPC is not off; else "".
-// (core/src/local_ipc.h).
+// (core/net/local_ipc.h).
 std::string LocalIpcEndpoint(const std::string& address) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) return "";

@@ -24,10 +24,10 @@
 
 #include "client_pipeline.h"
 #include "connection_watch.h"
-#include "curve_keys.h"
-#include "embedded_cluster.h"
+#include "net/curve_keys.h"
+#include "embedded/embedded_cluster.h"
 #include "gt/gt.h"
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 #include "wire.pb.h"
 
 namespace gt::client_internal {

@@ -20,7 +20,7 @@
 #include "gt/instruction.h"
 #include "gt/unit.h"
 #include "id_map.h"
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 
 namespace gt::sequence {
 

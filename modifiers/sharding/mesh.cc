@@ -6,7 +6,7 @@
 
 #include "gt/dtype.h"
 #include "gt/op_attrs.h"
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 #include "strategies.h"
 
 namespace gt::sharding {

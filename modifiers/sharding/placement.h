@@ -31,7 +31,7 @@
 #include <vector>
 
 #include "gt/instruction.h"
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 
 namespace gt::sharding {
 

@@ -4,7 +4,7 @@
 #include <unordered_map>
 
 #include "dtype_map.h"
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 
 namespace gt::torch_backend {
 namespace {

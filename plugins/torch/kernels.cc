@@ -10,7 +10,7 @@
 #include "fused_kernels.h"
 #include "gt/op_attrs.h"
 #include "instruction_checks.h"
-#include "shape_inference.h"
+#include "ir/shape_inference.h"
 
 namespace gt::torch_backend {
 namespace {

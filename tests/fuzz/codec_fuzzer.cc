@@ -8,13 +8,13 @@
 // rule accept whatever the wire holds.
 #include <zmq.hpp>
 
-#include "codec.h"
+#include "ir/codec.h"
 #include "frames.h"
 #include "fuzz_check.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
-#include "shape_inference.h"
-#include "transport.h"
+#include "ir/shape_inference.h"
+#include "net/transport.h"
 
 namespace gt::fuzz {
 namespace {

@@ -22,13 +22,13 @@
 #include <prometheus/registry.h>
 #include <zmq.hpp>
 
-#include "codec.h"
-#include "dispatcher.h"
+#include "ir/codec.h"
+#include "dispatcher/dispatcher.h"
 #include "fuzz_check.h"
 #include "gt/op_attrs.h"
-#include "manifest.h"
+#include "host/manifest.h"
 #include "program.h"
-#include "transport.h"
+#include "net/transport.h"
 
 namespace gt::fuzz {
 namespace {

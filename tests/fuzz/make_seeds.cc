@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "codec.h"
+#include "ir/codec.h"
 #include "frames.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"

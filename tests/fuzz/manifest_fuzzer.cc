@@ -9,7 +9,7 @@
 #include <string>
 
 #include "fuzz_check.h"
-#include "manifest.h"
+#include "host/manifest.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   setenv("GT_PLUGIN_PATH", GT_FUZZ_PLUGIN_DIR, 1);

@@ -24,9 +24,9 @@
 #include <string_view>
 #include <thread>
 
-#include "codec.h"
+#include "ir/codec.h"
 #include "gt/op_attrs.h"
-#include "transport.h"
+#include "net/transport.h"
 
 extern char** environ;
 

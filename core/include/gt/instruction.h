@@ -1,8 +1,8 @@
 // The gt instruction: the one intermediate representation shared by the
 // client, the dispatcher, the workers and every plugin.
 //
-// On the wire an instruction is encoded with the schema in core/src/wire.proto
-// (see core/src/codec.h); tensor bytes never enter that encoding, they travel
+// On the wire an instruction is encoded with the schema in core/ir/wire.proto
+// (see core/ir/codec.h); tensor bytes never enter that encoding, they travel
 // as their own ZeroMQ frames and reach a backend as a Blob without a copy.
 //
 // Thread-safety: plain values. A Blob is immutable and may be shared freely.

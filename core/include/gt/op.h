@@ -1,7 +1,7 @@
 // The closed operation set of gt.
 //
 // Every instruction names one Op. Adding an op means: a value here, a row in
-// kOpTable (core/src/types.cc, checked against kCount at compile time), a
+// kOpTable (core/ir/types.cc, checked against kCount at compile time), a
 // shape rule in shape_inference.cc, an autograd rule, a kernel in each
 // backend, a sharding strategy, and a case in the conformance test
 // (tests/conformance_test.cc). The compiler lists the places: the per-op

@@ -1,0 +1,513 @@
+#include "worker/worker.h"
+
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "ir/codec.h"
+#include "net/curve_keys.h"
+#include "gt/failed_tensors.h"
+#include "gt/log.h"
+#include "gt/op_attrs.h"
+#include "gt/unit.h"
+#include "host/host_metrics.h"
+#include "host/host_snapshot.h"
+#include "net/peer_address.h"
+#include "host/pipeline.h"
+#include "net/transport.h"
+
+namespace gt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Control messages from the dispatcher are one frame whose first field is
+// their kind (protobuf writes fields in number order: `kind` = 1 comes
+// first as the bytes 0x08, KIND); a cheap look tells them from batches,
+// which are decoded once, by the pipeline.
+bool IsControlKind(const zmq::message_t& frame) {
+  const auto* bytes = static_cast<const uint8_t*>(frame.data());
+  return frame.size() >= 2 && bytes[0] == 0x08 &&
+         (bytes[1] == wire::Envelope::STATS || bytes[1] == wire::Envelope::ERROR);
+}
+
+// The control message in `frames`: STATS (answered where it came) or ERROR
+// (the dispatcher refused the worker, which ends it); nullopt for anything
+// else.
+std::optional<wire::Envelope> ControlMessage(const std::vector<zmq::message_t>& frames) {
+  if (frames.size() != 1 || !IsControlKind(frames[0])) return std::nullopt;
+  wire::Envelope env;
+  if (!env.ParseFromArray(frames[0].data(), static_cast<int>(frames[0].size())) ||
+      (env.kind() != wire::Envelope::STATS && env.kind() != wire::Envelope::ERROR))
+    return std::nullopt;
+  return env;
+}
+
+}  // namespace
+
+// Runs on the pipeline thread: the backend as the pipeline's terminal, and
+// the ReplySink through which it answers fetches.
+class Worker::Impl final : public Terminal, public ReplySink {
+ public:
+  Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
+      : manifest_(manifest), context_(context), registry_(registry), metrics_(HostKind::kWorker, manifest.id, registry) {}
+
+  Status Init(prometheus::Registry& registry) {
+    const StageContext ctx = PluginContext(manifest_, *manifest_.backend, registry);
+    Result<PluginInstance<Backend>> backend = CreateBackend(manifest_.backend->plugin, ctx);
+    if (!backend.ok()) return backend.status();
+    backend_ = std::move(*backend);
+    if (Status s = CheckBackendSupportsEveryOp(); !s.ok()) return s;
+    Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
+    if (!pipeline.ok()) return pipeline.status();
+    pipeline_ = std::move(*pipeline);
+    pipeline_->SetTerminal(this, manifest_.backend->name);
+    pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
+    return Status::Ok();
+  }
+
+  // A backend that lacks an op would fail it for every client, at run time:
+  // refused here instead, naming what is missing.
+  Status CheckBackendSupportsEveryOp() const {
+    std::string missing;
+    for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
+      const Op op = static_cast<Op>(i);
+      if (OpReachesBackend(op) && !backend_->Supports(op)) missing += (missing.empty() ? "" : ", ") + std::string(OpName(op));
+    }
+    if (missing.empty()) return Status::Ok();
+    return Unimplemented(manifest_.source + ": backend plugin '" + manifest_.backend->plugin.descriptor->name +
+                         "' lacks ops a worker must run: " + missing);
+  }
+
+  void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
+  void set_busy_wait(std::chrono::microseconds busy_wait) { busy_wait_ = busy_wait; }
+
+  // Two connections to the dispatcher (wire.proto): the work connection,
+  // registered here and then owned by the pipeline thread, and the control
+  // connection, which this (the I/O) thread attaches once the worker is
+  // welcomed and keeps for heartbeats, STATS and the goodbye.
+  Status Run(const std::string& dispatcher, const std::atomic<bool>& stop) {
+    zmq::socket_t work(context_, zmq::socket_type::dealer);
+    zmq::socket_t control(context_, zmq::socket_type::dealer);
+    for (zmq::socket_t* dealer : {&work, &control})
+      if (Status s = ConfigureDealer(*dealer); !s.ok()) return s;
+    // The work connection may sit idle, or behind a busy pipeline thread,
+    // while the control connection's heartbeats keep the worker alive:
+    // ZeroMQ's PINGs, sent by its I/O thread, prove that this path still
+    // carries traffic (the worker is lost with it). This side never times
+    // it out itself: the dispatcher's answer can wait behind a large batch
+    // still in transit, for longer than any timeout.
+    SetConnectionHeartbeats(work, std::numeric_limits<int>::max());
+    // The control connection carries only small messages both ways, so this
+    // side does time it out: ZeroMQ then connects it again, and its next
+    // heartbeat attaches it again (or, for a worker the dispatcher lost,
+    // gets the error that ends it).
+    SetConnectionHeartbeats(control, static_cast<int>(manifest_.heartbeat_timeout_ms));
+    // With keys, a refused handshake ends the worker (libzmq would retry it forever).
+    zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
+    handshake_events.set(zmq::sockopt::linger, 0);
+    if (manifest_.security.enabled()) {
+      const std::string events = UniqueInprocEndpoint("gt-worker-handshake");
+      if (zmq_socket_monitor(work.handle(), events.c_str(),
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
+        handshake_events.connect(events);
+        handshake_events_ = &handshake_events;
+      }
+    }
+    if (Status s = CheckEndpoint(dispatcher); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
+    try {
+      work.connect(dispatcher);
+      control.connect(dispatcher);
+    } catch (const zmq::error_t& e) {
+      return Unavailable("worker " + manifest_.id + ": cannot connect to " + dispatcher + ": " + e.what());
+    }
+    token_ = RandomToken();
+    SendControl(work, wire::Envelope::REGISTER);
+    GT_LOG(kWorker, manifest_.id << ": registering with " << dispatcher);
+    // Starting the thread orders this thread's use of `work` before its.
+    std::atomic<bool> pipeline_stop{false};
+    std::thread pipeline_thread([&] { PipelineLoop(work, pipeline_stop); });
+    const bool attached = IoLoop(control, stop);
+    // The goodbye goes at once: the pipeline thread may still be in a long
+    // batch, and the heartbeats stop here. Without a control connection it
+    // goes on the work connection once that is this thread's again.
+    const bool stopping = !Refused();
+    if (stopping && attached) SendControl(control, wire::Envelope::BYE);
+    pipeline_stop = true;
+    pipeline_thread.join();
+    handshake_events_ = nullptr;
+    if (stopping && !attached) SendControl(work, wire::Envelope::BYE);
+    // A refusal after the goodbye (replies the dispatcher no longer takes) is
+    // no failure of this worker.
+    const Status refused = RefusedStatus();
+    if (!stopping) return Status(refused.code(), "worker " + manifest_.id + ": " + refused.message());
+    GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher
+                                 << (refused.ok() ? std::string() : " (then: " + refused.message() + ")"));
+    return Status::Ok();
+  }
+
+  // ---- Terminal ------------------------------------------------------------
+
+  Status Accept(Instruction inst) override {
+    // A client reads metrics after its sync points: they must include its work.
+    if (inst.op == Op::kSync || inst.op == Op::kFetch) PublishMetrics();
+    if (inst.op == Op::kSync) return AcknowledgeSync(inst);
+    if (inst.op == Op::kDropClient) {
+      failed_.erase(inst.client);
+      failed_collectives_.erase(inst.client);
+      errors_.erase(inst.client);
+      return backend_->Execute(inst, *this);
+    }
+    FailedTensors& failed = failed_[inst.client];
+    if (inst.op == Op::kFree) return FreeSkippingFailed(inst, failed);
+    // A use of what a failed op should have made fails too, naming that op
+    // (its results inherit it: the error names the root cause).
+    if (std::optional<FailedTensors::Use> use = failed.FindFailedOperand(inst)) {
+      failed.RecordResults(inst, use->failed_seq);
+      if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
+      // The other members of a collective are waiting for this one: the
+      // backend takes part with a stand-in for the missing operand. Not when
+      // what failed first was a collective: its group broke (a member was
+      // lost), the others fail alike, and forming it again would wait on a
+      // member that is gone.
+      if (KindOf(inst.op) == OpKind::kCollective && !failed_collectives_[inst.client].count(use->failed_seq))
+        (void)backend_->Execute(inst, *this);
+      return FailedTensors::UseError(inst, *use);
+    }
+    Clock::time_point start = Clock::now();
+    Status status = backend_->Execute(inst, *this);
+    const double seconds = SecondsSince(start);
+    op_seconds_[static_cast<size_t>(inst.op)].Observe(seconds);
+    GT_LOG(kWorker, manifest_.id << ": ran " << OpName(inst.op) << " #" << inst.seq << " of client " << inst.client << " in "
+                                 << seconds * 1e3 << " ms" << (status.ok() ? "" : " (failed)"));
+    if (!status.ok()) {
+      failed.RecordResults(inst, inst.seq);
+      if (KindOf(inst.op) == OpKind::kCollective) failed_collectives_[inst.client].insert(inst.seq);
+      // Whatever refused it (a quota, a mismatched interface, an unknown
+      // unit), the client and the dispatcher have forgotten its inputs: kept
+      // here, they would be held for good and escape the client's quotas.
+      if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
+    }
+    if (pipeline_->events().enabled()) RecordDone(inst, seconds, status);
+    return status;
+  }
+
+  void EndBatch() override { PublishMetrics(); }
+
+  // Gauges, and the backend times gathered since the last call.
+  void PublishMetrics() {
+    BackendStats stats = backend_->Stats();
+    metrics_.live_tensors.Set(static_cast<double>(stats.live_tensors));
+    metrics_.resident_bytes.Set(static_cast<double>(stats.resident_bytes));
+    for (size_t op = 0; op < op_seconds_.size(); ++op) op_seconds_[op].FlushTo(metrics_.OpSeconds(static_cast<Op>(op)));
+  }
+
+  // ---- ReplySink -----------------------------------------------------------
+
+  void SendData(const Instruction& request, DType dtype, const Shape& shape, BlobPtr bytes) override {
+    wire::Envelope env;
+    env.set_kind(wire::Envelope::DATA);
+    env.set_client(request.client);
+    env.set_seq(request.seq);
+    if (!request.operands.empty()) env.set_tensor(request.operands[0]);
+    env.set_dtype(static_cast<uint32_t>(dtype));
+    env.mutable_shape()->Add(shape.begin(), shape.end());
+    SendOnWork(env, {std::move(bytes)});
+  }
+
+ private:
+  // A kRunUnit that cannot run still frees the operands it would have freed
+  // (the dispatcher has forgotten them already).
+  void ReleaseConsumed(const Instruction& run, FailedTensors& failed) {
+    (void)FreeSkippingFailed(MakeFree(run.client, run.seq, ConsumedOperands(run)), failed);
+  }
+
+  // WORKER_DONE (gt/host_event.h): the backend ran `inst` in `seconds`.
+  void RecordDone(const Instruction& inst, double seconds, const Status& status) {
+    const std::string peer = "client " + std::to_string(inst.client);
+    const std::string detail = status.ok() ? "status=ok" : "status=failed " + status.ToString();
+    HostEvent event{HostEventKind::kWorkerDone, peer, &inst};
+    event.seconds = seconds;
+    event.detail = detail;
+    pipeline_->events().Emit(event);
+  }
+
+  Status FreeSkippingFailed(const Instruction& inst, FailedTensors& failed) {
+    Instruction live = inst;
+    live.operands.clear();
+    for (TensorId id : inst.operands)
+      if (!failed.Forget(id)) live.operands.push_back(id);
+    if (live.operands.empty()) return Status::Ok();
+    return backend_->Execute(live, *this);
+  }
+
+  Status AcknowledgeSync(const Instruction& inst) {
+    wire::Envelope ack;
+    ack.set_kind(wire::Envelope::SYNC_ACK);
+    ack.set_client(inst.client);
+    ack.set_sync_id(SyncId(inst));
+    if (auto it = errors_.find(inst.client); it != errors_.end()) {
+      for (auto& e : it->second) *ack.add_errors() = std::move(e);
+      errors_.erase(it);
+    }
+    SendOnWork(ack, {});
+    acknowledged_sync_ = true;
+    return Status::Ok();
+  }
+
+  void RecordError(const OpRef& ref, const Status& status) {
+    GT_LOG(kWorker, manifest_.id << ": error " << status.ToString());
+    if (ref.client == 0) {  // not about any client's instruction (e.g. a stage's end of batch)
+      std::cerr << "worker " << manifest_.id << ": " << status.ToString() << "\n";
+      return;
+    }
+    errors_[ref.client].push_back(MakeOpError(ref, status, manifest_.id));
+  }
+
+  Status ConfigureDealer(zmq::socket_t& dealer) {
+    dealer.set(zmq::sockopt::linger, 1000);
+    dealer.set(zmq::sockopt::sndhwm, 0);
+    dealer.set(zmq::sockopt::rcvhwm, 0);
+    if (!manifest_.security.enabled()) return Status::Ok();
+    const CurveClientKeys keys{manifest_.security.key, manifest_.security.server_key};
+    if (Status s = ApplyCurveClient(dealer, keys); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
+    return Status::Ok();
+  }
+
+  // ZeroMQ's own heartbeats on `dealer`: PINGs every heartbeat interval,
+  // whose TTL (at least 100 ms: ZeroMQ counts it in tenths of a second) asks
+  // the dispatcher's side to close the connection when they stop coming;
+  // this side gives up after `timeout` without an answer.
+  void SetConnectionHeartbeats(zmq::socket_t& dealer, int timeout) const {
+    dealer.set(zmq::sockopt::heartbeat_ivl, static_cast<int>(manifest_.heartbeat_interval_ms));
+    dealer.set(zmq::sockopt::heartbeat_timeout, timeout);
+    dealer.set(zmq::sockopt::heartbeat_ttl, static_cast<int>(std::max<int64_t>(100, manifest_.heartbeat_timeout_ms)));
+  }
+
+  void SendControl(zmq::socket_t& dealer, wire::Envelope::Kind kind) {
+    wire::Envelope env;
+    env.set_kind(kind);
+    env.set_name(manifest_.id);
+    env.set_metrics_endpoint(metrics_endpoint_);
+    // The token names this worker: a control connection that ZeroMQ
+    // reconnected is attached again by its heartbeats (Dispatcher).
+    if (kind != wire::Envelope::BYE) env.set_token(token_);
+    if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
+  }
+
+  // Pipeline thread: a reply on the work connection.
+  void SendOnWork(const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
+    if (Result<size_t> sent = SendEnvelope(*work_, "", env, frames); sent.ok())
+      Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
+  }
+
+  static void Count(size_t bytes, prometheus::Counter& byte_counter, prometheus::Counter& message_counter) {
+    byte_counter.Increment(static_cast<double>(bytes));
+    message_counter.Increment();
+  }
+
+  static size_t FrameBytes(const std::vector<zmq::message_t>& frames) {
+    size_t n = 0;
+    for (const auto& f : frames) n += f.size();
+    return n;
+  }
+
+  // The dispatcher's refusal (of the registration, the attach, or the keys)
+  // ends the worker: no work would ever come. Either thread may learn it.
+  void Refuse(Status why) {
+    std::lock_guard<std::mutex> lock(refused_mutex_);
+    if (refused_.ok()) refused_ = std::move(why);
+    refused_flag_.store(true, std::memory_order_release);
+  }
+  bool Refused() const { return refused_flag_.load(std::memory_order_acquire); }
+  Status RefusedStatus() const {
+    std::lock_guard<std::mutex> lock(refused_mutex_);
+    return refused_;
+  }
+
+  // I/O thread: attaches the control connection once the pipeline thread
+  // saw the WELCOME, then keeps the heartbeat going and answers STATS.
+  // Returns whether the control connection attached.
+  bool IoLoop(zmq::socket_t& control, const std::atomic<bool>& stop) {
+    auto interval = std::chrono::milliseconds(manifest_.heartbeat_interval_ms);
+    Clock::time_point next_beat = Clock::now() + interval;
+    bool attached = false;
+    int64_t welcome_poll_ms = 1;  // backs off while no dispatcher answers
+    while (!stop.load(std::memory_order_relaxed) && !Refused()) {
+      if (!attached && welcomed_.load(std::memory_order_acquire)) {
+        SendControl(control, wire::Envelope::ATTACH);
+        attached = true;
+      }
+      // Until then, look for the WELCOME's flag often; the work connection
+      // stands in for heartbeats meanwhile (registering counts as one).
+      const int64_t wait_ms = attached ? std::min<int64_t>(100, manifest_.heartbeat_interval_ms) : welcome_poll_ms;
+      if (!attached) welcome_poll_ms = std::min<int64_t>(2 * welcome_poll_ms, 100);
+      zmq::pollitem_t item{control.handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        zmq::poll(&item, 1, std::chrono::milliseconds(wait_ms));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == ETERM) return attached;
+        continue;
+      }
+      if (handshake_events_) CheckHandshake();
+      if (item.revents & ZMQ_POLLIN) HandleControlMessages(control);
+      if (attached && Clock::now() >= next_beat) {
+        SendControl(control, wire::Envelope::HEARTBEAT);
+        next_beat = Clock::now() + interval;
+      }
+    }
+    return attached;
+  }
+
+  // A CURVE handshake the dispatcher refused: the worker's key is not on its
+  // workers list, or the two disagree on keys.
+  void CheckHandshake() {
+    zmq::message_t event;
+    while (handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
+      uint16_t id = 0;
+      if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
+      while (event.more() && handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
+      }
+      if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        Refuse(Unavailable("the dispatcher refused this worker's key (its .pub is not on the workers list)"));
+      else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+        Refuse(Unavailable("the CURVE handshake failed: a wrong --server-key, or a dispatcher without keys"));
+    }
+  }
+
+  // I/O thread: only control messages come on the control connection.
+  void HandleControlMessages(zmq::socket_t& control) {
+    for (int n = 0; n < 256; ++n) {
+      auto frames = ReceiveFrames(control, zmq::recv_flags::dontwait);
+      if (!frames) return;
+      Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
+      if (!AnswerControl(control, *frames)) metrics_.malformed_messages.Increment();
+    }
+  }
+
+  // STATS is answered on the connection it came on (the registry is
+  // thread-safe); ERROR is the dispatcher's refusal. False: not one of them.
+  bool AnswerControl(zmq::socket_t& dealer, const std::vector<zmq::message_t>& frames) {
+    std::optional<wire::Envelope> control = ControlMessage(frames);
+    if (!control) return false;
+    if (control->kind() == wire::Envelope::STATS) AnswerStats(dealer, control->request_id());
+    else Refuse(OpErrorToStatus(control->errors_size() ? control->errors(0) : wire::OpError()));
+    return true;
+  }
+
+  void AnswerStats(zmq::socket_t& dealer, uint64_t request_id) {
+    wire::Envelope reply;
+    reply.set_kind(wire::Envelope::STATS_REPLY);
+    reply.set_request_id(request_id);
+    *reply.add_snapshots() =
+        TakeSnapshot(registry_, HostKind::kWorker, manifest_.id, PipelineStageNames(manifest_, manifest_.backend->name));
+    if (Result<size_t> sent = SendEnvelope(dealer, "", reply, {}); sent.ok())
+      Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
+  }
+
+  // Pipeline thread: reads the work connection and runs what comes.
+  void PipelineLoop(zmq::socket_t& work, const std::atomic<bool>& stop) {
+    work_ = &work;
+    while (!stop.load(std::memory_order_relaxed) && !Refused()) {
+      zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
+      // After a sync point the client's next batch is probably near.
+      const auto busy_wait = std::exchange(acknowledged_sync_, false) ? busy_wait_ : std::chrono::microseconds(0);
+      try {
+        if (PollWithBusyWait(&item, 1, std::chrono::milliseconds(100), busy_wait) == 0) continue;
+      } catch (const zmq::error_t&) {
+        break;
+      }
+      auto frames = ReceiveFrames(work, zmq::recv_flags::dontwait);
+      if (!frames) continue;
+      Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
+      // Before the control connection attaches, STATS come here.
+      if (!AnswerControl(work, *frames)) HandleFrames(std::move(*frames));
+    }
+    work_ = nullptr;
+  }
+
+  void HandleFrames(std::vector<zmq::message_t>&& frames) {
+    Result<WireMessage> msg = DecodeFrames(std::move(frames), false);
+    if (!msg.ok()) {
+      metrics_.malformed_messages.Increment();
+      std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << msg.status().ToString() << "\n";
+      return;
+    }
+    if (msg->envelope.kind() == wire::Envelope::WELCOME) {
+      GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
+      welcomed_.store(true, std::memory_order_release);
+      if (pipeline_->events().enabled()) {
+        const std::string detail = "registered as index=" + std::to_string(msg->envelope.worker_index());
+        HostEvent event{HostEventKind::kConnect, "dispatcher"};
+        event.command = "worker";
+        event.detail = detail;
+        pipeline_->events().Emit(event);
+      }
+    }
+    if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
+    GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
+    for (const wire::Instruction& wi : msg->envelope.instructions()) {
+      Result<Instruction> inst = DecodeInstruction(wi, msg->frames);
+      if (!inst.ok()) {
+        Op op = wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync;
+        RecordError({wi.client(), wi.seq(), op}, inst.status());
+        continue;
+      }
+      pipeline_->Push(std::move(*inst));
+    }
+    pipeline_->EndBatch();
+  }
+
+  HostManifest manifest_;
+  zmq::context_t& context_;
+  prometheus::Registry& registry_;  // thread-safe; outlives this host
+  HostMetrics metrics_;
+  std::string metrics_endpoint_;
+  std::chrono::microseconds busy_wait_{0};  // after a sync (set_busy_wait)
+  bool acknowledged_sync_ = false;          // pipeline thread: since the last poll
+  PluginInstance<Backend> backend_;
+  std::unique_ptr<Pipeline> pipeline_;
+  uint64_t token_ = 0;  // shown by REGISTER, ATTACH and the heartbeats
+  std::atomic<bool> welcomed_{false};  // the pipeline thread saw the WELCOME: time to attach
+  mutable std::mutex refused_mutex_;
+  Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker
+  std::atomic<bool> refused_flag_{false};
+  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake failures (with keys)
+  zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
+  // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
+  // (added with the gauges), and per client namespace:
+  std::array<HistogramTally, static_cast<size_t>(Op::kCount)> op_seconds_;
+  std::unordered_map<ClientId, FailedTensors> failed_;
+  // Per client, the seqs of collectives that failed here (their groups broke).
+  std::unordered_map<ClientId, std::unordered_set<uint64_t>> failed_collectives_;
+  std::unordered_map<ClientId, std::vector<wire::OpError>> errors_;               // until the next sync
+};
+
+Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Worker::~Worker() = default;
+
+Result<std::unique_ptr<Worker>> Worker::Create(const HostManifest& manifest, zmq::context_t& context,
+                                               prometheus::Registry& registry) {
+  if (manifest.host != HostKind::kWorker || !manifest.backend)
+    return InvalidArgument(manifest.source + ": not a worker manifest with a backend");
+  auto impl = std::make_unique<Impl>(manifest, context, registry);
+  if (Status s = impl->Init(registry); !s.ok()) return s;
+  return std::unique_ptr<Worker>(new Worker(std::move(impl)));
+}
+
+void Worker::set_metrics_endpoint(std::string endpoint) { impl_->set_metrics_endpoint(std::move(endpoint)); }
+void Worker::set_busy_wait(std::chrono::microseconds busy_wait) { impl_->set_busy_wait(busy_wait); }
+Status Worker::Run(const std::string& dispatcher, const std::atomic<bool>& stop) { return impl_->Run(dispatcher, stop); }
+
+}  // namespace gt
