@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "gt/instruction_errors.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
 
@@ -47,9 +48,9 @@ Status Admission::Admit(ClientState& c, const Instruction& inst) {
 // replays a region marked with an id by ops and wiring alone).
 Status Admission::CheckSender(const Instruction& inst) {
   if (!ClientMaySend(inst.op)) return InvalidArgument(std::string(OpName(inst.op)) + " is reserved for the dispatcher");
-  if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
+  if (inst.worker >= 0) return Invalid(inst, "a client may not place instructions on workers");
   if ((inst.op == Op::kHotStart || inst.op == Op::kHotEnd) && MarksHotSequence(inst))
-    return InvalidArgument(inst.Describe() + ": a client's markers carry no sequence id");
+    return Invalid(inst, "a client's markers carry no sequence id");
   if (inst.op == Op::kDefineUnit && inst.payload) return CheckUnitBody(inst);
   return CheckArity(inst);
 }
@@ -59,23 +60,23 @@ Status Admission::CheckSender(const Instruction& inst) {
 // dispatcher fuzzer, they read past the end of a list in the sharding stage.
 Status Admission::CheckArity(const Instruction& inst) {
   if (ProducesTensor(inst.op) && inst.results.size() != 1)
-    return InvalidArgument(inst.Describe() + ": expected exactly one result id, got " +
+    return Invalid(inst, "expected exactly one result id, got " +
                            std::to_string(inst.results.size()));
   const bool pair = inst.op == Op::kCopyInto || inst.op == Op::kMulInto || inst.op == Op::kAddInto;
   const size_t operands = pair ? 2 : inst.op == Op::kAdamStep ? 4 : 1;
   const bool fixed = pair || inst.op == Op::kFill || inst.op == Op::kFetch ||
                      inst.op == Op::kAdamStep || inst.op == Op::kRedistribute;
   if (inst.op == Op::kSettle && !inst.results.empty())
-    return InvalidArgument(inst.Describe() + ": settle makes no tensor");
+    return Invalid(inst, "settle makes no tensor");
   if (KindOf(inst.op) == OpKind::kMutate && !inst.results.empty())
-    return InvalidArgument(inst.Describe() + ": " + std::string(OpName(inst.op)) + " changes its first operand and makes no tensor");
+    return Invalid(inst, std::string(OpName(inst.op)) + " changes its first operand and makes no tensor");
   if (inst.op == Op::kInspect && !inst.results.empty())
-    return InvalidArgument(inst.Describe() + ": inspect makes no tensor");
+    return Invalid(inst, "inspect makes no tensor");
   if (inst.op == Op::kInspect && inst.operands.size() != (inst.attrs.seed == 1 ? 1u : 0u))
-    return InvalidArgument(inst.Describe() + ": inspect " + std::to_string(inst.attrs.seed) + " takes " +
+    return Invalid(inst, "inspect " + std::to_string(inst.attrs.seed) + " takes " +
                            (inst.attrs.seed == 1 ? "one operand" : "no operand"));
   if (fixed && inst.operands.size() != operands)
-    return InvalidArgument(inst.Describe() + ": expected " + std::to_string(operands) + " operand(s), got " +
+    return Invalid(inst, "expected " + std::to_string(operands) + " operand(s), got " +
                            std::to_string(inst.operands.size()));
   return Status::Ok();
 }
@@ -87,7 +88,7 @@ Status Admission::CheckUnitBody(const Instruction& define) {
   if (!unit.ok()) return Status::Ok();
   for (const Instruction& body : unit->body)
     if (!ClientMaySend(body.op) || body.worker >= 0)
-      return InvalidArgument(define.Describe() + ": its body holds " + body.Describe() +
+      return Invalid(define, "its body holds " + body.Describe() +
                              ", which a client may not send");
   return Status::Ok();
 }
@@ -99,16 +100,16 @@ Status Admission::CheckQuota(const ClientState& c, const Instruction& inst) cons
   const int64_t inflight = static_cast<int64_t>(c.admitted - c.answered);
   if (limits_.max_inflight > 0 && inflight >= limits_.max_inflight) {
     if (inflight_quota_.refusals) inflight_quota_.refusals->Increment();
-    return ResourceExhausted(inst.Describe() + ": client " + std::to_string(c.id) + " has " + std::to_string(inflight) +
-                             " instructions in flight, its limit (limits.max_inflight = " +
-                             std::to_string(limits_.max_inflight) + "): wait for a result (a sync point) first");
+    return QuotaRefusal(inst, "has " + std::to_string(inflight) + " instructions in flight",
+                        "its limit (limits.max_inflight = " + std::to_string(limits_.max_inflight) + ")",
+                        "wait for a result (a sync point) first");
   }
   const int64_t live = static_cast<int64_t>(c.live.size() + inst.results.size());
   if (limits_.max_live_tensors > 0 && live > limits_.max_live_tensors) {
     if (live_quota_.refusals) live_quota_.refusals->Increment();
-    return ResourceExhausted(inst.Describe() + ": client " + std::to_string(c.id) + " would hold " +
-                             std::to_string(live) + " tensors on the workers, over its limit (limits.max_live_tensors = " +
-                             std::to_string(limits_.max_live_tensors) + "): free some first");
+    return QuotaRefusal(inst, "would hold " + std::to_string(live) + " tensors on the workers",
+                        "over its limit (limits.max_live_tensors = " + std::to_string(limits_.max_live_tensors) + ")",
+                        "free some first");
   }
   return Status::Ok();
 }

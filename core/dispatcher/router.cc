@@ -4,6 +4,7 @@
 #include <map>
 #include <unordered_set>
 
+#include "gt/instruction_errors.h"
 #include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "gt/unit.h"
@@ -140,7 +141,7 @@ Status Router::SendDrop(ClientState& c, const Instruction& drop) {
 // Keeps a unit's definition; it goes to a worker just before that worker's
 // first kRunUnit of it (SendUnitOnce), so each worker gets it once.
 Status Router::DefineUnit(ClientState& c, Instruction inst) {
-  if (!inst.payload) return InvalidArgument(inst.Describe() + ": no unit template");
+  if (!inst.payload) return Invalid(inst, "no unit template");
   const uint64_t key = UnitKey(inst);
   auto it = c.units.find(key);
   if (it != c.units.end()) {
@@ -167,16 +168,16 @@ Status Router::CheckIds(const ClientState& c, const Instruction& inst) const {
     if (!c.tensors.count(id)) return NotFound(inst.Describe() + ": unknown tensor " + TensorName(id));
   }
   for (TensorId id : inst.results)
-    if (c.tensors.count(id)) return InvalidArgument(inst.Describe() + ": result " + TensorName(id) + " already names a live tensor");
+    if (c.tensors.count(id)) return Invalid(inst, "result " + TensorName(id) + " already names a live tensor");
   if (ProducesTensor(inst.op) && inst.results.size() != 1)
-    return InvalidArgument(inst.Describe() + ": expected exactly one result id");
+    return Invalid(inst, "expected exactly one result id");
   if (inst.op == Op::kRunUnit) {
     // Several results: every one a distinct new id (each is placed on the target worker).
     std::unordered_set<TensorId> distinct(inst.results.begin(), inst.results.end());
-    if (distinct.size() != inst.results.size()) return InvalidArgument(inst.Describe() + ": a result id appears twice");
+    if (distinct.size() != inst.results.size()) return Invalid(inst, "a result id appears twice");
     for (int64_t index : FreedOperandIndexes(inst))
       if (index < 0 || static_cast<size_t>(index) >= inst.operands.size())
-        return InvalidArgument(inst.Describe() + ": freed operand index " + std::to_string(index) + " out of range");
+        return Invalid(inst, "freed operand index " + std::to_string(index) + " out of range");
   }
   return Status::Ok();
 }

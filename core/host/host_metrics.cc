@@ -43,6 +43,19 @@ prometheus::Labels With(prometheus::Labels labels, const std::string& key, std::
 
 }  // namespace
 
+QuotaMetrics MakeQuotaMetrics(prometheus::Registry& registry, prometheus::Labels labels, const std::string& resource,
+                              double limit) {
+  labels["resource"] = resource;
+  QuotaMetrics m{&BuildGauge().Name("gt_client_limit").Help("Per-client quota (0: none)").Register(registry).Add(labels),
+                 &BuildCounter()
+                      .Name("gt_client_limit_refusals_total")
+                      .Help("Instructions refused because a client was at its quota")
+                      .Register(registry)
+                      .Add(labels)};
+  m.limit->Set(limit);
+  return m;
+}
+
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const prometheus::Histogram::BucketBoundaries kBuckets(kLatencyBounds.begin(), kLatencyBounds.end());
   return kBuckets;
@@ -95,15 +108,7 @@ HostMetrics::HostMetrics(HostKind host, std::string instance, prometheus::Regist
 }
 
 QuotaMetrics HostMetrics::ForQuota(const std::string& resource, double limit) {
-  prometheus::Labels l = With(labels_, "resource", resource);
-  QuotaMetrics m{&BuildGauge().Name("gt_client_limit").Help("Per-client quota (0: none)").Register(*registry_).Add(l),
-                 &BuildCounter()
-                      .Name("gt_client_limit_refusals_total")
-                      .Help("Instructions refused because a client was at its quota")
-                      .Register(*registry_)
-                      .Add(l)};
-  m.limit->Set(limit);
-  return m;
+  return MakeQuotaMetrics(*registry_, labels_, resource, limit);
 }
 
 StageMetrics HostMetrics::ForStage(const std::string& stage) {

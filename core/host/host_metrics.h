@@ -18,9 +18,8 @@
 //   gt_worker_live_tensors, gt_worker_resident_bytes                gauges (workers)
 //   gt_backend_op_seconds{op}                                       histogram (workers)
 // Quota family (labels host, instance, resource: live_tensors, inflight,
-// resident_bytes; see ClientLimits and the torch backend's max_client_mib):
-//   gt_client_limit                                                 gauge (per client; 0 = none)
-//   gt_client_limit_refusals_total                                  counter (instructions refused)
+// sessions_per_key; see ClientLimits): declared by MakeQuotaMetrics in
+// gt/metrics.h, which the torch backend's resident_bytes quota shares.
 #pragma once
 
 #include <array>
@@ -33,6 +32,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "gt/metrics.h"
 #include "gt/op.h"
 #include "gt/stage.h"
 #include "gt/status.h"
@@ -47,11 +47,6 @@ struct StageMetrics {
   prometheus::Histogram* seconds;
   prometheus::Gauge* queue_depth;
   std::array<prometheus::Counter*, static_cast<size_t>(Code::kCount)> errors;  // [kOk] unused
-};
-
-struct QuotaMetrics {
-  prometheus::Gauge* limit = nullptr;
-  prometheus::Counter* refusals = nullptr;
 };
 
 class HostMetrics {

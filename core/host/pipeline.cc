@@ -1,6 +1,9 @@
 #include "host/pipeline.h"
 
 #include <chrono>
+#include <exception>
+#include <string>
+#include <string_view>
 
 #include "net/peer_address.h"
 
@@ -19,6 +22,20 @@ class Collector final : public Emitter {
   void Emit(Instruction&& inst) override { out.push_back(std::move(inst)); }
   std::vector<Instruction> out;
 };
+
+// A stage is plugin code: whatever it throws from `call` becomes a plugin
+// error naming the stage (and `when`, e.g. " at end of batch"), never the
+// host's end. The one place a stage call is guarded.
+template <typename Call>
+Status CallStage(const std::string& stage, std::string_view when, Call&& call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    return PluginError("stage '" + stage + "' threw" + std::string(when) + ": " + e.what());
+  } catch (...) {
+    return PluginError("stage '" + stage + "' threw a non-standard exception" + std::string(when));
+  }
+}
 
 }  // namespace
 
@@ -82,6 +99,10 @@ void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
   if (errors_) errors_(ref, status);
 }
 
+Status Pipeline::ProcessIn(Slot& slot, Instruction&& inst) {
+  return CallStage(slot.name, "", [&] { return slot.stage->Process(std::move(inst), slot.collector); });
+}
+
 // One clock reading per stage visit: the reading that ends a stage's
 // Process() starts the next visit's (what lies between is this function's
 // bookkeeping). Two readings per visit cost a hot sequence's 96 instructions
@@ -93,14 +114,7 @@ Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction&& inst, 
   OpRef ref{inst.client, inst.seq, inst.op};
   slot.collector.out.clear();
   ++slot.tally.received;
-  Status status;
-  try {
-    status = slot.stage->Process(std::move(inst), slot.collector);
-  } catch (const std::exception& e) {
-    status = PluginError("stage '" + slot.name + "' threw: " + e.what());
-  } catch (...) {
-    status = PluginError("stage '" + slot.name + "' threw a non-standard exception");
-  }
+  Status status = ProcessIn(slot, std::move(inst));
   Clock::time_point end = Clock::now();
   slot.tally.seconds.Observe(Seconds(start, end));
   if (!status.ok()) {
@@ -124,14 +138,7 @@ Pipeline::Clock::time_point Pipeline::RunFrom(size_t index, Instruction&& inst, 
 Pipeline::Clock::time_point Pipeline::RunControl(size_t index, Instruction&& inst) {
   Slot& slot = *stages_[index];
   slot.collector.out.clear();
-  Status status;
-  try {
-    status = slot.stage->Process(std::move(inst), slot.collector);
-  } catch (const std::exception& e) {
-    status = PluginError("stage '" + slot.name + "' threw: " + e.what());
-  } catch (...) {
-    status = PluginError("stage '" + slot.name + "' threw a non-standard exception");
-  }
+  Status status = ProcessIn(slot, std::move(inst));
   if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kMembership}, status);
   size_t injected = 0;
   for (const Instruction& out : slot.collector.out) injected += out.op == Op::kMembership ? 0 : 1;
@@ -183,14 +190,7 @@ void Pipeline::EndBatch() {
   for (size_t i = 0; i < stages_.size(); ++i) {
     Slot& slot = *stages_[i];
     slot.collector.out.clear();
-    Status status;
-    try {
-      status = slot.stage->EndBatch(slot.collector);
-    } catch (const std::exception& e) {
-      status = PluginError("stage '" + slot.name + "' threw at end of batch: " + e.what());
-    } catch (...) {
-      status = PluginError("stage '" + slot.name + "' threw a non-standard exception at end of batch");
-    }
+    Status status = CallStage(slot.name, " at end of batch", [&] { return slot.stage->EndBatch(slot.collector); });
     if (!status.ok()) Fail(slot.metrics, OpRef{0, 0, Op::kSync}, status);
     size_t n = slot.collector.out.size();
     slot.tally.injected += n;

@@ -76,6 +76,8 @@ class Pipeline {
   Clock::time_point RunFrom(size_t index, Instruction&& inst, Clock::time_point start);
   Clock::time_point RunControl(size_t index, Instruction&& inst);
   Clock::time_point Deliver(Instruction&& inst, Clock::time_point start);
+  // `slot`'s Process(); an exception from it is a plugin error.
+  Status ProcessIn(Slot& slot, Instruction&& inst);
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);
   void FlushTallies();

@@ -7,30 +7,23 @@
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <unordered_map>
-#include <unordered_set>
 #include <utility>
+#include <vector>
 
-#include "ir/codec.h"
-#include "net/curve_keys.h"
-#include "gt/failed_tensors.h"
 #include "gt/log.h"
-#include "gt/op_attrs.h"
-#include "gt/unit.h"
 #include "host/host_metrics.h"
 #include "host/host_snapshot.h"
-#include "net/peer_address.h"
 #include "host/pipeline.h"
+#include "ir/codec.h"
+#include "net/curve_keys.h"
+#include "net/peer_address.h"
 #include "net/transport.h"
+#include "worker/worker_terminal.h"
 
 namespace gt {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 // Control messages from the dispatcher are one frame whose first field is
 // their kind (protobuf writes fields in number order: `kind` = 1 comes
@@ -56,9 +49,9 @@ std::optional<wire::Envelope> ControlMessage(const std::vector<zmq::message_t>& 
 
 }  // namespace
 
-// Runs on the pipeline thread: the backend as the pipeline's terminal, and
-// the ReplySink through which it answers fetches.
-class Worker::Impl final : public Terminal, public ReplySink {
+// The registration and both connections' threads; the backend runs in the
+// WorkerTerminal, on the pipeline thread.
+class Worker::Impl {
  public:
   Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
       : manifest_(manifest), context_(context), registry_(registry), metrics_(HostKind::kWorker, manifest.id, registry) {}
@@ -67,27 +60,18 @@ class Worker::Impl final : public Terminal, public ReplySink {
     const StageContext ctx = PluginContext(manifest_, *manifest_.backend, registry);
     Result<PluginInstance<Backend>> backend = CreateBackend(manifest_.backend->plugin, ctx);
     if (!backend.ok()) return backend.status();
-    backend_ = std::move(*backend);
-    if (Status s = CheckBackendSupportsEveryOp(); !s.ok()) return s;
+    terminal_ = std::make_unique<WorkerTerminal>(manifest_.id, std::move(*backend), metrics_);
+    const std::string plugin = manifest_.backend->plugin.descriptor->name;
+    if (Status s = terminal_->CheckSupportsEveryOp(manifest_.source + ": backend plugin '" + plugin + "'"); !s.ok())
+      return s;
     Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
     if (!pipeline.ok()) return pipeline.status();
     pipeline_ = std::move(*pipeline);
-    pipeline_->SetTerminal(this, manifest_.backend->name);
-    pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { RecordError(ref, s); });
+    terminal_->Connect([this](const wire::Envelope& env, const std::vector<BlobPtr>& frames) { SendOnWork(env, frames); },
+                       &pipeline_->events());
+    pipeline_->SetTerminal(terminal_.get(), manifest_.backend->name);
+    pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { terminal_->RecordError(ref, s); });
     return Status::Ok();
-  }
-
-  // A backend that lacks an op would fail it for every client, at run time:
-  // refused here instead, naming what is missing.
-  Status CheckBackendSupportsEveryOp() const {
-    std::string missing;
-    for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
-      const Op op = static_cast<Op>(i);
-      if (OpReachesBackend(op) && !backend_->Supports(op)) missing += (missing.empty() ? "" : ", ") + std::string(OpName(op));
-    }
-    if (missing.empty()) return Status::Ok();
-    return Unimplemented(manifest_.source + ": backend plugin '" + manifest_.backend->plugin.descriptor->name +
-                         "' lacks ops a worker must run: " + missing);
   }
 
   void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
@@ -157,124 +141,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     return Status::Ok();
   }
 
-  // ---- Terminal ------------------------------------------------------------
-
-  Status Accept(Instruction inst) override {
-    // A client reads metrics after its sync points: they must include its work.
-    if (inst.op == Op::kSync || inst.op == Op::kFetch) PublishMetrics();
-    if (inst.op == Op::kSync) return AcknowledgeSync(inst);
-    if (inst.op == Op::kDropClient) {
-      failed_.erase(inst.client);
-      failed_collectives_.erase(inst.client);
-      errors_.erase(inst.client);
-      return backend_->Execute(inst, *this);
-    }
-    FailedTensors& failed = failed_[inst.client];
-    if (inst.op == Op::kFree) return FreeSkippingFailed(inst, failed);
-    // A use of what a failed op should have made fails too, naming that op
-    // (its results inherit it: the error names the root cause).
-    if (std::optional<FailedTensors::Use> use = failed.FindFailedOperand(inst)) {
-      failed.RecordResults(inst, use->failed_seq);
-      if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
-      // The other members of a collective are waiting for this one: the
-      // backend takes part with a stand-in for the missing operand. Not when
-      // what failed first was a collective: its group broke (a member was
-      // lost), the others fail alike, and forming it again would wait on a
-      // member that is gone.
-      if (KindOf(inst.op) == OpKind::kCollective && !failed_collectives_[inst.client].count(use->failed_seq))
-        (void)backend_->Execute(inst, *this);
-      return FailedTensors::UseError(inst, *use);
-    }
-    Clock::time_point start = Clock::now();
-    Status status = backend_->Execute(inst, *this);
-    const double seconds = SecondsSince(start);
-    op_seconds_[static_cast<size_t>(inst.op)].Observe(seconds);
-    GT_LOG(kWorker, manifest_.id << ": ran " << OpName(inst.op) << " #" << inst.seq << " of client " << inst.client << " in "
-                                 << seconds * 1e3 << " ms" << (status.ok() ? "" : " (failed)"));
-    if (!status.ok()) {
-      failed.RecordResults(inst, inst.seq);
-      if (KindOf(inst.op) == OpKind::kCollective) failed_collectives_[inst.client].insert(inst.seq);
-      // Whatever refused it (a quota, a mismatched interface, an unknown
-      // unit), the client and the dispatcher have forgotten its inputs: kept
-      // here, they would be held for good and escape the client's quotas.
-      if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
-    }
-    if (pipeline_->events().enabled()) RecordDone(inst, seconds, status);
-    return status;
-  }
-
-  void EndBatch() override { PublishMetrics(); }
-
-  // Gauges, and the backend times gathered since the last call.
-  void PublishMetrics() {
-    BackendStats stats = backend_->Stats();
-    metrics_.live_tensors.Set(static_cast<double>(stats.live_tensors));
-    metrics_.resident_bytes.Set(static_cast<double>(stats.resident_bytes));
-    for (size_t op = 0; op < op_seconds_.size(); ++op) op_seconds_[op].FlushTo(metrics_.OpSeconds(static_cast<Op>(op)));
-  }
-
-  // ---- ReplySink -----------------------------------------------------------
-
-  void SendData(const Instruction& request, DType dtype, const Shape& shape, BlobPtr bytes) override {
-    wire::Envelope env;
-    env.set_kind(wire::Envelope::DATA);
-    env.set_client(request.client);
-    env.set_seq(request.seq);
-    if (!request.operands.empty()) env.set_tensor(request.operands[0]);
-    env.set_dtype(static_cast<uint32_t>(dtype));
-    env.mutable_shape()->Add(shape.begin(), shape.end());
-    SendOnWork(env, {std::move(bytes)});
-  }
-
  private:
-  // A kRunUnit that cannot run still frees the operands it would have freed
-  // (the dispatcher has forgotten them already).
-  void ReleaseConsumed(const Instruction& run, FailedTensors& failed) {
-    (void)FreeSkippingFailed(MakeFree(run.client, run.seq, ConsumedOperands(run)), failed);
-  }
-
-  // WORKER_DONE (gt/host_event.h): the backend ran `inst` in `seconds`.
-  void RecordDone(const Instruction& inst, double seconds, const Status& status) {
-    const std::string peer = "client " + std::to_string(inst.client);
-    const std::string detail = status.ok() ? "status=ok" : "status=failed " + status.ToString();
-    HostEvent event{HostEventKind::kWorkerDone, peer, &inst};
-    event.seconds = seconds;
-    event.detail = detail;
-    pipeline_->events().Emit(event);
-  }
-
-  Status FreeSkippingFailed(const Instruction& inst, FailedTensors& failed) {
-    Instruction live = inst;
-    live.operands.clear();
-    for (TensorId id : inst.operands)
-      if (!failed.Forget(id)) live.operands.push_back(id);
-    if (live.operands.empty()) return Status::Ok();
-    return backend_->Execute(live, *this);
-  }
-
-  Status AcknowledgeSync(const Instruction& inst) {
-    wire::Envelope ack;
-    ack.set_kind(wire::Envelope::SYNC_ACK);
-    ack.set_client(inst.client);
-    ack.set_sync_id(SyncId(inst));
-    if (auto it = errors_.find(inst.client); it != errors_.end()) {
-      for (auto& e : it->second) *ack.add_errors() = std::move(e);
-      errors_.erase(it);
-    }
-    SendOnWork(ack, {});
-    acknowledged_sync_ = true;
-    return Status::Ok();
-  }
-
-  void RecordError(const OpRef& ref, const Status& status) {
-    GT_LOG(kWorker, manifest_.id << ": error " << status.ToString());
-    if (ref.client == 0) {  // not about any client's instruction (e.g. a stage's end of batch)
-      std::cerr << "worker " << manifest_.id << ": " << status.ToString() << "\n";
-      return;
-    }
-    errors_[ref.client].push_back(MakeOpError(ref, status, manifest_.id));
-  }
-
   Status ConfigureDealer(zmq::socket_t& dealer) {
     dealer.set(zmq::sockopt::linger, 1000);
     dealer.set(zmq::sockopt::sndhwm, 0);
@@ -422,7 +289,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
       zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
       // After a sync point the client's next batch is probably near.
-      const auto busy_wait = std::exchange(acknowledged_sync_, false) ? busy_wait_ : std::chrono::microseconds(0);
+      const auto busy_wait = terminal_->TakeAcknowledgedSync() ? busy_wait_ : std::chrono::microseconds(0);
       try {
         if (PollWithBusyWait(&item, 1, std::chrono::milliseconds(100), busy_wait) == 0) continue;
       } catch (const zmq::error_t&) {
@@ -461,7 +328,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
       Result<Instruction> inst = DecodeInstruction(wi, msg->frames);
       if (!inst.ok()) {
         Op op = wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync;
-        RecordError({wi.client(), wi.seq(), op}, inst.status());
+        terminal_->RecordError({wi.client(), wi.seq(), op}, inst.status());
         continue;
       }
       pipeline_->Push(std::move(*inst));
@@ -475,8 +342,7 @@ class Worker::Impl final : public Terminal, public ReplySink {
   HostMetrics metrics_;
   std::string metrics_endpoint_;
   std::chrono::microseconds busy_wait_{0};  // after a sync (set_busy_wait)
-  bool acknowledged_sync_ = false;          // pipeline thread: since the last poll
-  PluginInstance<Backend> backend_;
+  std::unique_ptr<WorkerTerminal> terminal_;  // the backend; before pipeline_, which holds it
   std::unique_ptr<Pipeline> pipeline_;
   uint64_t token_ = 0;  // shown by REGISTER, ATTACH and the heartbeats
   std::atomic<bool> welcomed_{false};  // the pipeline thread saw the WELCOME: time to attach
@@ -485,13 +351,6 @@ class Worker::Impl final : public Terminal, public ReplySink {
   std::atomic<bool> refused_flag_{false};
   zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake failures (with keys)
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
-  // Pipeline-thread state: backend times not yet in gt_backend_op_seconds
-  // (added with the gauges), and per client namespace:
-  std::array<HistogramTally, static_cast<size_t>(Op::kCount)> op_seconds_;
-  std::unordered_map<ClientId, FailedTensors> failed_;
-  // Per client, the seqs of collectives that failed here (their groups broke).
-  std::unordered_map<ClientId, std::unordered_set<uint64_t>> failed_collectives_;
-  std::unordered_map<ClientId, std::vector<wire::OpError>> errors_;               // until the next sync
 };
 
 Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

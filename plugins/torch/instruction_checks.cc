@@ -20,12 +20,8 @@ Status CheckEnums(const Instruction& inst) {
   return Status::Ok();
 }
 
-Status Invalid(const Instruction& inst, const std::string& why) {
-  return InvalidArgument(inst.Describe() + ": " + why);
-}
-
 Status LibraryError(const Instruction& inst, std::string_view what) {
-  return Invalid(inst, std::string(what.substr(0, what.find('\n'))));
+  return Invalid(inst, what.substr(0, what.find('\n')));
 }
 
 std::string IdName(TensorId id) { return "%" + std::to_string(id); }

@@ -1,5 +1,6 @@
 // How the torch backend checks an instruction before anything looks at it,
-// and how its error messages are worded (one line, naming the instruction).
+// and how its error messages are worded (one line, naming the instruction;
+// Invalid() is gt/instruction_errors.h's, shared with the hosts).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -8,6 +9,7 @@
 #include <string_view>
 
 #include "gt/instruction.h"
+#include "gt/instruction_errors.h"
 #include "gt/status.h"
 
 namespace gt::torch_backend {
@@ -17,9 +19,6 @@ namespace gt::torch_backend {
 // value would make them throw, so this runs before anything else reads `inst`.
 // InvalidArgument naming the field and the instruction's seq otherwise.
 Status CheckEnums(const Instruction& inst);
-
-// InvalidArgument: "<inst.Describe()>: <why>".
-Status Invalid(const Instruction& inst, const std::string& why);
 
 // A library exception as InvalidArgument naming `inst`. LibTorch messages run
 // to many lines (context, hints); the first says what went wrong, and error

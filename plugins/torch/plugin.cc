@@ -53,19 +53,12 @@ uint64_t MaxClientBytes(int64_t mib) {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
 }
 
-prometheus::Counter* MakeQuotaMetrics(const StageContext& context, uint64_t limit) {
+// The resident-bytes quota's series join the host's quotas: no stage label.
+prometheus::Counter* MakeQuotaCounter(const StageContext& context, uint64_t limit) {
   if (context.registry == nullptr) return nullptr;
-  // The host's own quota series carry no stage label; this one joins them.
   prometheus::Labels labels = StageLabels(context);
   labels.erase("stage");
-  labels["resource"] = "resident_bytes";
-  prometheus::BuildGauge().Name("gt_client_limit").Help("Per-client quota (0: none)").Register(*context.registry)
-      .Add(labels).Set(static_cast<double>(limit));
-  return &prometheus::BuildCounter()
-              .Name("gt_client_limit_refusals_total")
-              .Help("Instructions refused because a client was at its quota")
-              .Register(*context.registry)
-              .Add(labels);
+  return MakeQuotaMetrics(*context.registry, labels, "resident_bytes", static_cast<double>(limit)).refusals;
 }
 
 // Collectives by kind, in the order CollectiveCounters indexes them.
@@ -139,7 +132,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
                         OrDefault(context.dispatcher_host, ""),
                         std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
       context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs"),
-      context.options->GetBool("plan_units"), max_client_bytes, MakeQuotaMetrics(context, max_client_bytes)};
+      context.options->GetBool("plan_units"), max_client_bytes, MakeQuotaCounter(context, max_client_bytes)};
   try {
     return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context), MakeUnitCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin

@@ -1,0 +1,87 @@
+// The dispatcher's client protocol: what it does with each message a client
+// sends (wire.proto: HELLO, BATCH, HEARTBEAT, BYE, STATS), and the end of a
+// client's session.
+//
+//  - HELLO opens a session on the connection, under the CURVE key the
+//    connection proved; one key's sessions are capped
+//    (limits.max_sessions_per_key), so that the per-session quotas bound
+//    what a key holds.
+//  - BATCH: each instruction is decoded, given the connection's client id
+//    (never one the message names), admitted (admission.h) and pushed
+//    through the stages. Until the first worker registers, admitted
+//    instructions are held back (ReleaseBacklog), so that every stage error
+//    names the client's own instruction.
+//  - A session ends on BYE, on missed heartbeats, or when the client leaves
+//    its replies unread (PeerOutbox); its drop goes through the stages (they
+//    free what they keep for it) and reaches the workers from the router.
+//
+// Errors found here wait in the client's ClientState for its next sync.
+//
+// Thread-safety: the dispatcher's thread.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <string>
+#include <string_view>
+
+#include "dispatcher/admission.h"
+#include "dispatcher/client_table.h"
+#include "dispatcher/dispatcher_events.h"
+#include "dispatcher/peer_outbox.h"
+#include "dispatcher/stats_fanout.h"
+#include "host/host_metrics.h"
+#include "host/manifest.h"
+#include "host/pipeline.h"
+#include "net/transport.h"
+
+namespace gt {
+
+class ClientProtocol {
+ public:
+  // Registers the quota series (gt_client_limit{resource=...}) on `metrics`.
+  // REQUIRES: every reference outlives this object.
+  ClientProtocol(const HostManifest& manifest, HostMetrics& metrics, ClientTable& clients, Pipeline& pipeline,
+                 PeerOutbox& outbox, StatsFanout& stats, const DispatcherEvents& events);
+
+  // A message from a connection that is no worker's, other than REGISTER
+  // and ATTACH. `peer_key`: the CURVE public key the connection proved (""
+  // without keys). Anything unexpected is rejected to the sender.
+  void Handle(WireMessage& msg, const std::string& peer_key);
+
+  // An error of the client's instruction `ref`, reported at its next sync
+  // (logged when the client is gone). The pipeline's error sink.
+  void RecordError(const OpRef& ref, const Status& status);
+
+  // Ends client `id`'s session (nothing when there is none). After
+  // kGoodbye its connection is forgotten; otherwise remembered as closed
+  // for `why`, which a client coming back is told.
+  void Drop(ClientId id, std::string_view why);
+  // Drops the clients that send heartbeats and were silent for `timeout`.
+  void DropSilent(ClientTable::Clock::time_point now, std::chrono::milliseconds timeout);
+  // Drops the clients the outbox found not reading.
+  void DropUnread();
+
+  // The first worker registered and the stages know it: the held
+  // instructions go through the stages now, and later ones at once.
+  void ReleaseBacklog();
+
+ private:
+  void Hello(const std::string& route, uint64_t token, const std::string& key);
+  ClientState& ClientFor(const std::string& route, uint64_t token);
+  void HandleBatch(ClientState& c, WireMessage& msg);
+
+  const HostManifest& manifest_;
+  HostMetrics& metrics_;
+  ClientTable& clients_;
+  Pipeline& pipeline_;
+  PeerOutbox& outbox_;
+  StatsFanout& stats_;
+  const DispatcherEvents& events_;
+  Admission admission_;
+  QuotaMetrics sessions_quota_;
+  bool hold_ = true;                 // no worker yet: instructions wait in backlog_
+  std::deque<Instruction> backlog_;  // client instructions that came before any worker
+};
+
+}  // namespace gt

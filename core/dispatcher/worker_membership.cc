@@ -1,0 +1,202 @@
+#include "dispatcher/worker_membership.h"
+
+#include <algorithm>
+#include <iostream>
+#include <optional>
+
+#include "gt/log.h"
+#include "gt/op_attrs.h"
+
+namespace gt {
+namespace {
+
+constexpr const char* kConnectionClosed = "its connection closed";
+
+}  // namespace
+
+WorkerMembership::WorkerMembership(const HostManifest& manifest, HostMetrics& metrics, WorkerRegistry& workers,
+                                   ClientTable& clients, SyncTracker& syncs, StatsFanout& stats, Router& router,
+                                   Pipeline& pipeline, PeerOutbox& outbox, const DispatcherEvents& events, Hooks hooks)
+    : manifest_(manifest),
+      metrics_(metrics),
+      workers_(workers),
+      clients_(clients),
+      syncs_(syncs),
+      stats_(stats),
+      router_(router),
+      pipeline_(pipeline),
+      outbox_(outbox),
+      events_(events),
+      hooks_(std::move(hooks)) {}
+
+void WorkerMembership::Register(const std::string& route, const wire::Envelope& env, const std::string& peer_ip,
+                                int fd, const std::string& key) {
+  // The close of a connection whose fd this one reuses is queued before
+  // this connection's accept, but may have arrived during this drain:
+  // read it now, or it would be taken for this worker's. Losses found
+  // while flushing are reported before a replacement takes their index.
+  hooks_.read_closes();
+  if (!lost_unreported_.empty()) ReportLost();
+  // An open connection's fd is unique: a live worker still on this one
+  // had its connection closed (its monitor event was lost).
+  ConnectionClosed(fd);
+  // One that is heard from keeps its place (two workers may share an id,
+  // e.g. the default "worker").
+  if (std::optional<size_t> old = workers_.FindLiveByName(env.name()))
+    if (WorkerRegistry::Clock::now() - workers_.at(*old).last_seen >
+        2 * std::chrono::milliseconds(manifest_.heartbeat_interval_ms))
+      Lost(*old, "replaced by a new registration under its id");
+  const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd, env.token(), key);
+  GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
+                                   << (peer_ip.empty() ? "" : " from " + peer_ip));
+  metrics_.workers_connected.Increment();
+  if (events_.enabled())
+    events_.Record(HostEventKind::kConnect, "worker " + workers_.at(index).name, "worker",
+                   "index=" + std::to_string(index) + (peer_ip.empty() ? "" : " from=" + peer_ip));
+  wire::Envelope welcome;
+  welcome.set_kind(wire::Envelope::WELCOME);
+  welcome.set_worker_index(static_cast<uint32_t>(index));
+  outbox_.Send(route, welcome, {});
+  if (!ever_had_worker_) {
+    ever_had_worker_ = true;
+    Announce();
+    hooks_.on_first_worker();
+  }
+  changed_ = true;
+}
+
+void WorkerMembership::Attach(const std::string& route, const wire::Envelope& env, int fd, const std::string& key) {
+  // As in Register: closes queued before this connection's accept are read
+  // first, and a live worker on this fd lost that connection.
+  hooks_.read_closes();
+  ConnectionClosed(fd);
+  std::optional<size_t> w = workers_.FindByToken(env.token());
+  if (!w || !workers_.IsAlive(*w) || workers_.at(*w).key != key)
+    return outbox_.Reject(route, InvalidArgument("ATTACH names no registered worker"));
+  if (clients_.FindByRoute(route))
+    return outbox_.Reject(route, InvalidArgument("a client's connection cannot become a worker's"));
+  workers_.AttachControl(*w, route, fd);
+  workers_.Touch(*w);
+  GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(*w).name << " attached its control connection");
+}
+
+bool WorkerMembership::HandleStrayHeartbeat(const WireMessage& msg, int fd, const std::string& key) {
+  const uint64_t token = msg.envelope.token();
+  if (token == 0 || clients_.FindByToken(token)) return false;
+  std::optional<size_t> w = workers_.FindByToken(token);
+  if (!w || workers_.at(*w).key != key) return false;
+  if (workers_.IsAlive(*w)) {
+    Attach(msg.routing_id, msg.envelope, fd, key);
+    return true;
+  }
+  outbox_.SendError(msg.routing_id, Unavailable("dispatcher " + manifest_.id + " lost worker " + workers_.at(*w).name +
+                                                ": start it again"));
+  return true;
+}
+
+void WorkerMembership::Handle(size_t w, WireMessage& msg) {
+  workers_.Touch(w);
+  const wire::Envelope& env = msg.envelope;
+  switch (env.kind()) {
+    case wire::Envelope::HEARTBEAT:
+      return;
+    case wire::Envelope::SYNC_ACK:
+      if (ClientState* c = clients_.Find(env.client())) syncs_.OnAck(*c, w, env);
+      return;  // else the client left meanwhile
+    case wire::Envelope::DATA:
+      return ForwardData(msg);
+    case wire::Envelope::BYE:
+      return Lost(w, std::string(kGoodbye));
+    case wire::Envelope::REGISTER:
+    case wire::Envelope::ATTACH:
+      return;  // a repeated registration changes nothing
+    case wire::Envelope::STATS_REPLY:
+      return stats_.OnReply(w, env);
+    default:
+      metrics_.malformed_messages.Increment();
+      std::cerr << "dispatcher: unexpected " << wire::Envelope::Kind_Name(env.kind()) << " from worker "
+                << workers_.at(w).name << "\n";
+  }
+}
+
+void WorkerMembership::ForwardData(WireMessage& msg) {
+  ClientState* c = clients_.Find(msg.envelope.client());
+  if (!c) return;
+  msg.envelope.clear_client();
+  outbox_.Send(c->route, msg.envelope, msg.frames);
+}
+
+// A connection's fd is reused by the next one accepted; the monitor queues
+// the close before that accept, and the socket loop reads it before the
+// socket (and Register again, for a close that came during a drain), so
+// `fd` still names the closed connection's worker here.
+void WorkerMembership::ConnectionClosed(int fd) {
+  if (std::optional<size_t> w = workers_.FindByFd(fd)) Lost(*w, kConnectionClosed);
+  else if (std::optional<size_t> c = workers_.FindByControlFd(fd)) workers_.DetachControl(*c);
+}
+
+void WorkerMembership::LoseSilent(WorkerRegistry::Clock::time_point now) {
+  const auto timeout = std::chrono::milliseconds(manifest_.heartbeat_timeout_ms);
+  for (size_t w : workers_.Silent(now, timeout)) {
+    metrics_.heartbeats_missed.Increment();
+    Lost(w, "missed heartbeats for " + std::to_string(manifest_.heartbeat_timeout_ms) + " ms");
+  }
+}
+
+void WorkerMembership::Flush() {
+  auto send = [this](const WorkerState& w) {
+    GT_LOG(kDispatcher, manifest_.id << ": batch of " << w.outgoing.instructions_size() << " instructions to worker "
+                                     << w.name);
+    return outbox_.Send(w.route, w.outgoing, w.payloads);
+  };
+  flushing_ = true;
+  for (size_t w : workers_.Flush(send)) Lost(w, "unreachable");
+  flushing_ = false;
+}
+
+void WorkerMembership::EndPass() {
+  // Announced here, outside any pipeline pass (a worker can be lost in the
+  // middle of one).
+  if (!lost_unreported_.empty()) ReportLost();
+  if (changed_) {
+    changed_ = false;
+    Announce();
+  }
+}
+
+void WorkerMembership::Lost(size_t w, const std::string& why) {
+  outbox_.Forget(workers_.at(w).route);
+  outbox_.Forget(workers_.at(w).control_route);
+  if (!workers_.MarkLost(w)) return;
+  metrics_.workers_connected.Decrement();
+  GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " disconnected (" << why << ")");
+  if (events_.enabled()) events_.Record(HostEventKind::kDisconnect, "worker " + workers_.at(w).name, "worker", why);
+  if (why != kGoodbye)
+    std::cerr << "dispatcher " << manifest_.id << ": worker " << workers_.at(w).name << " lost (" << why << ")\n";
+  lost_unreported_.emplace_back(w, why);
+  if (!flushing_) ReportLost();
+}
+
+void WorkerMembership::ReportLost() {
+  while (!lost_unreported_.empty()) {
+    auto [w, why] = std::move(lost_unreported_.front());
+    lost_unreported_.pop_front();
+    std::vector<int64_t> live = workers_.LiveIndexes();
+    // Not live (Register reports losses before a replacement takes an
+    // index); erased all the same, as the announcement must not list it.
+    std::erase(live, static_cast<int64_t>(w));
+    pipeline_.Push(MakeMembership(live, LostWorker{static_cast<int>(w), workers_.at(w).name}));
+    pipeline_.EndBatch();
+    router_.OnWorkerLost(w, why);
+    stats_.OnWorkerLost(w);
+  }
+}
+
+// Tells the stages which workers are alive (the sharding modifier places
+// tensors on them).
+void WorkerMembership::Announce() {
+  pipeline_.Push(MakeMembership(workers_.LiveIndexes()));
+  pipeline_.EndBatch();
+}
+
+}  // namespace gt
