@@ -136,8 +136,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 std::string RenderDiscoveryTargets(const std::vector<DiscoveryTarget>& targets, const std::string& local_ip) {
   std::string out = "[";
   for (const DiscoveryTarget& t : targets) {
-    std::string host, port;
-    if (!SplitHostPort(t.metrics, &host, &port) || port.empty()) continue;
+    std::optional<HostPort> split = SplitHostPort(t.metrics);
+    if (!split || split->port.empty()) continue;
+    std::string host = split->host;
+    const std::string& port = split->port;
     if (IsWildcardHost(host)) {
       std::string peer = TargetHost(t.peer_ip);
       host = !peer.empty() && !IsLoopback(t.peer_ip) ? peer : TargetHost(local_ip);
@@ -161,9 +163,11 @@ class DiscoveryServer::Impl {
   }
 
   Status Bind(const std::string& address, std::string* bound) {
-    std::string host, port;
-    if (!SplitHostPort(address, &host, &port) || port.empty())
+    std::optional<HostPort> split = SplitHostPort(address);
+    if (!split || split->port.empty())
       return InvalidArgument("discovery address '" + address + "' is not host:port");
+    std::string host = split->host;
+    const std::string& port = split->port;
     // Checked here: the resolver would keep the port's low 16 bits.
     if (!gt::ParsePortNumber(port))
       return InvalidArgument("discovery address '" + address + "': the port must be a number from 0 to 65535, not '" +

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
       gt::services::LoadManifestOrExplain(vm["manifest"].as<std::string>(), gt::HostKind::kDispatcher, "dispatcher");
   if (!manifest) return 1;
   if (auto v = vm["listen"].as<std::string>(); !v.empty()) manifest->listen = v;
-  manifest->listen = gt::services::ZmqEndpoint(manifest->listen);
+  manifest->listen = gt::ToZmqEndpoint(manifest->listen);
   // Given at all, even as "" (no metrics), it wins over the manifest.
   if (!vm["metrics"].defaulted()) manifest->metrics = vm["metrics"].as<std::string>();
   if (!vm["discovery"].defaulted()) manifest->discovery = vm["discovery"].as<std::string>();

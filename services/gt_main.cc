@@ -7,6 +7,7 @@
 //   gt top [--discovery HOST:PORT] [--once]
 //                                         live per-host and per-stage rates (services/top.h)
 //   gt keygen NAME...                     write CURVE key pairs NAME.key (0600) + NAME.pub
+//   gt env [--markdown]                   every GT_* variable (gt/settings.h); --markdown: the README's table rows
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,6 +26,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "gt/settings.h"
 #include "net/curve_keys.h"
 #include "host/manifest.h"
 #include "host/plugin_loader.h"
@@ -44,7 +46,8 @@ void PrintUsage() {
                "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
                "                  [--manifest FILE] [--worker-manifest FILE]\n"
                "       gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]\n"
-               "       gt keygen NAME...   (writes NAME.key, private, and NAME.pub: docs/SECURITY.md)\n";
+               "       gt keygen NAME...   (writes NAME.key, private, and NAME.pub: docs/SECURITY.md)\n"
+               "       gt env [--markdown]   (every GT_* variable, its type, default and effect)\n";
 }
 
 std::string HostsOf(uint32_t mask) {
@@ -290,6 +293,48 @@ int Keygen(const std::vector<std::string>& names) {
   return 0;
 }
 
+// The default of the plugin option ("hotpath window") a variable overrides,
+// from the plugin's descriptor: the one place it is written.
+gt::Result<std::string> OptionDefault(std::string_view option) {
+  const size_t space = option.find(' ');
+  gt::Result<gt::LoadedPlugin> plugin = gt::FindPlugin(std::string(option.substr(0, space)));
+  if (!plugin.ok()) return plugin.status();
+  const gt::PluginDescriptor& d = *plugin->descriptor;
+  for (size_t i = 0; i < d.option_count; ++i)
+    if (option.substr(space + 1) == d.options[i].name) return std::string(d.options[i].default_value);
+  return gt::NotFound(std::string(option) + ": the plugin declares no such option");
+}
+
+// Every GT_* variable; with --markdown, as the rows of README.md's
+// "Environment variables" table (tests/python/test_env_table.py).
+int Env(const std::vector<std::string>& args) {
+  const bool markdown = args.size() == 1 && args[0] == "--markdown";
+  if (!args.empty() && !markdown) {
+    PrintUsage();
+    return 2;
+  }
+  for (const gt::SettingSpec& s : gt::AllSettings()) {
+    gt::Result<std::string> value = s.option ? OptionDefault(s.option) : std::string(s.default_value ? s.default_value : "");
+    if (!value.ok()) {
+      std::cerr << "gt env: " << s.name << ": " << value.status().message() << "\n";
+      return 1;
+    }
+    const std::string given = value->empty() ? "unset" : "`" + *value + "`";
+    std::string effect = s.doc;
+    if (s.option) {
+      const std::string_view option(s.option);
+      const size_t space = option.find(' ');
+      effect += " (" + std::string(option.substr(0, space)) + " `" + std::string(option.substr(space + 1)) + "`)";
+    }
+    if (markdown)
+      std::cout << "| `" << s.name << "` | " << given << " | " << effect << " |\n";
+    else
+      std::cout << std::left << std::setw(24) << s.name << std::setw(9) << gt::SettingTypeName(s.type) << given
+                << "\n    " << effect << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,6 +349,7 @@ int main(int argc, char** argv) {
   if (command == "cluster") return Cluster(argc - 1, argv + 1);
   if (command == "top") return gt::services::Top(argc - 1, argv + 1);
   if (command == "keygen") return Keygen(rest);
+  if (command == "env") return Env(rest);
   PrintUsage();
   return command == "--help" || command == "-h" ? 0 : 2;
 }

@@ -14,7 +14,7 @@
 #include <string_view>
 
 #include "embedded/embedded_cluster.h"
-#include "gt/options.h"
+#include "gt/settings.h"
 #include "net/peer_address.h"
 
 namespace gt::services {
@@ -36,17 +36,18 @@ gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string&
                                                               std::string* bound) {
   if (address.empty()) return std::unique_ptr<prometheus::Exposer>();
   const std::string where = "cannot serve metrics on " + address + ": ";
-  std::string host, port;
-  if (!SplitHostPort(address, &host, &port)) return gt::InvalidArgument(where + "expected host:port");
+  std::optional<gt::HostPort> split = gt::SplitHostPort(address);
+  if (!split) return gt::InvalidArgument(where + "expected host:port");
   // Checked here: the HTTP server would keep the port's low 16 bits.
-  if (!gt::ParsePortNumber(port))
-    return gt::InvalidArgument(where + "the port must be a number from 0 to 65535, not '" + port + "'");
+  if (!gt::ParsePortNumber(split->port))
+    return gt::InvalidArgument(where + "the port must be a number from 0 to 65535, not '" + split->port + "'");
   try {
     auto exposer = std::make_unique<prometheus::Exposer>(address);
     exposer->RegisterCollectable(registry);
     std::vector<int> ports = exposer->GetListeningPorts();
-    std::string host = address.substr(0, address.rfind(':'));
-    if (host.empty() || host == "0.0.0.0" || host == "[::]") host = "127.0.0.1";
+    std::string host = IsWildcardHost(split->host)            ? std::string("127.0.0.1")
+                       : split->host.find(':') != std::string::npos ? "[" + split->host + "]"
+                                                                    : split->host;
     if (bound && !ports.empty()) *bound = host + ":" + std::to_string(ports[0]);
     return exposer;
   } catch (const std::exception& e) {
@@ -55,55 +56,14 @@ gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string&
   }
 }
 
-bool SplitHostPort(const std::string& address, std::string* host, std::string* port) {
-  if (!address.empty() && address[0] == '[') {
-    size_t close = address.find(']');
-    if (close == std::string::npos || close + 1 >= address.size() || address[close + 1] != ':') return false;
-    *host = address.substr(1, close - 1);
-    *port = address.substr(close + 2);
-    return true;
-  }
-  size_t colon = address.rfind(':');
-  if (colon == std::string::npos) return false;
-  *host = address.substr(0, colon);
-  *port = address.substr(colon + 1);
-  return true;
-}
-
-bool IsWildcardHost(const std::string& host) {
-  return host.empty() || host == "0.0.0.0" || host == "::" || host == "*";
-}
+bool IsWildcardHost(const std::string& host) { return host.empty() || IsWildcardAddress(host); }
 
 std::string AnnouncedMetricsEndpoint(const std::string& address, const std::string& bound) {
-  std::string host, port, bound_host, bound_port;
-  if (bound.empty() || !SplitHostPort(bound, &bound_host, &bound_port)) return bound;
-  if (SplitHostPort(address, &host, &port) && IsWildcardHost(host)) return "0.0.0.0:" + bound_port;
+  std::optional<HostPort> bound_at = SplitHostPort(bound);
+  if (bound.empty() || !bound_at) return bound;
+  if (std::optional<HostPort> given = SplitHostPort(address); given && IsWildcardHost(given->host))
+    return "0.0.0.0:" + bound_at->port;
   return bound;
-}
-
-namespace {
-
-// The port of "host:port" when it is a plain 1..65535 number, else 0.
-int ParsePort(const std::string& text) { return gt::ParsePortNumber(text).value_or(0); }
-
-// "tcp://HOST:PORT" split; false for anything else.
-bool SplitTcp(const std::string& endpoint, std::string* host, int* port) {
-  constexpr std::string_view kTcp = "tcp://";
-  if (endpoint.compare(0, kTcp.size(), kTcp) != 0) return false;
-  std::string port_text;
-  if (!SplitHostPort(endpoint.substr(kTcp.size()), host, &port_text)) return false;
-  *port = ParsePort(port_text);
-  return *port != 0;
-}
-
-}  // namespace
-
-std::string LocalIpcEndpointForListen(const std::string& bound_tcp) {
-  std::string host;
-  int port = 0;
-  if (!LocalIpcEnabled() || !SplitTcp(bound_tcp, &host, &port)) return "";
-  if (!IsLocalHost(host) && host != "0.0.0.0" && host != "*") return "";
-  return "ipc://" + LocalIpcPath(port);
 }
 
 LocalIpcBinding::LocalIpcBinding(std::string endpoint)
@@ -153,16 +113,12 @@ std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
   return std::make_unique<LocalIpcBinding>(endpoint);
 }
 
-std::string PreferLocalIpc(const std::string& endpoint) {
-  std::string host;
-  int port = 0;
-  if (!SplitTcp(endpoint, &host, &port)) return endpoint;
-  const std::string local = LocalDispatcherEndpoint(host, port);
-  return local.empty() ? endpoint : local;
-}
-
 std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, HostKind host,
                                                   const std::string& default_id) {
+  if (Status s = CheckSettings(); !s.ok()) {
+    std::cerr << s.message() << "\n";
+    return std::nullopt;
+  }
   Result<HostManifest> manifest = !file.empty()                    ? LoadManifestFile(file, host)
                                   : host == HostKind::kDispatcher ? DefaultDispatcherManifest()
                                                                    : DefaultWorkerManifest();
@@ -172,10 +128,6 @@ std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, HostK
   }
   if (file.empty()) manifest->id = default_id;
   return std::move(*manifest);
-}
-
-std::string ZmqEndpoint(const std::string& address) {
-  return address.empty() || address.find("://") != std::string::npos ? address : "tcp://" + address;
 }
 
 }  // namespace gt::services

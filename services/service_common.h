@@ -15,6 +15,7 @@
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 
+#include "gt/endpoint.h"
 #include "gt/status.h"
 #include "net/local_ipc.h"
 #include "host/manifest.h"
@@ -43,10 +44,6 @@ gt::Result<std::unique_ptr<prometheus::Exposer>> ServeMetrics(const std::string&
                                                               std::shared_ptr<prometheus::Registry> registry,
                                                               std::string* bound);
 
-// Splits "host:port" ("[v6]:port" too) into its parts, brackets removed.
-// Returns false when there is no ':' separating a port.
-bool SplitHostPort(const std::string& address, std::string* host, std::string* port);
-
 // True for a host that means "every interface": "", 0.0.0.0, ::, *.
 bool IsWildcardHost(const std::string& host);
 
@@ -57,14 +54,8 @@ bool IsWildcardHost(const std::string& host);
 // "" when `bound` is "".
 std::string AnnouncedMetricsEndpoint(const std::string& address, const std::string& bound);
 
-// Local ipc (core/net/local_ipc.h): what a dispatcher binds, and where a
-// worker connects.
-
-// The ipc endpoint a dispatcher bound to `bound_tcp` (a tcp:// endpoint as
-// bound, port resolved) should also bind, or "" when there is none: not tcp,
-// a host other than 127.0.0.1 / localhost / an IPv4 wildcard, or
-// GT_LOCAL_IPC=0.
-std::string LocalIpcEndpointForListen(const std::string& bound_tcp);
+// Local ipc (core/net/local_ipc.h: LocalIpcEndpointForListen, PreferLocalIpc):
+// binding what a dispatcher binds.
 
 // A local ipc endpoint this process bound. Destroying it removes the socket
 // file if it is still the one bound (same device and inode): ZeroMQ leaves
@@ -96,20 +87,11 @@ std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
                                               const std::function<Status(const std::string&)>& bind,
                                               std::string* why);
 
-// For a worker: ipc://LocalIpcPath(P) when `endpoint` is tcp://127.0.0.1:P or
-// tcp://localhost:P, local ipc is enabled, and that socket is kListening;
-// else `endpoint` unchanged.
-std::string PreferLocalIpc(const std::string& endpoint);
-
-// Loads `file` as a manifest for `host`, or, when file is empty, the
-// embedded default's (DefaultDispatcherManifest / DefaultWorkerManifest)
-// under the id `default_id`; prints every problem and returns nullopt when
-// invalid.
+// Checks the GT_* settings (CheckSettings), then loads `file` as a manifest
+// for `host`, or, when file is empty, the embedded default's
+// (DefaultDispatcherManifest / DefaultWorkerManifest) under the id
+// `default_id`; prints every problem and returns nullopt when invalid.
 std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, HostKind host,
                                                   const std::string& default_id);
-
-// A ZeroMQ endpoint from what a user typed: "host:port" is tcp://host:port;
-// anything with a scheme ("tcp://", "ipc://") is taken as it is.
-std::string ZmqEndpoint(const std::string& address);
 
 }  // namespace gt::services

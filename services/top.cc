@@ -375,8 +375,10 @@ Result<std::vector<std::string>> ParseDiscoveryTargets(const std::string& json) 
 }
 
 Result<std::string> HttpGetBody(const std::string& address, const std::string& path, int timeout_ms) {
-  std::string host, port;
-  if (!SplitHostPort(address, &host, &port)) return InvalidArgument("'" + address + "' is not host:port");
+  std::optional<HostPort> split = SplitHostPort(address);
+  if (!split) return InvalidArgument("'" + address + "' is not host:port");
+  const std::string& host = split->host;
+  const std::string& port = split->port;
   asio::io_context io;
   tcp::resolver resolver(io);
   boost::system::error_code ec;

@@ -37,7 +37,7 @@ int main(int argc, char** argv) {
       gt::services::LoadManifestOrExplain(vm["manifest"].as<std::string>(), gt::HostKind::kWorker, "worker");
   if (!manifest) return 1;
   if (auto v = vm["connect"].as<std::string>(); !v.empty()) manifest->connect = v;
-  manifest->connect = gt::services::ZmqEndpoint(manifest->connect);
+  manifest->connect = gt::ToZmqEndpoint(manifest->connect);
   // Given at all, even as "" (no metrics), it wins over the manifest.
   if (!vm["metrics"].defaulted()) manifest->metrics = vm["metrics"].as<std::string>();
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   gt::services::ShutdownSignal signal(stop);
   // A loopback tcp address of a dispatcher on this machine: its local ipc
   // socket when it has one (GT_LOCAL_IPC=0: as given).
-  const std::string endpoint = gt::services::PreferLocalIpc(manifest->connect);
+  const std::string endpoint = gt::PreferLocalIpc(manifest->connect);
   std::cout << "gt-worker " << manifest->id << " connecting to " << endpoint
             << (endpoint == manifest->connect ? "" : " (local ipc for " + manifest->connect + ")")
             << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;

@@ -1,8 +1,8 @@
 #include "client_pipeline.h"
 
-#include <cstdlib>
 #include <string_view>
 
+#include "gt/settings.h"
 #include "ir/codec.h"
 #include "host/host_snapshot.h"
 #include "host/shipped_configs.h"
@@ -16,12 +16,14 @@ constexpr const char* kTerminalName = "send";
 }  // namespace
 
 Result<std::optional<HostManifest>> ClientManifestFromEnv() {
-  if (const char* file = std::getenv("GT_CLIENT_MANIFEST"); file != nullptr && *file != '\0') {
-    Result<HostManifest> m = LoadManifestFile(file, HostKind::kClient);
+  if (std::optional<std::string> file = TextSetting("GT_CLIENT_MANIFEST")) {
+    Result<HostManifest> m = LoadManifestFile(*file, HostKind::kClient);
     if (!m.ok()) return InvalidArgument("GT_CLIENT_MANIFEST: " + m.status().message());
     return std::optional<HostManifest>(std::move(*m));
   }
-  if (!CompileStagesFromEnv()) return std::optional<HostManifest>();
+  Result<bool> compiled = CompileStagesFromEnv();
+  if (!compiled.ok()) return compiled.status();
+  if (!*compiled) return std::optional<HostManifest>();
   Result<HostManifest> m = LoadShippedManifest("client-compile.yaml", HostKind::kClient);
   if (!m.ok()) return m.status();
   return std::optional<HostManifest>(std::move(*m));

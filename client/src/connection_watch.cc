@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "gt/settings.h"
+
 namespace gt::client_internal {
 namespace {
 
@@ -94,17 +96,11 @@ Status ConnectionWatch::Check(Clock::time_point now) const {
 }
 
 Result<std::optional<std::chrono::milliseconds>> ConnectTimeoutFromEnv() {
-  const char* env = std::getenv("GT_CONNECT_TIMEOUT");
-  if (env == nullptr || *env == '\0') return std::optional<std::chrono::milliseconds>(std::chrono::seconds(5));
-  char* end = nullptr;
-  errno = 0;
-  const double seconds = std::strtod(env, &end);
-  if (errno != 0 || end == env || *end != '\0' || !std::isfinite(seconds) || seconds < 0 || seconds > 86400)
-    return InvalidArgument(std::string("GT_CONNECT_TIMEOUT: expected seconds from 0 (wait forever) to 86400, got '") +
-                           env + "'");
-  if (seconds == 0) return std::optional<std::chrono::milliseconds>();
+  Result<double> seconds = SecondsSetting("GT_CONNECT_TIMEOUT");
+  if (!seconds.ok()) return seconds.status();
+  if (*seconds == 0) return std::optional<std::chrono::milliseconds>();
   return std::optional<std::chrono::milliseconds>(
-      std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds * 1000))));
+      std::max<int64_t>(1, static_cast<int64_t>(std::llround(*seconds * 1000))));
 }
 
 }  // namespace gt::client_internal

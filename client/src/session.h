@@ -148,6 +148,15 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   Session() = default;
   void EnsureStartedLocked();              // REQUIRES: mu_ held
+  // The start's settings (gt/settings.h) and the client's stages; returns
+  // GT_CONNECT_TIMEOUT (nullopt: wait forever). Throws gt::Error naming a bad
+  // variable. REQUIRES: mu_ held.
+  std::optional<std::chrono::milliseconds> ReadSettingsLocked();
+  // Starts the embedded default and returns its endpoint. REQUIRES: mu_ held.
+  std::string StartEmbeddedLocked();
+  // Makes socket_ (CURVE, the connection watch) and connects it to
+  // `endpoint`. REQUIRES: mu_ held.
+  void ConnectLocked(const std::string& endpoint, const std::optional<std::chrono::milliseconds>& connect_timeout);
   // Queues `inst` through the client's stages (when it has any and does not
   // place tensors) and sends the batch once it is full.
   void QueueLocked(Instruction&& inst);

@@ -1,11 +1,11 @@
 #include "embedded/embedded_cluster.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <string_view>
 #include <thread>
 
 #include "dispatcher/dispatcher.h"
+#include "gt/settings.h"
 #include "host/manifest.h"
 #include "host/shipped_configs.h"
 #include "net/transport.h"
@@ -15,9 +15,10 @@ namespace gt {
 // configs/embedded-dispatcher.yaml, less the stages its environment
 // switches off (the file's header says which): those are never loaded.
 Result<HostManifest> DefaultDispatcherManifest() {
-  const char* log = std::getenv("GT_INSTRUCTION_LOG");
-  const bool logged = log != nullptr && *log != '\0';
-  const bool compiled = CompileStagesFromEnv();
+  const bool logged = TextSetting("GT_INSTRUCTION_LOG").has_value();
+  Result<bool> compile = CompileStagesFromEnv();
+  if (!compile.ok()) return compile.status();
+  const bool compiled = *compile;
   return LoadShippedManifest("embedded-dispatcher.yaml", HostKind::kDispatcher, [&](const std::string& stage) {
     if (stage == "instruction_log") return logged;
     if (stage == "hotpath" || stage == "compile") return compiled;

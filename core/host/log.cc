@@ -5,11 +5,10 @@
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
-#include "gt/options.h"
+#include "gt/settings.h"
 
 namespace gt::log {
 namespace {
@@ -18,16 +17,18 @@ using Clock = std::chrono::steady_clock;
 
 constexpr std::array<const char*, static_cast<size_t>(Component::kCount)> kNames = {"client", "dispatcher", "worker",
                                                                                     "compile"};
-// A switch as every GT_* switch reads (gt/options.h, EnvFlag): unset or
-// empty is off.
-bool On(const char* value) { return value != nullptr && *value != '\0' && EnvFlag(value); }
+// A bad value counts as off here: the client's first op and a service's
+// start already failed on it (CheckSettings), naming it.
+bool On(const char* name) {
+  Result<bool> on = SwitchSetting(name);
+  return on.ok() && *on;
+}
 
 uint32_t MaskFromEnvironment() {
   // In Component order.
-  const std::array<const char*, static_cast<size_t>(Component::kCount)> parts = {
-      std::getenv("GT_DEBUG_CLIENT"), std::getenv("GT_DEBUG_DISPATCHER"), std::getenv("GT_DEBUG_WORKER"),
-      std::getenv("GT_DEBUG_COMPILE")};
-  const bool verbose = On(std::getenv("GT_VERBOSE"));
+  constexpr std::array<const char*, static_cast<size_t>(Component::kCount)> parts = {
+      "GT_DEBUG_CLIENT", "GT_DEBUG_DISPATCHER", "GT_DEBUG_WORKER", "GT_DEBUG_COMPILE"};
+  const bool verbose = On("GT_VERBOSE");
   uint32_t mask = 0;
   for (size_t c = 0; c < parts.size(); ++c)
     if (verbose || On(parts[c])) mask |= 1u << c;

@@ -2,12 +2,13 @@
 
 #include "host/shipped_configs.h"
 
-#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include <yaml-cpp/yaml.h>
+
+#include "gt/settings.h"
 
 namespace gt {
 namespace {
@@ -338,16 +339,18 @@ Result<HostManifest> ParseManifest(std::string_view yaml, const std::string& sou
   return m;
 }
 
-bool CompileStagesFromEnv() {
-  if (const char* compile = std::getenv("GT_COMPILE"); compile != nullptr && *compile != '\0')
-    return std::string_view(compile) == "1";
-  const char* batch = std::getenv("GT_WORKER_BATCH_SIZE");
-  return batch != nullptr && *batch != '\0' && std::string_view(batch) != "1";
+Result<bool> CompileStagesFromEnv() {
+  Result<std::optional<bool>> compile = SwitchIfSet("GT_COMPILE");
+  if (!compile.ok() || compile->has_value()) return compile.ok() ? Result<bool>(**compile) : compile.status();
+  Result<std::optional<int64_t>> batch = IntIfSet("GT_WORKER_BATCH_SIZE");
+  if (!batch.ok()) return batch.status();
+  return batch->has_value() && **batch != 1;
 }
 
-bool CompileScopesEager() {
-  const char* compile = std::getenv("GT_COMPILE");
-  return compile != nullptr && *compile != '\0' && std::string_view(compile) != "1";
+Result<bool> CompileScopesEager() {
+  Result<std::optional<bool>> compile = SwitchIfSet("GT_COMPILE");
+  if (!compile.ok()) return compile.status();
+  return compile->has_value() && !**compile;
 }
 
 Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expected, const StageFilter& keep) {

@@ -12,6 +12,8 @@
 
 #include <boost/dll/shared_library.hpp>
 
+#include "gt/settings.h"
+
 namespace gt {
 namespace {
 
@@ -116,8 +118,8 @@ void AppendUnique(std::vector<std::string>& dirs, std::vector<std::string>& seen
 std::vector<std::string> PluginSearchPath() {
   std::vector<std::string> dirs;
   std::vector<std::string> seen;  // canonical forms of `dirs`
-  if (const char* env = std::getenv("GT_PLUGIN_PATH")) {
-    std::string_view rest(env);
+  if (std::optional<std::string> env = TextSetting("GT_PLUGIN_PATH")) {
+    std::string_view rest(*env);
     while (!rest.empty()) {
       size_t colon = rest.find(':');
       AppendUnique(dirs, seen, std::string(rest.substr(0, colon)));

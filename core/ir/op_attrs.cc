@@ -2,6 +2,7 @@
 // (the layout documented in gt/op.h). Nothing else writes these fields.
 #include <cmath>
 #include "gt/op_attrs.h"
+#include "gt/endpoint.h"
 
 #include <cassert>
 #include <cstdint>
@@ -187,7 +188,7 @@ Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
     return Invalid(inst, "rendezvous generation '" + generation + "' is not a number");
   spec.generation = std::stoull(generation);
   if (spec.rendezvous.empty()) return Invalid(inst, "no rendezvous address");
-  if (spec.rendezvous.rfind(':') == std::string::npos)
+  if (std::optional<HostPort> at = SplitHostPort(spec.rendezvous); !at || at->host.empty() || !ParsePortNumber(at->port))
     return Invalid(inst, "rendezvous '" + spec.rendezvous + "' is not host:port");
   const std::vector<int64_t>& axes = inst.attrs.axes;
   if (inst.attrs.numbers.empty() || axes.empty()) return Invalid(inst, "no group (numbers) or rank (axes[0])");

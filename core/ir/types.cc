@@ -16,6 +16,7 @@
 #include "gt/op.h"
 #include "gt/options.h"
 #include "gt/plugin.h"
+#include "gt/settings.h"
 #include "gt/stage.h"
 #include "gt/status.h"
 
@@ -346,17 +347,15 @@ Result<OptionValue> ParseOptionValue(const OptionSpec& spec, std::string_view te
   return Internal("unknown option type");
 }
 
-bool EnvFlag(std::string_view text) {
-  std::string lower(text);
-  for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  return !(lower == "0" || lower == "false" || lower == "no" || lower == "off");
-}
-
 Result<std::optional<OptionValue>> ReadEnvOverride(const OptionSpec& spec) {
-  const char* text = spec.env != nullptr ? std::getenv(spec.env) : nullptr;
-  if (text == nullptr || *text == '\0') return std::optional<OptionValue>();
-  if (spec.type == OptionType::kBool) return std::optional<OptionValue>(EnvFlag(text));
-  Result<OptionValue> parsed = ParseOptionValue(spec, text);
+  std::optional<std::string> text = spec.env != nullptr ? EnvironmentText(spec.env) : std::nullopt;
+  if (!text) return std::optional<OptionValue>();
+  if (spec.type == OptionType::kBool) {
+    Result<bool> on = ParseSwitch("$" + std::string(spec.env), *text);
+    if (!on.ok()) return on.status();
+    return std::optional<OptionValue>(*on);
+  }
+  Result<OptionValue> parsed = ParseOptionValue(spec, *text);
   if (!parsed.ok()) return InvalidArgument("$" + std::string(spec.env) + ": " + parsed.status().message());
   return std::optional<OptionValue>(std::move(*parsed));
 }

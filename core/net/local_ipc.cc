@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 
-#include "gt/options.h"
+#include "gt/endpoint.h"
+#include "gt/settings.h"
 
 namespace gt {
 
@@ -22,8 +22,10 @@ std::string LocalIpcPath(int port) {
 }
 
 bool LocalIpcEnabled() {
-  const char* env = std::getenv("GT_LOCAL_IPC");
-  return !env || !*env || EnvFlag(env);
+  // A bad value keeps the default: the client's first op and a service's
+  // start already failed on it (CheckSettings).
+  Result<bool> on = SwitchSetting("GT_LOCAL_IPC");
+  return !on.ok() || *on;
 }
 
 LocalSocket ProbeLocalSocket(const std::string& path) {
@@ -49,6 +51,19 @@ std::string LocalDispatcherEndpoint(const std::string& host, int port) {
   if (!IsLocalHost(host) || port <= 0 || !LocalIpcEnabled()) return "";
   const std::string path = LocalIpcPath(port);
   return ProbeLocalSocket(path) == LocalSocket::kListening ? "ipc://" + path : "";
+}
+
+std::string LocalIpcEndpointForListen(const std::string& bound_tcp) {
+  std::optional<TcpAddress> tcp = ParseTcpEndpoint(bound_tcp);
+  if (!tcp || !LocalIpcEnabled()) return "";
+  if (!IsLocalHost(tcp->host) && tcp->host != "0.0.0.0" && tcp->host != "*") return "";
+  return "ipc://" + LocalIpcPath(tcp->port);
+}
+
+std::string PreferLocalIpc(const std::string& endpoint) {
+  std::optional<TcpAddress> tcp = ParseTcpEndpoint(endpoint);
+  const std::string local = tcp ? LocalDispatcherEndpoint(tcp->host, tcp->port) : "";
+  return local.empty() ? endpoint : local;
 }
 
 }  // namespace gt

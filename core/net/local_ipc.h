@@ -1,8 +1,9 @@
-// Local ipc (README "Running a cluster"): a dispatcher that listens on tcp
-// port P of 127.0.0.1, localhost or every IPv4 interface also binds
-// ipc://LocalIpcPath(P) (services/service_common.h, BindLocalIpc), and a
-// client or worker told to reach localhost:P uses that socket instead when a
-// dispatcher of this user listens on it: ipc is faster on one machine
+// Local ipc (README "Running a cluster"), the one rule of it: a dispatcher
+// that listens on tcp port P of 127.0.0.1, localhost or every IPv4 interface
+// also binds ipc://LocalIpcPath(P) (LocalIpcEndpointForListen;
+// services/service_common.h, BindLocalIpc), and a client or worker told to
+// reach localhost:P uses that socket instead when a dispatcher of this user
+// listens on it (PreferLocalIpc): ipc is faster on one machine
 // (docs/PERFORMANCE.md, "Local transport"). GT_LOCAL_IPC=0 turns it off.
 //
 // Thread-safety: plain functions; they read the environment and the file
@@ -39,5 +40,15 @@ bool IsLocalHost(const std::string& host);
 // enabled and a dispatcher of this user listens there; "" otherwise (the
 // caller keeps tcp).
 std::string LocalDispatcherEndpoint(const std::string& host, int port);
+
+// For a dispatcher bound at `bound_tcp` ("tcp://HOST:P", P a number): the
+// local ipc endpoint it also binds when HOST is a local host name or the IPv4
+// wildcard and local ipc is enabled; "" otherwise.
+std::string LocalIpcEndpointForListen(const std::string& bound_tcp);
+
+// For a host about to connect to `endpoint`: the local dispatcher's ipc
+// endpoint when `endpoint` is "tcp://HOST:P" and LocalDispatcherEndpoint names
+// one; else `endpoint` itself.
+std::string PreferLocalIpc(const std::string& endpoint);
 
 }  // namespace gt

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "gt/endpoint.h"
+
 namespace gt::torch_backend {
 
 namespace {
@@ -116,7 +118,6 @@ Collectives::~Collectives() = default;
 // rank and the rendezvous address).
 Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const CollectiveSpec& spec) {
   const std::string& rendezvous = spec.rendezvous;
-  const size_t colon = rendezvous.rfind(':');
   std::string members;
   for (int64_t w : spec.group) members += (members.empty() ? "" : ",") + std::to_string(w);
   const int size = static_cast<int>(spec.group.size());
@@ -131,11 +132,12 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   }
   ForgetOlderGenerations(rendezvous, spec.generation);
   c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(std::stoi(rendezvous.substr(colon + 1)));
+  const HostPort at = SplitHostPort(rendezvous).value_or(HostPort{});  // checked by ReadCollective
+  store_options.port = static_cast<uint16_t>(ParsePortNumber(at.port).value_or(0));
   store_options.isServer = false;
   store_options.waitWorkers = false;
   store_options.timeout = options_.timeout;
-  std::string store_host = rendezvous.substr(0, colon);
+  std::string store_host = at.host;
   if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
   auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
   auto group = std::make_unique<Group>();

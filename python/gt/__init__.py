@@ -17,8 +17,6 @@ An op that fails on a worker is reported at the next sync point (numpy(),
 item(), repr, gt.sync()) as gt.Error, naming the op.
 """
 
-import os as _os
-
 from . import _C, _dtype
 from ._C import Error
 from ._dtype import dtype, float32, float64, int32, int64
@@ -91,5 +89,7 @@ for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "su
     globals()[_name] = _method(_name)
 del _name
 
-if _os.environ.get("GT_CONFIG"):
-    load_config(_os.environ["GT_CONFIG"])
+_env_config = _C._setting("GT_CONFIG")  # gt/settings.h: the one list of GT_* variables
+if _env_config:
+    load_config(_env_config)
+del _env_config

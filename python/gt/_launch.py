@@ -12,6 +12,8 @@ import pathlib
 import shutil
 import sys
 
+from . import _C
+
 __all__ = ["find_service", "exec_service"]
 
 
@@ -21,7 +23,7 @@ def _candidate_dirs():
     # build/bin; an install as <prefix>/lib/python3/dist-packages/gt with
     # them in <prefix>/bin. The package path is taken unresolved: in the build
     # tree the .py files are symlinks into the source tree.
-    env = os.environ.get("GT_BIN_DIR")
+    env = _C._setting("GT_BIN_DIR")  # through gt/settings.h, the one list of GT_* variables
     if env:
         yield pathlib.Path(env)
     package = pathlib.Path(os.path.abspath(__file__)).parent

@@ -33,14 +33,9 @@ struct OptionSpec {
   double max;
   // Environment variable that, when set and not empty, replaces the
   // manifest's value (nullptr: none). Parsed as the option's type and range;
-  // for a bool see EnvFlag.
+  // a bool as a switch (gt/settings.h, ParseSwitch).
   const char* env = nullptr;
 };
-
-// An environment variable read as a switch, as gt's GT_* switches always
-// were: off for 0, false, no, off (any case); on for any other text.
-// REQUIRES: `text` is not empty (an empty variable is no override).
-bool EnvFlag(std::string_view text);
 
 using OptionValue = std::variant<bool, int64_t, double, std::string>;
 
@@ -48,7 +43,8 @@ using OptionValue = std::variant<bool, int64_t, double, std::string>;
 // option, the expected type and the text.
 Result<OptionValue> ParseOptionValue(const OptionSpec& spec, std::string_view text);
 // The value of `spec.env` when it is set and not empty, parsed; nullopt when
-// it is unset (or the spec has none). The error names the variable.
+// it is unset (or the spec has none). The error names the variable. Read
+// through gt/settings.h (EnvironmentText), as every GT_* variable is.
 Result<std::optional<OptionValue>> ReadEnvOverride(const OptionSpec& spec);
 
 // Validated option values, one per declared option.

@@ -1,0 +1,222 @@
+// The session's instruction stream: issuing ops (shape inference here, so a
+// shape error is raised at the line that caused it), the client's own stages,
+// the batch being filled and its sending, frees, inspects. Syncs and replies
+// are in session_sync.cc; connection setup in session.cc.
+#include "session.h"
+
+#include "gt/log.h"
+#include "gt/op_attrs.h"
+#include "ir/codec.h"
+#include "net/transport.h"
+
+namespace gt::client_internal {
+namespace {
+
+// Instructions per message: large enough to amortize a message, small enough
+// that workers start on a long stream before it is all queued.
+constexpr int kBatchInstructions = 256;
+// A program that never reads a result would grow the dispatcher's and the
+// workers' queues without bound (and meet the dispatcher's max_inflight
+// quota): past this many instructions without a sync the client waits for
+// one, as backpressure. Far below the default quota, so that sharding's
+// several instructions per op stay under it too.
+constexpr int64_t kSyncWindow = 32768;
+// At most this many tensors in one free (a run of frees is held until the next
+// other instruction; this bounds one instruction's size).
+constexpr size_t kFreesPerInstruction = 1024;
+constexpr size_t kBatchPayloadBytes = 4 << 20;
+
+}  // namespace
+
+std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector<const TensorRecord*>& operands) {
+  std::vector<const TensorMeta*> metas;
+  for (const TensorRecord* r : operands) {
+    if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": operand is an undefined tensor");
+    metas.push_back(&r->meta);
+    inst.operands.push_back(r->id);
+  }
+  Result<TensorMeta> meta = InferResult(inst, metas);
+  if (!meta.ok()) throw Error(meta.status().code(), meta.status().message());
+  LoadEnvConfigOnce();
+  Origin origin = NoteOrigin(inst.op, inst.signal);
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  auto record = std::make_shared<TensorRecord>();
+  record->id = next_id_++;
+  record->meta = std::move(*meta);
+  inst.results = {record->id};
+  inst.seq = next_seq_++;
+  if (!origin.op.empty()) origins_[inst.seq] = std::move(origin);
+  if (inst.op == Op::kRedistribute && !placing_) {
+    // Its result has a placement record at the dispatcher: from now on every
+    // op must reach the sharding stage as itself, not inside a unit.
+    if (pipeline_) pipeline_->Drain();
+    placing_ = true;
+  }
+  QueueLocked(std::move(inst));
+  // Only once queued: a record dropped by a throw above must not free its
+  // id (its destructor would take mu_, held here).
+  record->session = shared_from_this();
+  return record;
+}
+
+void Session::Mutate(Instruction inst, const std::vector<const TensorRecord*>& operands) {
+  for (const TensorRecord* r : operands) {
+    if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": undefined tensor");
+    inst.operands.push_back(r->id);
+  }
+  if (inst.op == Op::kCopyInto || inst.op == Op::kMulInto || inst.op == Op::kAddInto) {
+    const Shape& to = operands[0]->meta.shape;
+    const Shape& from = operands[1]->meta.shape;
+    Result<Shape> shape = BroadcastShapes(to, from);
+    const char* what = inst.op == Op::kCopyInto ? "copy_: source" : inst.op == Op::kMulInto ? "mul_: factor" : "add_: addend";
+    if (!shape.ok() || *shape != to)
+      throw Error(Code::kInvalidArgument, std::string(what) + " of shape " + ShapeToString(from) +
+                                              " does not broadcast to destination " + ShapeToString(to));
+  }
+  Origin origin = NoteOrigin(inst.op, inst.signal);
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  inst.seq = next_seq_++;
+  if (!origin.op.empty()) origins_[inst.seq] = std::move(origin);
+  QueueLocked(std::move(inst));
+}
+
+void Session::Marker(Op op, const std::string& signal) {
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  if (compile_scopes_eager_) return;
+  if (op == Op::kHotStart) FlushLocked();
+  // A compile scope: no sequence id.
+  Instruction marker = MakeHotMarker(op, HotMarker{.required = compile_scopes_required_});
+  marker.seq = next_seq_++;
+  marker.signal = signal;
+  QueueLocked(std::move(marker));
+}
+
+void Session::QueueLocked(Instruction&& inst) {
+  QueueFreesLocked();
+  if (unsynced_ >= kSyncWindow) SyncLocked(0, nullptr, /*keep_errors=*/true);
+  if (pipeline_ && !placing_) pipeline_->Push(std::move(inst));
+  else AppendLocked(inst);
+  if (batch_.instructions_size() >= kBatchInstructions || payload_bytes_ >= kBatchPayloadBytes) SendBatchLocked();
+}
+
+void Session::AppendLocked(const Instruction& inst) {
+  if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
+  EncodeInstruction(inst, batch_.add_instructions(), &payloads_);
+  if (inst.payload) payload_bytes_ += inst.payload->size();
+  ++unsynced_;
+}
+
+void Session::QueueFreesLocked() {
+  if (!pending_free_) return;
+  Instruction run = std::move(*pending_free_);
+  pending_free_.reset();
+  QueueLocked(std::move(run));
+}
+
+void Session::FlushLocked() {
+  QueueFreesLocked();
+  if (pipeline_) pipeline_->Drain();
+  SendBatchLocked();
+}
+
+void Session::SendBatchLocked() {
+  if (batch_.instructions_size() == 0) return;
+  Result<size_t> sent = SendEnvelope(*socket_, "", batch_, payloads_);
+  GT_LOG(kClient, "sent a batch of " << batch_.instructions_size() << " instructions ("
+                                     << (sent.ok() ? std::to_string(*sent) + " bytes" : sent.status().ToString()) << ")");
+  batch_.Clear();
+  payloads_.clear();
+  payload_bytes_ = 0;
+  if (sent.ok()) return;
+  if (watch_) {
+    watch_->Drain();
+    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) {
+      broken_ = s;
+      throw Error(s.code(), "gt: " + s.message());
+    }
+  }
+  throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
+}
+
+void Session::Free(TensorId id) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!started_ || closed_) return;
+    if (pending_free_ && pending_free_->operands.size() < kFreesPerInstruction) {
+      pending_free_->operands.push_back(id);
+      return;
+    }
+    QueueFreesLocked();
+    pending_free_ = MakeFree(0, next_seq_++, {id});
+  } catch (...) {
+    // A free that cannot be sent is reclaimed when the session ends.
+  }
+}
+
+void Session::SettleTogether(const std::vector<const TensorRecord*>& tensors) {
+  if (tensors.size() < 2) return;  // one alone is summed when it is first needed, just as well
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  if (!placing_) return;
+  Instruction settle;
+  settle.op = Op::kSettle;
+  for (const TensorRecord* t : tensors) settle.operands.push_back(t->id);
+  settle.seq = next_seq_++;
+  QueueLocked(std::move(settle));
+}
+
+bool Session::Places() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return placing_;
+}
+
+FetchedData Session::Inspect(Instruction inst, const TensorRecord* operand) {
+  if (operand) inst.operands = {operand->id};
+  std::lock_guard<std::mutex> lock(mu_);
+  EnsureStartedLocked();
+  inst.seq = next_seq_++;
+  const uint64_t seq = inst.seq;
+  const uint64_t request = inst.attrs.seed;
+  if (pipeline_) pipeline_->Drain();
+  if (request == 2) {
+    origins_.clear();
+    recording_ = true;
+  }
+  QueueLocked(std::move(inst));
+  FetchedData data;
+  if (request == 2) return data;
+  if (request == 3) recording_ = false;
+  SyncLocked(seq, &data);
+  return data;
+}
+
+Session::Origin Session::OriginOf(uint64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = origins_.find(seq);
+  return it == origins_.end() ? Origin{} : it->second;
+}
+
+void Session::SetSourceHook(std::function<std::string()> hook) {
+  std::lock_guard<std::mutex> lock(hook_mu_);
+  source_hook_ = std::move(hook);
+}
+
+Session::Origin Session::NoteOrigin(Op op, const std::string& signal) {
+  if (!recording_.load(std::memory_order_relaxed)) return {};
+  Origin origin{std::string(OpName(op)), signal, "", client_internal::InBackward()};
+  std::function<std::string()> hook;
+  {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    hook = source_hook_;
+  }
+  try {
+    if (hook) origin.source = hook();
+  } catch (...) {  // a report without its source line rather than a failed op
+  }
+  return origin;
+}
+
+}  // namespace gt::client_internal
