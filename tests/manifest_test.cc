@@ -23,6 +23,7 @@
 
 #include "gt/instruction.h"
 #include "gt/plugin.h"
+#include "gt/settings.h"
 #include "host/host_metrics.h"
 #include "host/manifest.h"
 #include "host/pipeline.h"
@@ -600,6 +601,42 @@ TEST(ManifestTest, SecurityAndLimitsAreReadAndCheckedWithLines) {
     ASSERT_FALSE(m.ok()) << yaml;
     EXPECT_THAT(m.status().message(), HasSubstr(want)) << yaml;
   }
+}
+
+// gt/settings.h: one rule for every GT_* variable. A switch takes 1/true/
+// yes/on and 0/false/no/off in any case; an integer must be one, in range;
+// anything else is an error naming the variable and its text; empty is unset.
+TEST(SettingsTest, OneParsingRuleForEveryVariable) {
+  for (const char* on : {"1", "true", "YES", "On"}) EXPECT_TRUE(*ParseSwitch("GT_X", on)) << on;
+  for (const char* off : {"0", "False", "no", "OFF"}) EXPECT_FALSE(*ParseSwitch("GT_X", off)) << off;
+  Result<bool> bad = ParseSwitch("GT_VERBOSE", "maybe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(),
+            "GT_VERBOSE: expected a switch (1, true, yes, on or 0, false, no, off), got 'maybe'");
+
+  const std::optional<std::string> workers = EnvironmentText("GT_WORKERS"), compile = EnvironmentText("GT_COMPILE");
+  setenv("GT_WORKERS", "", 1);
+  EXPECT_EQ(*IntSetting("GT_WORKERS"), 2) << "empty is unset: the default";
+  for (const char* wrong : {"two", "0", "3x", "99999"}) {
+    setenv("GT_WORKERS", wrong, 1);
+    Result<int64_t> n = IntSetting("GT_WORKERS");
+    ASSERT_FALSE(n.ok()) << wrong;
+    EXPECT_THAT(n.status().message(), HasSubstr(std::string("GT_WORKERS: expected an integer from 1 to ")));
+    EXPECT_THAT(n.status().message(), HasSubstr(std::string("got '") + wrong + "'"));
+    EXPECT_FALSE(CheckSettings().ok()) << "the first op and a service's start fail on it";
+  }
+  unsetenv("GT_WORKERS");
+  setenv("GT_COMPILE", "true", 1);  // on, as for every switch (it used to mean eager)
+  EXPECT_TRUE(*CompileStagesFromEnv());
+  EXPECT_FALSE(*CompileScopesEager());
+  setenv("GT_COMPILE", "off", 1);
+  EXPECT_FALSE(*CompileStagesFromEnv());
+  EXPECT_TRUE(*CompileScopesEager());
+  unsetenv("GT_COMPILE");
+  EXPECT_TRUE(CheckSettings().ok());
+  if (workers) setenv("GT_WORKERS", workers->c_str(), 1);
+  if (compile) setenv("GT_COMPILE", compile->c_str(), 1);
+  for (const SettingSpec& s : AllSettings()) EXPECT_EQ(FindSetting(s.name), &s) << s.name;
 }
 
 }  // namespace

@@ -25,8 +25,9 @@ std::string Endpoint(const std::string& address) {
   return PreferLocalIpc(ToZmqEndpoint(address));
 }
 
-// The value of a setting read at the session's start, or the error that
-// fails the first op, naming the variable.
+// `result`'s value, or a gt::Error with its message after `what`: how the
+// session's start reports a bad setting (naming the variable), manifest or
+// cluster, failing the first op.
 template <typename T>
 T OrThrow(Result<T> result, const std::string& what = "gt: ") {
   if (!result.ok()) throw Error(result.status().code(), what + result.status().message());
