@@ -15,6 +15,7 @@
 #include "cluster.h"
 #include "gt/instruction.h"
 #include "gt/op.h"
+#include "gt/op_attrs.h"
 
 namespace gt::testing {
 namespace {
@@ -114,8 +115,8 @@ TEST_F(RedistributeWireTest, AnUnknownOperandFailsPromptly) {
   EXPECT_TRUE(Mentions(errors, "%999")) << ::testing::PrintToString(errors);
   // A refused redistribute leaves no record behind: 998 is still unknown.
   client.Send({Redistribute(42, 998, {4}, DType::kFloat32, {9, 0, 0})});
-  Instruction inspect = MakeInstruction(Op::kInspect, seq_++, {}, {998});
-  inspect.attrs.seed = 1;
+  Instruction inspect = MakeInspect(InspectMode::kLayout, {998});
+  inspect.seq = seq_++;
   client.Send({inspect});
   errors = SyncErrors(client);
   EXPECT_TRUE(Mentions(errors, "expected attrs {layout")) << ::testing::PrintToString(errors);
@@ -125,8 +126,9 @@ TEST_F(RedistributeWireTest, AnUnknownOperandFailsPromptly) {
 
 TEST_F(RedistributeWireTest, InspectMakesNoTensor) {
   RawClient client(context_, cluster_->endpoint());
-  Instruction inspect = MakeInstruction(Op::kInspect, seq_++, {77}, {});
-  inspect.attrs.seed = 2;
+  Instruction inspect = MakeInspect(InspectMode::kStartRecording);
+  inspect.seq = seq_++;
+  inspect.results = {77};
   client.Send({inspect});
   EXPECT_TRUE(Mentions(SyncErrors(client), "inspect makes no tensor"));
   OtherClientWorks();

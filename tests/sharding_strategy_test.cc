@@ -16,7 +16,7 @@
 #include "gt/stage.h"
 #include "rendezvous.h"
 #include "sharding.h"
-#include "stage.h"
+#include "sharding_stage.h"
 #include "strategy_table.h"
 
 namespace gt::sharding {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gt/layout.h"
+#include "gt/op_attrs.h"
 #include "session.h"
 #include "tensor_impl.h"
 
@@ -11,9 +13,6 @@ namespace {
 
 using client_internal::Session;
 using client_internal::TensorFactory;
-
-// The redistribute layouts of gt/op.h.
-enum WireLayout : int64_t { kWhole = 0, kSplit = 1, kCopies = 2, kPendingSum = 3, kOnMesh = 4 };
 
 Error Invalid(const std::string& message) { return Error(Code::kInvalidArgument, message); }
 
@@ -53,32 +52,34 @@ int64_t ShardDim(const Tensor& t, const Placement& p, const std::string& where) 
   return dim;
 }
 
-// {layout, axis, worker...} (gt/op.h kRedistribute) for `t`: placements
-// alike on every axis are one split or one set of copies over the flattened
-// mesh; different ones a mesh layout (4).
-std::vector<int64_t> LayoutAttrs(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements,
-                                 const char* what) {
+// The target (gt/layout.h) a redistribute of `t` to `placements` on `mesh`
+// names: placements alike on every axis are one split or one set of copies
+// over the flattened mesh; different ones a layout per mesh axis.
+layout::Layout Target(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements,
+                      const char* what) {
   const std::string where = std::string(what) + "(" + mesh.ToString() + ", " + Join(placements) + "): ";
   CheckPlacements(mesh, placements, where);
   std::vector<Placement> counted = placements;  // Shard dims from the front: Shard(0) and Shard(-2) alike
   for (Placement& p : counted)
     if (p.is_shard()) p.dim = ShardDim(t, p, where);
-  std::vector<int64_t> attrs;
+  layout::Layout target;
+  target.workers.assign(mesh.workers().begin(), mesh.workers().end());
   if (Alike(counted)) {
-    attrs = {counted[0].is_shard() ? kSplit : kCopies, counted[0].dim};
-  } else {
-    attrs = {kOnMesh, mesh.size(0), mesh.size(1)};
-    for (const Placement& p : counted) attrs.insert(attrs.end(), {p.is_shard() ? 1 : 2, p.dim});
+    target.kind = counted[0].is_shard() ? layout::Kind::kSplit : layout::Kind::kCopies;
+    target.axis = counted[0].dim;
+    return target;
   }
-  attrs.insert(attrs.end(), mesh.workers().begin(), mesh.workers().end());
-  return attrs;
+  target.kind = layout::Kind::kOnMesh;
+  target.mesh_shape = mesh.shape();
+  for (const Placement& p : counted) target.mesh_axes.push_back(layout::AxisPlacement{p.kind, p.dim});
+  return target;
 }
 
-Tensor IssueRedistribute(const Tensor& t, std::vector<int64_t> layout) {
+Tensor IssueRedistribute(const Tensor& t, const layout::Layout& target) {
   const client_internal::TensorRecord& r = Require(t, "redistribute");
   Instruction inst;
   inst.op = Op::kRedistribute;
-  inst.attrs.axes = std::move(layout);
+  inst.attrs.axes = layout::EncodeTarget(target);
   inst.attrs.shape = r.meta.shape;
   inst.attrs.dtype = r.meta.dtype;
   inst.signal = current_signal();
@@ -87,6 +88,7 @@ Tensor IssueRedistribute(const Tensor& t, std::vector<int64_t> layout) {
   return out;
 }
 
+// The int64 values the dispatcher answered an inspect with.
 std::vector<int64_t> Values(const client_internal::FetchedData& data) {
   if (data.dtype != DType::kInt64 || data.shape.size() != 1 || !data.bytes ||
       data.bytes->size() != static_cast<size_t>(data.shape[0]) * sizeof(int64_t))
@@ -96,12 +98,38 @@ std::vector<int64_t> Values(const client_internal::FetchedData& data) {
   return values;
 }
 
-Error Malformed() { return Error(Code::kInternal, "inspect: malformed answer from the dispatcher"); }
+// What a decoder refused, as the client reports a bad answer.
+Error Malformed(const Status& why) {
+  return Error(Code::kInternal, "inspect: malformed answer from the dispatcher (" + why.message() + ")");
+}
 
-std::vector<int> Workers(const std::vector<int64_t>& v, size_t from, size_t n) {
-  if (from + n > v.size()) throw Malformed();
-  std::vector<int> out;
-  for (size_t i = 0; i < n; ++i) out.push_back(static_cast<int>(v[from + i]));
+std::vector<int> Ints(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+
+// What a decoded layout answer says, as the client's types.
+Layout ToLayout(const layout::Layout& l) {
+  std::vector<int> workers = Ints(l.workers);
+  Layout out{DeviceMesh(workers), {Replicate()}, {}};
+  switch (l.kind) {
+    case layout::Kind::kWhole:
+    case layout::Kind::kCopies: break;
+    case layout::Kind::kPendingSum: out.placements = {Partial()}; break;
+    case layout::Kind::kSplit:
+      out.placements = {Shard(l.axis)};
+      out.shard_sizes = l.sizes;
+      break;
+    case layout::Kind::kOnMesh: {
+      const size_t columns = static_cast<size_t>(l.mesh_shape[1]);
+      std::vector<std::vector<int>> rows;
+      for (size_t i = 0; i < workers.size(); i += columns)
+        rows.emplace_back(workers.begin() + static_cast<std::ptrdiff_t>(i),
+                          workers.begin() + static_cast<std::ptrdiff_t>(i + columns));
+      out.mesh = DeviceMesh(rows, {"0", "1"});
+      out.placements.clear();
+      for (const layout::AxisPlacement& a : l.mesh_axes)
+        out.placements.push_back(a.kind == layout::AxisKind::kShard ? Shard(a.dim) : Placement{a.kind, 0});
+      break;
+    }
+  }
   return out;
 }
 
@@ -174,97 +202,76 @@ std::string DeviceMesh::ToString() const {
 
 Tensor distribute_tensor(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements) {
   Require(t, "distribute_tensor");
-  return IssueRedistribute(t, LayoutAttrs(t, mesh, placements, "distribute_tensor"));
+  return IssueRedistribute(t, Target(t, mesh, placements, "distribute_tensor"));
 }
 
 Tensor redistribute(const Tensor& t, const DeviceMesh& mesh, const std::vector<Placement>& placements) {
   Require(t, "redistribute");
-  return IssueRedistribute(t, LayoutAttrs(t, mesh, placements, "redistribute"));
+  return IssueRedistribute(t, Target(t, mesh, placements, "redistribute"));
 }
 
 Tensor full_tensor(const Tensor& t) {
   Require(t, "full_tensor");
-  return IssueRedistribute(t, {kWhole, 0, -1});  // -1: where its first piece lives
+  return IssueRedistribute(t, layout::Layout{layout::Kind::kWhole, 0, {-1}, {}, {}, {}});  // -1: where its first piece lives
 }
 
 Layout layout(const Tensor& t) {
   const client_internal::TensorRecord& r = Require(t, "layout");
-  Instruction inst;
-  inst.op = Op::kInspect;
-  inst.attrs.seed = 1;
-  const std::vector<int64_t> v = Values(Session::Get()->Inspect(std::move(inst), &r));
-  if (v.size() < 4 || v[2] < 1) throw Malformed();
-  const size_t n = static_cast<size_t>(v[2]);
-  std::vector<int> workers = Workers(v, 3, n);
-  Layout out{DeviceMesh(workers), {Replicate()}, {}};
-  if (v[0] == kPendingSum) out.placements = {Partial()};
-  if (v[0] == kOnMesh) {  // {rows, columns, kind_0, dim_0, kind_1, dim_1} after the workers
-    if (v.size() != 3 + n + 6 || v[3 + n] < 1 || v[4 + n] < 1 || static_cast<size_t>(v[3 + n] * v[4 + n]) != n)
-      throw Malformed();
-    std::vector<std::vector<int>> rows;
-    for (size_t i = 0; i < n; i += static_cast<size_t>(v[4 + n]))
-      rows.emplace_back(workers.begin() + static_cast<std::ptrdiff_t>(i),
-                        workers.begin() + static_cast<std::ptrdiff_t>(i + static_cast<size_t>(v[4 + n])));
-    out.mesh = DeviceMesh(rows, {"0", "1"});
-    out.placements.clear();
-    for (size_t a = 0; a < 2; ++a) {
-      const int64_t kind = v[5 + n + 2 * a], dim = v[6 + n + 2 * a];
-      out.placements.push_back(kind == 1 ? Shard(dim) : kind == 3 ? Partial() : Replicate());
-    }
-  }
-  if (v[0] == kSplit) {
-    out.placements = {Shard(v[1])};
-    if (v.size() != 3 + 2 * n) throw Malformed();
-    out.shard_sizes.assign(v.begin() + static_cast<std::ptrdiff_t>(3 + n), v.end());
-  }
-  return out;
+  const std::vector<int64_t> v = Values(Session::Get()->Inspect(MakeInspect(InspectMode::kLayout), &r));
+  Result<layout::Layout> decoded = layout::DecodeAnswer(v);
+  if (!decoded.ok()) throw Malformed(decoded.status());
+  return ToLayout(*decoded);
 }
 
 // ---- recording ------------------------------------------------------------------
 
-void start_recording() {
-  Instruction inst;
-  inst.op = Op::kInspect;
-  inst.attrs.seed = 2;
-  Session::Get()->Inspect(std::move(inst), nullptr);
+void start_recording() { Session::Get()->Inspect(MakeInspect(InspectMode::kStartRecording), nullptr); }
+
+namespace {
+
+std::string ReduceName(ReduceOp reduce) {
+  switch (reduce) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "sum";
 }
 
+// One recorded collective, with what the session noted of the ops it ran for.
+CollectiveRecord ToRecord(const layout::RecordedCollective& e, Session& session) {
+  CollectiveRecord c;
+  c.seq = e.seq;
+  c.made_by = e.made_by;
+  c.kind = std::string(OpName(e.op));
+  if (e.op == Op::kAllReduce) c.reduce = ReduceName(e.reduce);
+  c.bytes = e.bytes;
+  c.workers = Ints(e.workers);
+  Session::Origin origin = session.OriginOf(c.made_by);
+  c.op = std::move(origin.op);
+  c.signal = std::move(origin.signal);
+  c.backward = origin.backward;
+  c.source = std::move(origin.source);
+  if (c.made_by != c.seq) {
+    Session::Origin needed = session.OriginOf(c.seq);
+    c.needed_by = needed.op.empty() ? "" : needed.op + (needed.source.empty() ? "" : " at " + needed.source);
+  }
+  return c;
+}
+
+}  // namespace
+
 std::vector<CollectiveRecord> stop_recording() {
-  Instruction inst;
-  inst.op = Op::kInspect;
-  inst.attrs.seed = 3;
   std::shared_ptr<Session> session = Session::Get();
-  const std::vector<int64_t> v = Values(session->Inspect(std::move(inst), nullptr));
-  if (v.size() < 2) throw Malformed();
-  if (v[1] > 0)
+  const std::vector<int64_t> v = Values(session->Inspect(MakeInspect(InspectMode::kStopRecording), nullptr));
+  Result<layout::Recording> recording = layout::DecodeRecording(v);
+  if (!recording.ok()) throw Malformed(recording.status());
+  if (recording->dropped > 0)
     throw Error(Code::kResourceExhausted, "stop_recording: the dispatcher keeps at most 4 Mi values of a recording; " +
-                                              std::to_string(v[1]) + " collectives past them were dropped (record "
+                                              std::to_string(recording->dropped) + " collectives past them were dropped (record "
                                               "a shorter block)");
   std::vector<CollectiveRecord> out;
-  size_t at = 2;
-  for (int64_t i = 0; i < v[0]; ++i) {
-    if (at + 6 > v.size()) throw Malformed();
-    CollectiveRecord c;
-    c.seq = static_cast<uint64_t>(v[at]);
-    c.made_by = static_cast<uint64_t>(v[at + 1]);
-    const int64_t op = v[at + 2];
-    if (op < 0 || op >= static_cast<int64_t>(Op::kCount)) throw Malformed();
-    c.kind = std::string(OpName(static_cast<Op>(op)));
-    if (static_cast<Op>(op) == Op::kAllReduce) c.reduce = v[at + 3] == 1 ? "max" : v[at + 3] == 2 ? "min" : "sum";
-    c.bytes = v[at + 4];
-    c.workers = Workers(v, at + 6, static_cast<size_t>(v[at + 5]));
-    at += 6 + c.workers.size();
-    Session::Origin origin = session->OriginOf(c.made_by);
-    c.op = std::move(origin.op);
-    c.signal = std::move(origin.signal);
-    c.backward = origin.backward;
-    c.source = std::move(origin.source);
-    if (c.made_by != c.seq) {
-      Session::Origin needed = session->OriginOf(c.seq);
-      c.needed_by = needed.op.empty() ? "" : needed.op + (needed.source.empty() ? "" : " at " + needed.source);
-    }
-    out.push_back(std::move(c));
-  }
+  for (const layout::RecordedCollective& e : recording->entries) out.push_back(ToRecord(e, *session));
   return out;
 }
 

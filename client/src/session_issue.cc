@@ -179,16 +179,17 @@ FetchedData Session::Inspect(Instruction inst, const TensorRecord* operand) {
   EnsureStartedLocked();
   inst.seq = next_seq_++;
   const uint64_t seq = inst.seq;
-  const uint64_t request = inst.attrs.seed;
+  const Result<InspectMode> request = ReadInspect(inst);
+  const bool start = request.ok() && *request == InspectMode::kStartRecording;
   if (pipeline_) pipeline_->Drain();
-  if (request == 2) {
+  if (start) {
     origins_.clear();
     recording_ = true;
   }
   QueueLocked(std::move(inst));
   FetchedData data;
-  if (request == 2) return data;
-  if (request == 3) recording_ = false;
+  if (start) return data;
+  if (request.ok() && *request == InspectMode::kStopRecording) recording_ = false;
   SyncLocked(seq, &data);
   return data;
 }

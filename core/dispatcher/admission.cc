@@ -72,9 +72,16 @@ Status Admission::CheckArity(const Instruction& inst) {
     return Invalid(inst, std::string(OpName(inst.op)) + " changes its first operand and makes no tensor");
   if (inst.op == Op::kInspect && !inst.results.empty())
     return Invalid(inst, "inspect makes no tensor");
-  if (inst.op == Op::kInspect && inst.operands.size() != (inst.attrs.seed == 1 ? 1u : 0u))
-    return Invalid(inst, "inspect " + std::to_string(inst.attrs.seed) + " takes " +
-                           (inst.attrs.seed == 1 ? "one operand" : "no operand"));
+  if (inst.op == Op::kInspect) {
+    Result<InspectMode> mode = ReadInspect(inst);
+    if (!mode.ok()) return mode.status();
+    const bool layout = *mode == InspectMode::kLayout;
+    if (inst.operands.size() != (layout ? 1u : 0u))
+      return Invalid(inst, "inspect " + std::to_string(static_cast<int>(*mode)) + " takes " +
+                               (layout ? "one operand" : "no operand"));
+    // The answer is the dispatcher's to set (gt/op_attrs.h): never a client's.
+    if (InspectAnswer(inst)) return Invalid(inst, "an inspect carries no payload");
+  }
   if (fixed && inst.operands.size() != operands)
     return Invalid(inst, "expected " + std::to_string(operands) + " operand(s), got " +
                            std::to_string(inst.operands.size()));

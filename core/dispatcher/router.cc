@@ -51,6 +51,7 @@ Status Router::Accept(Instruction inst) {
     return Status::Ok();
   }
   if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
+  if (inst.op == Op::kInspect) return AnswerInspect(c, inst);
   // A free of what was never made, or was lost with a worker, frees nothing.
   if (inst.op == Op::kFree && !c.failed.empty()) {
     std::erase_if(inst.operands, [&](TensorId id) { return c.failed.Forget(id); });
@@ -135,6 +136,24 @@ Status Router::MissingStage(const Instruction& inst) const {
 Status Router::SendDrop(ClientState& c, const Instruction& drop) {
   for (size_t w : c.ever)
     if (workers_.IsAlive(w)) EnqueueTo(w, drop);
+  return Status::Ok();
+}
+
+Status Router::AnswerInspect(ClientState& c, const Instruction& inspect) {
+  const BlobPtr& answer = InspectAnswer(inspect);
+  if (!answer)
+    return Refuse(c, inspect, InvalidArgument(inspect.Describe() + ": inspect is answered by the dispatcher's sharding "
+                                              "stage, and this cluster's dispatcher manifest has none"));
+  // A tensor the stage has no record of lives whole on a worker: the router
+  // knows whether it does.
+  if (Status s = CheckIds(c, inspect); !s.ok()) return Refuse(c, inspect, s);
+  wire::Envelope data;
+  data.set_kind(wire::Envelope::DATA);
+  data.set_seq(inspect.seq);
+  if (!inspect.operands.empty()) data.set_tensor(inspect.operands[0]);
+  data.set_dtype(static_cast<uint32_t>(DType::kInt64));
+  data.add_shape(static_cast<int64_t>(answer->size() / sizeof(int64_t)));
+  syncs_.Reply(c, data, {answer});
   return Status::Ok();
 }
 

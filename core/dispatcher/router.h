@@ -12,7 +12,8 @@
 // An instruction only a stage carries out (a signal config that places
 // tensors: the sharding stage; a compile scope its client requires compiled:
 // the compile stage) is an error here, naming the missing stage: never
-// silently eager or unsharded.
+// silently eager or unsharded. An inspect is answered here, from what the
+// stage that answered it set, without a worker.
 //
 // Thread-safety: as every Terminal (the pipeline's thread).
 #pragma once
@@ -63,6 +64,10 @@ class Router final : public Terminal {
   // stages' business.
   Status NoteLostTensors(const Instruction& membership);
   Status SendDrop(ClientState& c, const Instruction& drop);
+  // kInspect: the answer a stage set goes to the client as a fetch's DATA
+  // (an operand left on the query must be a live tensor of the client);
+  // none set: no stage answers inspects here, an error naming that.
+  Status AnswerInspect(ClientState& c, const Instruction& inspect);
   Status Free(ClientState& c, const Instruction& free);
   Status DefineUnit(ClientState& c, Instruction inst);
   Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "dispatcher/client_table.h"
 #include "net/peer_sender.h"
@@ -31,6 +32,13 @@ class SyncTracker {
   // fails with `message` (the others with a short note), or, when none
   // waits and `report_anyway`, the next one does.
   void OnWorkerLost(ClientState& c, size_t w, const std::string& message, bool report_anyway);
+  // Sends `c` an answer the dispatcher makes itself (an inspect's, from
+  // the router): it leaves at once, so it reaches the client before the
+  // answer to any sync the client sent after the query, as a worker's DATA
+  // does.
+  void Reply(ClientState& c, const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
+    (void)sender_.Send(c.route, env, frames);
+  }
   // Whether a sync began or was answered since the last call: a reply, or
   // the client's next batch, is then probably near (Dispatcher's busy wait).
   bool TakeActivity() { return std::exchange(active_, false); }

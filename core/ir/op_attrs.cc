@@ -225,6 +225,28 @@ Result<CollectiveSpec> ReadCollective(const Instruction& inst) {
   }
 }
 
+// ---- inspect ---------------------------------------------------------------------
+// attrs.axes = {mode}; payload = the answer's int64 values, once a stage set it.
+
+Instruction MakeInspect(InspectMode mode, std::vector<TensorId> operands) {
+  Instruction inst = Control(Op::kInspect, 0, 0);
+  inst.attrs.axes = {static_cast<int64_t>(mode)};
+  inst.operands = std::move(operands);
+  return inst;
+}
+
+Result<InspectMode> ReadInspect(const Instruction& inspect) {
+  const int64_t mode = inspect.attrs.axes.size() == 1 ? inspect.attrs.axes[0] : 0;
+  if (mode < static_cast<int64_t>(InspectMode::kLayout) || mode > static_cast<int64_t>(InspectMode::kStopRecording))
+    return Invalid(inspect, "unknown inspect request " + std::to_string(mode) +
+                                " (1: layout, 2: start recording, 3: the recording)");
+  return static_cast<InspectMode>(mode);
+}
+
+void SetInspectAnswer(Instruction& inspect, const std::vector<int64_t>& values) {
+  inspect.payload = CopyToBlob(values.data(), values.size() * sizeof(int64_t));
+}
+
 Instruction MakeScalarBinary(Op op, double scalar, ScalarSide side) {
   Instruction inst;
   inst.op = op;

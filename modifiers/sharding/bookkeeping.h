@@ -44,8 +44,9 @@ struct Client {
   FailedTensors failed;  // ids never made because their op failed (gt/failed_tensors.h)
   int default_worker = -1;  // where its whole tensors are made (and every unrecorded one lives)
   TensorId next_physical = kPhysicalIdBase;
-  // Between inspect 2 and 3 (gt/op.h): its ops' collectives, each as
-  // {seq, op, reduce, bytes, members, member...}, for the client's report.
+  // Between InspectMode kStartRecording and kStopRecording (gt/op_attrs.h):
+  // its ops' collectives back to back (gt/layout.h AppendRecorded), for the
+  // client's report.
   bool recording = false;
   std::vector<int64_t> collective_log;
   uint64_t collectives_dropped = 0;  // past kMaxCollectiveLog: not noted, only counted

@@ -46,15 +46,16 @@
 
 #include <vector>
 
+#include "gt/layout.h"
 #include "gt/status.h"
 #include "placement.h"
 #include "step.h"
 
 namespace gt::sharding {
 
-// The redistribute layout code (attrs.axes[0], gt/op.h) of a mesh target:
-// {4, rows, columns, kind_0, dim_0, kind_1, dim_1, worker...} (kind 1 Shard(dim), 2 Replicate()).
-inline constexpr int64_t kMeshLayout = 4;
+// The redistribute layout code (attrs.axes[0]) of a mesh target, whose
+// encoding gt/layout.h (EncodeTarget, DecodeTarget) owns.
+inline constexpr int64_t kMeshLayout = static_cast<int64_t>(layout::Kind::kOnMesh);
 
 // True when `inst` runs piece by piece on its mesh operands (MeshOp); false
 // when they are to be gathered into copies first (Unmesh).

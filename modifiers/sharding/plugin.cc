@@ -6,7 +6,7 @@
 #include "gt/plugin.h"
 #include "rendezvous.h"
 #include "sharding.h"
-#include "stage.h"
+#include "sharding_stage.h"
 
 namespace gt::sharding {
 namespace {

@@ -93,7 +93,7 @@
 //   Whole (every other op, and any op whose operands are all whole)
 //   anything else                         operands assembled whole on one worker
 //
-//   Before any strategy (stage.cc)
+//   Before any strategy (stage_ops.cc, sharding_stage.cc)
 //   op in a scope whose config names      operands living elsewhere moved onto them first
 //     workers                             (sharded: cut on the config's axis; whole: to its
 //                                         first worker; replicated: copied)
@@ -115,7 +115,13 @@
 //
 // The files (one concept each):
 //   plugin.cc              descriptor, option schema, factory (gt_sharding only)
-//   stage.{h,cc}           ShardingStage: the stream, configs, lifecycle, per-instruction paths
+//   sharding_stage.{h,cc}  ShardingStage: setup, the stream, per-instruction paths, frees,
+//                          fetches, units
+//   stage_config.cc        signal configs (kConfigure) checked into Configs
+//   stage_inspect.cc       layout queries and recordings (kInspect), answered from the
+//                          records through the layout codec (gt/layout.h)
+//   stage_pending.cc       pending sums settled (one by one, or together on kSettle)
+//   stage_ops.cc           creation and every other op (Compute), on meshes and workers
 //   bookkeeping.{h,cc}     per-client records (configs, placements, failed ids), live workers
 //   placement.{h,cc}       Placement, the placed Tensor, torch.chunk sizes
 //   strategy_table.{h,cc}  op -> strategy, the table above

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gt/dtype.h"
+#include "gt/layout.h"
 #include "gt/op_attrs.h"
 #include "mesh.h"
 
@@ -24,20 +25,23 @@ Instruction Collective(Op op, CollectiveSpec spec, size_t rank) {
   return MakeCollective(op, spec);
 }
 
-// For a client that records its collectives (inspect 2): one entry per
+// For a client that records its collectives (InspectMode::kStartRecording): one entry per
 // collective, its bytes those of the whole tensor it moves or reduces.
 void Note(Step& s, Op op, int reduce, const TensorMeta& meta, const std::vector<int>& members, uint64_t origin = 0) {
   if (!s.client->recording) return;
   std::vector<int64_t>& log = s.client->collective_log;
-  if (log.size() + 6 + members.size() > kMaxCollectiveLog) {
+  if (log.size() + layout::RecordedValues(members.size()) > kMaxCollectiveLog) {
     ++s.client->collectives_dropped;
     return;
   }
-  const int64_t bytes = NumElements(meta.shape) * static_cast<int64_t>(ElementSize(meta.dtype));
-  const uint64_t cause = s.inst->seq;
-  log.insert(log.end(), {static_cast<int64_t>(cause), static_cast<int64_t>(origin ? origin : cause),
-                         static_cast<int64_t>(op), reduce, bytes, static_cast<int64_t>(members.size())});
-  log.insert(log.end(), members.begin(), members.end());
+  layout::RecordedCollective entry;
+  entry.seq = s.inst->seq;
+  entry.made_by = origin ? origin : entry.seq;
+  entry.op = op;
+  entry.reduce = static_cast<ReduceOp>(reduce);
+  entry.bytes = NumElements(meta.shape) * static_cast<int64_t>(ElementSize(meta.dtype));
+  entry.workers.assign(members.begin(), members.end());
+  layout::AppendRecorded(log, entry);
 }
 
 }  // namespace

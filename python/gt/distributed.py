@@ -196,14 +196,15 @@ class DeviceMesh:
 
 
 def _placement_pairs(placements):
+    """(kind, dim) pairs for the extension, the kinds its layout codec's (_C.SHARD, _C.REPLICATE, _C.PARTIAL)."""
     pairs = []
     for p in placements:
         if isinstance(p, Shard):
-            pairs.append((0, p.dim))
+            pairs.append((_C.SHARD, p.dim))
         elif isinstance(p, Replicate):
-            pairs.append((1, 0))
+            pairs.append((_C.REPLICATE, 0))
         elif isinstance(p, Partial):
-            pairs.append((2, 0))
+            pairs.append((_C.PARTIAL, 0))
         else:
             raise TypeError(f"expected Shard, Replicate or Partial placements, got {p!r}")
     return pairs
@@ -255,12 +256,17 @@ def fully_shard(module, mesh):
     return module
 
 
+def _placement(kind, dim):
+    """The placement an extension (kind, dim) pair names."""
+    return Shard(dim) if kind == _C.SHARD else Partial() if kind == _C.PARTIAL else Replicate()
+
+
 def _layout(tensor):
     """(DeviceMesh of the workers holding `tensor`, [placement per mesh axis]) from the dispatcher. A
     2-D layout names its axes as the mesh `tensor` was distributed on does, else as the newest mesh
     made here with the same rows."""
     workers, shape, pairs, _sizes = _C.layout(tensor._c)
-    placements = [Shard(dim) if kind == 0 else Partial() if kind == 2 else Replicate() for kind, dim in pairs]
+    placements = [_placement(kind, dim) for kind, dim in pairs]
     if len(shape) == 1:
         return DeviceMesh(list(workers), _register=False), placements
     rows = [list(workers[i:i + shape[1]]) for i in range(0, len(workers), shape[1])]

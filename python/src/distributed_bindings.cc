@@ -23,13 +23,21 @@ gd::DeviceMesh MakeMesh(const std::vector<std::vector<int>>& rows, const std::ve
   return gd::DeviceMesh(rows, axis_names);
 }
 
-// (kind, dim) pairs: kind 0 Shard, 1 Replicate, 2 Partial.
-std::vector<gd::Placement> MakePlacements(const std::vector<std::pair<int, int64_t>>& placements) {
+// A placement crosses into Python as a (kind, dim) pair, its kind the layout
+// codec's number (gt/layout.h AxisKind), exported as SHARD, REPLICATE and
+// PARTIAL for python/gt/distributed.py.
+using Pair = std::pair<int, int64_t>;
+
+std::vector<gd::Placement> MakePlacements(const std::vector<Pair>& placements) {
   std::vector<gd::Placement> out;
-  for (const auto& [kind, dim] : placements)
-    out.push_back(kind == 0 ? gd::Shard(dim) : kind == 1 ? gd::Replicate() : gd::Partial());
+  for (const auto& [kind, dim] : placements) {
+    const auto k = static_cast<layout::AxisKind>(kind);
+    out.push_back(k == layout::AxisKind::kShard ? gd::Shard(dim) : k == layout::AxisKind::kReplicate ? gd::Replicate() : gd::Partial());
+  }
   return out;
 }
+
+Pair ToPair(const gd::Placement& p) { return {static_cast<int>(p.kind), p.dim}; }
 
 py::dict RecordAsDict(const gd::CollectiveRecord& c) {
   py::dict d;
@@ -50,17 +58,20 @@ py::dict RecordAsDict(const gd::CollectiveRecord& c) {
 }  // namespace
 
 void BindDistributed(py::module_& m) {
+  m.attr("SHARD") = static_cast<int>(layout::AxisKind::kShard);
+  m.attr("REPLICATE") = static_cast<int>(layout::AxisKind::kReplicate);
+  m.attr("PARTIAL") = static_cast<int>(layout::AxisKind::kPartial);
   m.def("check_mesh", [](const std::vector<std::vector<int>>& rows, const std::vector<std::string>& names, bool flat) {
     return MakeMesh(rows, names, flat).ToString();
   }, "Validates a mesh (gt::distributed::DeviceMesh) and returns its description");
   m.def("redistribute", [](const Tensor& t, const std::vector<std::vector<int>>& rows,
                            const std::vector<std::string>& names, bool flat,
-                           const std::vector<std::pair<int, int64_t>>& placements) {
+                           const std::vector<Pair>& placements) {
     return gd::redistribute(t, MakeMesh(rows, names, flat), MakePlacements(placements));
-  }, "gt::distributed::redistribute: placements as (kind 0 Shard / 1 Replicate / 2 Partial, dim)");
+  }, "gt::distributed::redistribute: placements as (kind SHARD / REPLICATE / PARTIAL, dim)");
   m.def("full_tensor", &gd::full_tensor);
   m.def("signal_config", [](const std::vector<std::vector<int>>& rows, const std::vector<std::string>& names, bool flat,
-                            const std::vector<std::pair<int, int64_t>>& placements) {
+                            const std::vector<Pair>& placements) {
     const SignalConfig c = gd::signal_config(MakeMesh(rows, names, flat), MakePlacements(placements));
     py::object shard = py::none();
     if (c.shard) shard = py::make_tuple(c.shard->axis, py::cast(c.shard->workers));
@@ -77,10 +88,9 @@ void BindDistributed(py::module_& m) {
     }
     const gd::Layout& l = *layout;
     py::list placements;
-    for (const gd::Placement& p : l.placements)
-      placements.append(py::make_tuple(p.is_shard() ? 0 : p.is_partial() ? 2 : 1, p.dim));
+    for (const gd::Placement& p : l.placements) placements.append(py::cast(ToPair(p)));
     return py::make_tuple(l.mesh.workers(), l.mesh.shape(), placements, l.shard_sizes);
-  }, "gt::distributed::layout: (workers row-major, mesh shape, [(kind 0 Shard / 1 Replicate / 2 Partial, dim)] "
+  }, "gt::distributed::layout: (workers row-major, mesh shape, [(kind SHARD / REPLICATE / PARTIAL, dim)] "
      "per mesh axis, shard sizes of a 1-D split)");
   m.def("start_recording", &gd::start_recording);
   m.def("stop_recording", [] {

@@ -395,3 +395,28 @@ def test_yaml_shard_dim_is_decimal():
     with pytest.raises(gt.ConfigError) as e:
         gt.load_config_string("mesh: {workers: [0, 1]}\na:\n  placements: [shard(0x1)]\n", "m.yaml")
     assert any("expected shard(DIM) or replicate" in p for p in e.value.problems), e.value.problems
+
+
+def test_layout_queries_and_recordings_reach_no_worker():
+    # The dispatcher answers them from its sharding stage's records: no
+    # worker gets an instruction for a layout query, nor for a recording's
+    # start or end (each worker's instruction count stays as it was).
+    def per_worker():
+        hosts = gt.debug.get_worker_stats()  # a sync point: what went before has reached the workers
+        return {name: h["instructions"] for name, h in hosts.items() if h and h["host"] == "worker"}
+
+    b = np.arange(32, dtype=np.float32).reshape(8, 4)
+    split = gt.distributed.distribute_tensor(gt.from_numpy(b), DeviceMesh([0, 1, 2, 3]), [Shard(0)])
+    mesh = gt.distributed.distribute_tensor(gt.from_numpy(b), DeviceMesh([[0, 1], [2, 3]], ("a", "b")),
+                                            [Shard(0), Replicate()])
+    pending = split.sum(0)
+    before = per_worker()
+    assert len(before) == 4
+    assert split.placements == [Shard(0)]
+    assert mesh.placements == [Shard(0), Replicate()] and mesh.device_mesh.workers == [[0, 1], [2, 3]]
+    assert pending.placements == [Partial()]
+    with gt.distributed.record() as r:
+        pass
+    assert r.records == []
+    assert per_worker() == before
+    np.testing.assert_array_equal(pending.numpy(), b.sum(0))  # the data is where the layout says

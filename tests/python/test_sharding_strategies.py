@@ -408,7 +408,7 @@ def test_slice_select_stack_and_setitem_gradients_under_a_backward_signal(python
 # ---- bugs found (failing at 1cee9dc, fixed by 60b34d9) ---------------------------------------------
 #
 # 1. A zeros/ones tensor written THROUGH A VIEW keeps its "constant" mark
-#    (stage.cc Compute clears it only for the mutation's own operand 0; the
+#    (stage_ops.cc ForgetConstants clears it only for the mutation's own operand 0; the
 #    worker's select / slice / transpose / reshape results alias their base),
 #    so step.cc Replicate / ShardLike remake it as zeros/ones and the write is
 #    lost wherever it is fetched, gathered or re-cut.

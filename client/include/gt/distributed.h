@@ -56,11 +56,14 @@
 
 #include "gt/config.h"
 #include "gt/gt.h"
+#include "gt/layout.h"
 
 namespace gt::distributed {
 
 struct Placement {
-  enum class Kind : uint8_t { kShard, kReplicate, kPartial };
+  // The layout codec's per-axis kinds (gt/layout.h), so that a placement
+  // crosses the wire and the Python bindings under one set of numbers.
+  using Kind = layout::AxisKind;
   Kind kind = Kind::kReplicate;
   int64_t dim = 0;  // kShard: the split dimension (negative counts from the end)
 

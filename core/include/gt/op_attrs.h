@@ -172,6 +172,25 @@ Instruction MakeCollective(Op op, const CollectiveSpec& spec);
 // the payload is "host:port[/store_key]#generation".
 Result<CollectiveSpec> ReadCollective(const Instruction& collective);
 
+// ---- inspect (kInspect) -----------------------------------------------------------
+
+// What a kInspect asks the dispatcher's sharding stage (wire numbers).
+enum class InspectMode : uint8_t {
+  kLayout = 1,          // operands {x}: x's layout (gt/layout.h EncodeAnswer)
+  kStartRecording = 2,  // no operand, no answer: the client's collectives recorded from here on
+  kStopRecording = 3,   // no operand: the recording (gt/layout.h EncodeRecording), then stop
+};
+// kInspect asking `mode`; `operands` is {x} for kLayout, else empty.
+Instruction MakeInspect(InspectMode mode, std::vector<TensorId> operands = {});
+// The mode `inspect` asks, or InvalidArgument naming the unknown request.
+Result<InspectMode> ReadInspect(const Instruction& inspect);
+// The answer the stage that answers `inspect` sets (int64 values); the
+// dispatcher's router sends it to the client as a fetch's DATA of an int64
+// vector under the inspect's seq, with no worker involved.
+void SetInspectAnswer(Instruction& inspect, const std::vector<int64_t>& values);
+// The answer set, or null: no stage answered (the host runs no sharding stage).
+inline const BlobPtr& InspectAnswer(const Instruction& inspect) { return inspect.payload; }
+
 // ---- binary ops with a scalar ---------------------------------------------------
 
 // `a <op> scalar` (kRight) or `scalar <op> a` (kLeft) on one operand.

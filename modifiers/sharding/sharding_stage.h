@@ -6,6 +6,11 @@
 // record, and every other op through the strategy table
 // (strategy_table.h), writing through a Step (step.h).
 //
+// Its files, by concept: sharding_stage.cc (setup, routing, frees, fetches,
+// units), stage_config.cc (signal configs), stage_inspect.cc (layout
+// queries and recordings, answered from the records: gt/layout.h),
+// stage_pending.cc (pending sums), stage_ops.cc (creation and computation).
+//
 // Thread-safety: as every Stage (one pipeline thread).
 #pragma once
 
@@ -64,11 +69,15 @@ class ShardingStage final : public Stage {
   Status Create(Client& c, Instruction inst, Emitter& out);
   Status Free(Client& c, Instruction inst, Emitter& out);
   Status Fetch(Client& c, Instruction inst, Emitter& out);
-  // inspect (gt/op.h): a tensor's layout, or the client's collective
-  // recording started or handed over, answered as a fetch of int64 values.
+  // kInspect (gt/op_attrs.h InspectMode): a tensor's layout, or the
+  // client's collective recording started or handed over. An answer is set
+  // on the instruction (SetInspectAnswer), which goes on to the router: it
+  // sends the client the answer itself, and no worker sees the query.
   Status Inspect(Client& c, Instruction&& inst, Emitter& out);
-  // `values` made on the client's worker and fetched under `inst`'s seq.
-  void Answer(Client& c, const Instruction& inst, const std::vector<int64_t>& values, Emitter& out);
+  // The layout of `inst`'s one operand (gt/layout.h EncodeAnswer). A tensor
+  // without a record is whole on the client's worker: its id is left on the
+  // query for the router to check; a recorded one's is taken off.
+  Status AnswerLayout(Client& c, Instruction&& inst, Emitter& out);
   // The pending sums among `inst`'s operands all-reduced (their records
   // become replicated): an op that needs their values, not their addends.
   void Settle(Client& c, Step& s, const Instruction& inst);
@@ -83,7 +92,18 @@ class ShardingStage final : public Stage {
   // by a copy made only if the worker finds it so.
   void Adopt(Step& s, Tensor& x);
   void ForgetConstants(Client& c, const Instruction& inst);
+  // Every other op of a client with configs: settled, then on the mesh
+  // (ComputeOnMesh) or on workers (PlaceOnWorkers); its result recorded.
   Status Compute(Client& c, Instruction inst, Emitter& out);
+  // The operand of a redistribute that has no record, as the client states
+  // it: whole on the client's worker. InvalidArgument when that is gone.
+  Result<Tensor> Adoptable(Client& c, const Instruction& redistribute);
+  // Compute's 2-D part (mesh.h): the op run piece by piece on the mesh, or
+  // nullopt once its mesh operands are copies the 1-D strategies take (kept
+  // in `unmeshed`, which `in` then points into; a view's records themselves).
+  std::optional<Result<Placement>> ComputeOnMesh(Client& c, Step& s, const Instruction& inst,
+                                                 std::vector<const Tensor*>& in, const TensorMeta& meta,
+                                                 std::vector<Tensor>& unmeshed);
   // Compute's 1-D part: operands moved into the scope's workers (kept in
   // `moved`, which `in` then points into), then the strategy table; nullopt
   // when every operand is whole on one worker and `inst` went there as it is
