@@ -25,37 +25,6 @@ std::deque<TapeEntry>& Tape() {  // GUARDED_BY(tape_mu)
 }
 uint64_t next_tape_index = 0;  // GUARDED_BY(tape_mu)
 
-// Every op is listed (no default): a new op does not compile until the
-// autograd says whether it has a gradient (and InputGrads gives it).
-bool Differentiable(Op op) {
-  switch (op) {
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
-    case Op::kMatmul:
-    case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
-    case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
-    case Op::kErf: case Op::kWhere: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
-    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
-    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kCrossEntropy: case Op::kMseLoss:
-    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
-    case Op::kSlice: case Op::kSelect: case Op::kCat:
-    case Op::kRedistribute:
-      return true;
-    case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:  // masks: constant almost everywhere
-    case Op::kArgMax: case Op::kArgMin:                                    // positions have no gradient
-    case Op::kGeluBackward: case Op::kLayerNormBackward: case Op::kReluBackward:  // issued by backward, not recorded
-    case Op::kCrossEntropyBackward: case Op::kMseLossBackward:
-    case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
-    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:
-    case Op::kSumOfSquares:                                                 // clip_grad_norm_'s, under no_grad
-    case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
-    case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
-    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:
-    case Op::kCount:
-      return false;
-  }
-  return false;
-}
-
 uint64_t AppendToTape(Op op, const std::vector<Tensor>& inputs, const Tensor& out) {
   TapeEntry entry{0, std::string(OpName(op)), out.id(), {}, current_signal(), current_backward_signal()};
   for (const Tensor& t : inputs) entry.inputs.push_back(t.id());
@@ -155,7 +124,7 @@ Tensor IfNeeded(const Node& n, size_t i, Make make) {
 }
 
 // Where a gradient formula below meets an op of its kind it has no case
-// for: Differentiable() lists every op, so this is a gt bug, not user input;
+// for: the op table gives every op a GradRule, so this is a gt bug, not user input;
 // loud rather than a silently missing gradient.
 [[noreturn]] std::vector<Tensor> NoFormula(const Node& n) {
   throw Error(Code::kInternal, "autograd: no gradient formula for " + std::string(OpName(n.op)));
@@ -178,8 +147,27 @@ std::vector<Tensor> WhereGrads(const Node& n, const Tensor& g) {
   return NoFormula(n);
 }
 
+// maximum / minimum of two tensors, as PyTorch's: the gradient goes to the
+// larger (smaller) operand, half to each where they are equal; a NaN in
+// either gives both the whole gradient there (no comparison holds).
+std::vector<Tensor> ExtremumGrads(const Node& n, const Tensor& g) {
+  if (n.inputs.size() != 2) return NoFormula(n);
+  const Tensor& a = n.inputs[0];
+  const Tensor& b = n.inputs[1];
+  const bool maximum = n.op == Op::kMaximum;
+  Tensor shared;
+  auto shared_grad = [&] {
+    if (!shared.defined()) shared = where(a.eq(b), g * 0.5, g);
+    return shared;
+  };
+  Tensor ga = IfNeeded(n, 0, [&] { return SumTo(where(maximum ? a.lt(b) : a.gt(b), 0.0, shared_grad()), a.shape()); });
+  Tensor gb = IfNeeded(n, 1, [&] { return SumTo(where(maximum ? a.gt(b) : a.lt(b), 0.0, shared_grad()), b.shape()); });
+  return {ga, gb};
+}
+
 std::vector<Tensor> BinaryGrads(const Node& n, const Tensor& g) {
   if (n.op == Op::kWhere) return WhereGrads(n, g);
+  if (n.op == Op::kMaximum || n.op == Op::kMinimum) return ExtremumGrads(n, g);
   const Tensor& a = n.inputs[0];
   const double s = n.attrs.scalar;
   switch (n.attrs.scalar_side) {
@@ -374,8 +362,8 @@ std::vector<Tensor> IndexingGrads(const Node& n, const Tensor& g) {
 std::vector<Tensor> MovementGrads(const Node& n, const Tensor& g) {
   const Tensor& x = n.inputs[0];
   const auto& axes = n.attrs.axes;
+  if (GradRuleOf(n.op) == GradRule::kIndex) return IndexingGrads(n, g);
   switch (n.op) {
-    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd: return IndexingGrads(n, g);
     case Op::kReshape: case Op::kUnsqueeze: case Op::kSqueeze: return {g.reshape(x.shape())};
     case Op::kTranspose: return {axes.empty() ? g.t() : g.transpose(axes[0], axes[1])};
     case Op::kPermute: {
@@ -451,7 +439,9 @@ struct ValuesRead {
   bool output = false;
 };
 
-ValuesRead ValuesReadBy(const Node& n) {
+// GradRule::kCustom: what the formula reads depends on the scalar side and
+// on which inputs need a gradient.
+ValuesRead CustomValuesRead(const Node& n) {
   auto grad = [&](size_t i) { return i < n.inputs.size() && n.inputs[i].requires_grad(); };
   ValuesRead r;
   switch (n.op) {
@@ -479,27 +469,25 @@ ValuesRead ValuesReadBy(const Node& n) {
         r.inputs.push_back(0);  // a ^ s
       }
       break;
-    case Op::kRelu: case Op::kLog: case Op::kAbs: case Op::kErf: case Op::kGelu: case Op::kLayerNorm:
-      r.inputs.push_back(0);
-      break;
-    case Op::kWhere: r.inputs.push_back(0); break;  // the condition picks where each gradient goes
-    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
-      r.inputs.push_back(1);  // the index says where the gradient goes
-      break;
-    case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kSqrt: case Op::kSoftmax: case Op::kLogSoftmax:
-      r.output = true;
-      break;
-    case Op::kMax: case Op::kMin:
-      r.inputs.push_back(0);
-      r.output = true;
-      break;
-    // The fused losses' backwards read both operands again (cross_entropy
-    // recomputes the log-softmax from the logits: a change to them refuses
-    // here where PyTorch, which keeps the log-softmax, would not).
-    case Op::kCrossEntropy: case Op::kMseLoss:
-      r.inputs = {0, 1};
-      break;
-    default: break;  // sums, movement, add, sub, neg, clone: shapes only
+    default: break;
+  }
+  return r;
+}
+
+// The table's GradRule says what each formula reads. (The fused losses'
+// backwards read both operands again: cross_entropy recomputes the
+// log-softmax from the logits, so a change to them refuses here where
+// PyTorch, which keeps the log-softmax, would not.)
+ValuesRead ValuesReadBy(const Node& n) {
+  ValuesRead r;
+  switch (GradRuleOf(n.op)) {
+    case GradRule::kNone: case GradRule::kShapes: break;
+    case GradRule::kInput: r.inputs = {0}; break;
+    case GradRule::kOutput: r.output = true; break;
+    case GradRule::kInputAndOutput: r.inputs = {0}; r.output = true; break;
+    case GradRule::kIndex: r.inputs = {1}; break;  // the index says where the gradient goes
+    case GradRule::kOperands: r.inputs = {0, 1}; break;
+    case GradRule::kCustom: return CustomValuesRead(n);
   }
   return r;
 }

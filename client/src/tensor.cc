@@ -29,15 +29,6 @@ const TensorRecord& Require(const Tensor& t, const char* what) {
   return *r;
 }
 
-// Ops whose result the worker makes as a view of operand 0 (ATen views).
-bool IsView(Op op) {
-  switch (op) {
-    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze:
-    case Op::kPermute: case Op::kSlice: case Op::kSelect: return true;
-    default: return false;
-  }
-}
-
 // Issues `inst` on `inputs` and records it for autograd.
 Tensor Issue(Instruction inst, const std::vector<Tensor>& inputs) {
   std::vector<const TensorRecord*> operands;
@@ -47,7 +38,8 @@ Tensor Issue(Instruction inst, const std::vector<Tensor>& inputs) {
   Attributes attrs = inst.attrs;
   Op op = inst.op;
   Tensor out = TensorFactory::Make(Session::Get()->Issue(std::move(inst), operands));
-  if (IsView(op)) operands[0]->ShareVersionWith(*TensorFactory::Record(out));
+  // The worker makes the result as a view of operand 0 (an ATen view).
+  if (HasOpFlag(op, kView)) operands[0]->ShareVersionWith(*TensorFactory::Record(out));
   client_internal::RecordForAutograd(op, attrs, inputs, out);
   return out;
 }
@@ -287,6 +279,10 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& sourc
   return Indexed(Op::kScatterAdd, dim, {*this, index, source});
 }
 Tensor Tensor::clone() const { return Unary(*this, Op::kClone); }
+Tensor Tensor::maximum(const Tensor& o) const { return Binary(*this, o, Op::kMaximum); }
+Tensor Tensor::minimum(const Tensor& o) const { return Binary(*this, o, Op::kMinimum); }
+Tensor maximum(const Tensor& a, const Tensor& b) { return a.maximum(b); }
+Tensor minimum(const Tensor& a, const Tensor& b) { return a.minimum(b); }
 Tensor Tensor::min(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMin, std::move(axes), keepdims); }
 Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdims) const {
   return Reduce(*this, Op::kArgMax, dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdims && dim);

@@ -66,10 +66,6 @@ DType ScalarResultType(DType tensor, double scalar) {
   return tensor == DType::kBool ? DType::kInt64 : tensor;
 }
 
-bool IsComparison(Op op) {
-  return op == Op::kGt || op == Op::kLt || op == Op::kGe || op == Op::kLe || op == Op::kEq;
-}
-
 int Category(DType t) { return t == DType::kBool ? 0 : IsFloatingPoint(t) ? 2 : 1; }
 
 // PyTorch's rule: a 0-d tensor only decides the type when it is of a higher
@@ -93,8 +89,9 @@ Result<TensorMeta> InferBinary(const Instruction& inst, const std::vector<const 
     if (!shape.ok()) return InvalidArgument(Where(inst) + ": " + shape.status().message());
     out = {std::move(*shape), BinaryResultType(*in[0], *in[1])};
   }
-  if (inst.op == Op::kDiv && !IsFloatingPoint(out.dtype)) out.dtype = DType::kFloat32;  // true division
-  if (IsComparison(inst.op)) out.dtype = DType::kBool;  // as PyTorch's
+  const DTypeRule rule = GetOpInfo(inst.op).dtype;
+  if (rule == DTypeRule::kFloating && !IsFloatingPoint(out.dtype)) out.dtype = DType::kFloat32;  // true division
+  if (rule == DTypeRule::kBool) out.dtype = DType::kBool;  // comparisons, as PyTorch's
   if (inst.op == Op::kPow && out.dtype == DType::kBool) return InvalidArgument("pow: not defined for bool tensors");
   // PyTorch refuses it at the call; let through, the worker would fail it at
   // the next sync, far from the line (and after `b -= 1` was refused already).
@@ -182,17 +179,19 @@ Result<TensorMeta> InferUnary(const Instruction& inst, const std::vector<const T
   if (inst.op == Op::kLayerNorm) {
     if (Status s = CheckNormalizedDims(inst, *in[0]); !s.ok()) return s;
   }
-  if (inst.op == Op::kTril || inst.op == Op::kTriu) {
-    if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one diagonal");
-    if (in[0]->shape.size() < 2)
-      return InvalidArgument(Where(inst) + ": needs at least 2 dimensions, got " + ShapeToString(in[0]->shape));
-    return *in[0];
-  }
-  bool keeps_type = inst.op == Op::kRelu || inst.op == Op::kNeg || inst.op == Op::kAbs || inst.op == Op::kClone;
-  if (!keeps_type && !IsFloatingPoint(dtype)) dtype = DType::kFloat32;
+  if (GetOpInfo(inst.op).dtype == DTypeRule::kFloating && !IsFloatingPoint(dtype)) dtype = DType::kFloat32;
   if ((inst.op == Op::kNeg || inst.op == Op::kRelu || inst.op == Op::kAbs) && dtype == DType::kBool)
     return InvalidArgument(Where(inst) + ": not defined for bool tensors");
   return TensorMeta{in[0]->shape, dtype};
+}
+
+// tril / triu: one diagonal, at least 2 dims; the operand's shape and type.
+Result<TensorMeta> InferTriangle(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  if (in.size() != 1) return ArityError(inst, 1, in.size());
+  if (inst.attrs.axes.size() != 1) return InvalidArgument(Where(inst) + ": expects one diagonal");
+  if (in[0]->shape.size() < 2)
+    return InvalidArgument(Where(inst) + ": needs at least 2 dimensions, got " + ShapeToString(in[0]->shape));
+  return *in[0];
 }
 
 // redistribute: a copy, laid out anew. The client states the operand's shape
@@ -225,7 +224,6 @@ Result<TensorMeta> InferArgReduce(const Instruction& inst, const TensorMeta& in)
 
 Result<TensorMeta> InferReduce(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
   if (in.size() != 1) return ArityError(inst, 1, in.size());
-  if (inst.op == Op::kArgMax || inst.op == Op::kArgMin) return InferArgReduce(inst, *in[0]);
   const Shape& shape = in[0]->shape;
   Result<std::vector<int64_t>> axes = NormalizeAxes(inst.attrs.axes, shape.size());
   if (!axes.ok()) return InvalidArgument(Where(inst) + ": " + axes.status().message());
@@ -423,7 +421,7 @@ Status SameDType(const Instruction& inst, const TensorMeta& base, const TensorMe
 }
 
 Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
-  const bool adds = inst.op == Op::kIndexAdd || inst.op == Op::kScatterAdd;
+  const bool adds = GetOpInfo(inst.op).arity == 3;  // {base, index, source}
   if (in.size() != (adds ? 3u : 2u)) return ArityError(inst, adds ? 3 : 2, in.size());
   const TensorMeta& x = *in[0];
   const TensorMeta& index = *in[1];
@@ -431,11 +429,11 @@ Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<cons
   if (!dim.ok()) return dim.status();
   const size_t d = static_cast<size_t>(*dim);
   auto shapes = [&] { return ShapeToString(x.shape) + " and index " + ShapeToString(index.shape); };
-  if (inst.op == Op::kIndexSelect || inst.op == Op::kIndexAdd) {
+  if (ShapeRuleOf(inst.op) == ShapeRule::kIndexVector) {
     if (index.shape.size() != 1) return InvalidArgument(Where(inst) + ": the index must be 1-D, got " + ShapeToString(index.shape));
     Shape picked = x.shape;
     picked[d] = index.shape[0];
-    if (inst.op == Op::kIndexSelect) return TensorMeta{picked, x.dtype};
+    if (!adds) return TensorMeta{picked, x.dtype};
     if (in[2]->shape != picked)
       return InvalidArgument(Where(inst) + ": the source must have shape " + ShapeToString(picked) + ", got " +
                              ShapeToString(in[2]->shape));
@@ -447,7 +445,7 @@ Result<TensorMeta> InferIndexing(const Instruction& inst, const std::vector<cons
   for (size_t k = 0; k < x.shape.size(); ++k)
     if (k != d && index.shape[k] > x.shape[k])
       return InvalidArgument(Where(inst) + ": the index is larger than the tensor outside dim " + std::to_string(d) + ": " + shapes());
-  if (inst.op == Op::kGather) return TensorMeta{index.shape, x.dtype};
+  if (!adds) return TensorMeta{index.shape, x.dtype};
   const Shape& source = in[2]->shape;
   if (source.size() != x.shape.size())
     return InvalidArgument(Where(inst) + ": the source must have the tensor's rank: " + ShapeToString(source));
@@ -567,49 +565,34 @@ Result<std::vector<int64_t>> NormalizeAxes(const std::vector<int64_t>& axes, siz
 
 namespace {
 
-// Every op is listed (no default): a new op does not compile until it has a
-// rule here.
-Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
-  switch (inst.op) {
-    case Op::kFromBytes: case Op::kRandn: case Op::kZeros: case Op::kOnes: case Op::kRand: case Op::kArange:
-      return InferCreate(inst);
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
-    case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:
-      return InferBinary(inst, in);
-    case Op::kMatmul:
-      return InferMatmul(inst, in);
-    case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
-    case Op::kNeg: case Op::kAbs: case Op::kClone: case Op::kSoftmax: case Op::kLogSoftmax:
-    case Op::kErf: case Op::kTril: case Op::kTriu: case Op::kGelu: case Op::kLayerNorm:
-      return InferUnary(inst, in);
-    case Op::kGeluBackward: case Op::kLayerNormBackward: case Op::kReluBackward:
-      return InferGradPair(inst, in);
-    case Op::kWhere:
-      return InferWhere(inst, in);
-    case Op::kRedistribute:
-      return InferRedistribute(inst, in);
-    case Op::kIndexSelect: case Op::kIndexAdd: case Op::kGather: case Op::kScatterAdd:
-      return InferIndexing(inst, in);
-    case Op::kSum: case Op::kMean: case Op::kMax: case Op::kMin: case Op::kArgMax: case Op::kArgMin:
-      return InferReduce(inst, in);
-    case Op::kCat:
-      return InferCat(inst, in);
-    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze: case Op::kPermute:
-    case Op::kSlice: case Op::kSelect:
+// Every rule is listed (no default): a new rule does not compile until it
+// is inferred here.
+Result<TensorMeta> InferByRule(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
+  switch (ShapeRuleOf(inst.op)) {
+    case ShapeRule::kCreate: return InferCreate(inst);
+    case ShapeRule::kBinary: return InferBinary(inst, in);
+    case ShapeRule::kWhere: return InferWhere(inst, in);
+    case ShapeRule::kMatmul: return InferMatmul(inst, in);
+    case ShapeRule::kUnary: return InferUnary(inst, in);
+    case ShapeRule::kTriangle: return InferTriangle(inst, in);
+    case ShapeRule::kGradPair: return InferGradPair(inst, in);
+    case ShapeRule::kRedistribute: return InferRedistribute(inst, in);
+    case ShapeRule::kReduce: return InferReduce(inst, in);
+    case ShapeRule::kArgReduce:
+      if (in.size() != 1) return ArityError(inst, 1, in.size());
+      return InferArgReduce(inst, *in[0]);
+    case ShapeRule::kSumOfSquares: return InferSumOfSquares(inst, in);
+    case ShapeRule::kCrossEntropy: return InferCrossEntropy(inst, in);
+    case ShapeRule::kMseLoss: return InferMseLoss(inst, in);
+    case ShapeRule::kMovement:
       if (in.size() != 1) return ArityError(inst, 1, in.size());
       return InferMovement(inst, *in[0]);
-    case Op::kSumOfSquares:
-      return InferSumOfSquares(inst, in);
-    case Op::kCrossEntropy: case Op::kCrossEntropyBackward:
-      return InferCrossEntropy(inst, in);
-    case Op::kMseLoss: case Op::kMseLossBackward:
-      return InferMseLoss(inst, in);
-    case Op::kCopyInto: case Op::kFill: case Op::kAdamStep: case Op::kMulInto: case Op::kAddInto:  // change their operands, make nothing
-    case Op::kInspect: case Op::kSettle: case Op::kFetch: case Op::kFree: case Op::kSync: case Op::kDropClient: case Op::kHotStart: case Op::kHotEnd:
-    case Op::kDefineUnit: case Op::kRunUnit: case Op::kConfigure: case Op::kMembership:
-    case Op::kBroadcast: case Op::kAllReduce: case Op::kAllGather: case Op::kReduceScatter:  // made only by dispatcher stages, which know their shapes
-    case Op::kCount:
-      break;
+    case ShapeRule::kCat: return InferCat(inst, in);
+    case ShapeRule::kIndexVector:
+    case ShapeRule::kIndexTensor: return InferIndexing(inst, in);
+    // Mutations change their operands and make nothing; collectives are made
+    // only by dispatcher stages, which know their shapes.
+    case ShapeRule::kNone: break;
   }
   return Internal(Where(inst) + " produces no tensor");
 }
@@ -617,7 +600,7 @@ Result<TensorMeta> InferByOp(const Instruction& inst, const std::vector<const Te
 }  // namespace
 
 Result<TensorMeta> InferResult(const Instruction& inst, const std::vector<const TensorMeta*>& in) {
-  Result<TensorMeta> meta = InferByOp(inst, in);
+  Result<TensorMeta> meta = InferByRule(inst, in);
   // Broadcasting, matmul and creation can name more elements than int64
   // counts; every later NumElements of that shape would be meaningless.
   if (meta.ok() && !CheckedProduct(meta->shape))

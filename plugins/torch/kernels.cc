@@ -138,6 +138,8 @@ Result<at::Tensor> Binary(const Instruction& inst, TensorSource source) {
     case Op::kMul: return at::mul(a, b);
     case Op::kDiv: return at::div(a, b);  // true division, as PyTorch's `/`
     case Op::kPow: return at::pow(a, b);
+    case Op::kMaximum: return at::maximum(a, b);
+    case Op::kMinimum: return at::minimum(a, b);
     case Op::kGt:
     case Op::kLt:
     case Op::kGe:
@@ -358,8 +360,7 @@ Result<at::Tensor> Cat(const Instruction& inst, TensorSource source) {
 // index_select / index_add / gather / scatter_add, out of place; ATen
 // checks the index values (an error names the op).
 Result<at::Tensor> Indexing(const Instruction& inst, TensorSource source) {
-  const bool adds = inst.op == Op::kIndexAdd || inst.op == Op::kScatterAdd;
-  Result<std::vector<at::Tensor>> operands = Operands(inst, adds ? 3 : 2, source);
+  Result<std::vector<at::Tensor>> operands = Operands(inst, static_cast<size_t>(GetOpInfo(inst.op).arity), source);
   if (!operands.ok()) return operands.status();
   if (inst.attrs.axes.size() != 1) return Invalid(inst, "expects one dim");
   const std::vector<at::Tensor>& a = *operands;
@@ -376,9 +377,6 @@ Result<at::Tensor> Indexing(const Instruction& inst, TensorSource source) {
 }
 
 Result<at::Tensor> Movement(const Instruction& inst, TensorSource source) {
-  if (inst.op == Op::kCat) return Cat(inst, source);
-  if (inst.op == Op::kIndexSelect || inst.op == Op::kIndexAdd || inst.op == Op::kGather || inst.op == Op::kScatterAdd)
-    return Indexing(inst, source);
   Result<std::vector<at::Tensor>> operands = Operands(inst, 1, source);
   if (!operands.ok()) return operands.status();
   const at::Tensor& a = (*operands)[0];
@@ -440,92 +438,32 @@ Result<std::vector<at::Tensor>> Operands(const Instruction& inst, size_t count, 
   return tensors;
 }
 
+// Routed by the op's shape rule (gt/ops.def): every rule is listed, so a new
+// rule does not compile until it has a kernel family here.
 Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collectives& collectives) {
-  switch (inst.op) {
-    case Op::kFromBytes:
-    case Op::kRandn:
-    case Op::kZeros:
-    case Op::kOnes:
-    case Op::kRand:
-    case Op::kArange: return Create(inst, source);
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kPow:
-    case Op::kGt:
-    case Op::kLt:
-    case Op::kGe:
-    case Op::kLe:
-    case Op::kEq: return Binary(inst, source);
-    case Op::kMatmul: return Matmul(inst, source);
-    case Op::kRelu:
-    case Op::kSigmoid:
-    case Op::kTanh:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kSqrt:
-    case Op::kNeg:
-    case Op::kAbs:
-    case Op::kClone:
-    case Op::kRedistribute:
-    case Op::kSoftmax:
-    case Op::kLogSoftmax:
-    case Op::kErf:
-    case Op::kTril:
-    case Op::kTriu:
-    case Op::kGelu:
-    case Op::kLayerNorm: return Unary(inst, source);
-    case Op::kGeluBackward:
-    case Op::kReluBackward:
-    case Op::kLayerNormBackward: return FusedBackward(inst, source);
-    case Op::kWhere: return Where(inst, source);
-    case Op::kSum:
-    case Op::kMean:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kArgMax:
-    case Op::kArgMin: return Reduce(inst, source);
-    case Op::kSumOfSquares: return SumOfSquares(inst, source);
-    case Op::kCrossEntropy:
-    case Op::kCrossEntropyBackward: return CrossEntropy(inst, source);
-    case Op::kMseLoss:
-    case Op::kMseLossBackward: return MseLoss(inst, source);
-    case Op::kReshape:
-    case Op::kTranspose:
-    case Op::kUnsqueeze:
-    case Op::kSqueeze:
-    case Op::kPermute:
-    case Op::kSlice:
-    case Op::kSelect:
-    case Op::kCat:
-    case Op::kIndexSelect:
-    case Op::kIndexAdd:
-    case Op::kGather:
-    case Op::kScatterAdd: return Movement(inst, source);
-    case Op::kBroadcast:
-    case Op::kAllReduce:
-    case Op::kAllGather:
-    case Op::kReduceScatter: return Collective(inst, source, collectives);
-    // No tensor of their own: Mutate(), or the backend's control path.
-    case Op::kCopyInto:
-    case Op::kMulInto:
-    case Op::kAddInto:
-    case Op::kFill:
-    case Op::kAdamStep:
-    case Op::kInspect:
-    case Op::kSettle:
-    case Op::kFetch:
-    case Op::kFree:
-    case Op::kSync:
-    case Op::kDropClient:
-    case Op::kHotStart:
-    case Op::kHotEnd:
-    case Op::kDefineUnit:
-    case Op::kRunUnit:
-    case Op::kConfigure:
-    case Op::kMembership:
-    case Op::kCount: break;
+  switch (ShapeRuleOf(inst.op)) {
+    case ShapeRule::kCreate: return Create(inst, source);
+    case ShapeRule::kBinary: return Binary(inst, source);
+    case ShapeRule::kWhere: return Where(inst, source);
+    case ShapeRule::kMatmul: return Matmul(inst, source);
+    case ShapeRule::kUnary:
+    case ShapeRule::kTriangle:
+    case ShapeRule::kRedistribute: return Unary(inst, source);
+    case ShapeRule::kGradPair: return FusedBackward(inst, source);
+    case ShapeRule::kReduce:
+    case ShapeRule::kArgReduce: return Reduce(inst, source);
+    case ShapeRule::kSumOfSquares: return SumOfSquares(inst, source);
+    case ShapeRule::kCrossEntropy: return CrossEntropy(inst, source);
+    case ShapeRule::kMseLoss: return MseLoss(inst, source);
+    case ShapeRule::kMovement: return Movement(inst, source);
+    case ShapeRule::kCat: return Cat(inst, source);
+    case ShapeRule::kIndexVector:
+    case ShapeRule::kIndexTensor: return Indexing(inst, source);
+    // Collectives have no shape rule (their stages know the shapes); the
+    // rest make no tensor of their own: Mutate(), or the backend's control path.
+    case ShapeRule::kNone:
+      if (KindOf(inst.op) == OpKind::kCollective) return Collective(inst, source, collectives);
+      break;
   }
   return Internal("no tensor kernel for " + inst.Describe());
 }
