@@ -667,6 +667,32 @@ std::vector<Case> Cases() {
         return at::cat({x.grad().reshape({-1}), t.grad().reshape({-1})});
       });
 
+  // -- maximum / minimum: broadcasting, promotion, ties (Ints repeat), and the
+  // gradient, which goes to the larger (smaller) operand, half each on a tie
+  add("maximum_broadcast", {Op::kMaximum}, {Normal({3, 4}, 139), Normal({4}, 140)},
+      [](const V& v) { return gt::maximum(v[0], v[1]); }, [](const A& a) { return at::maximum(a[0], a[1]); });
+  add("minimum_method_broadcast", {Op::kMinimum}, {Normal({2, 1, 4}, 141), Normal({3, 1}, 142)},
+      [](const V& v) { return v[0].min(v[1]); }, [](const A& a) { return at::minimum(a[0], a[1]); });
+  add("maximum_int32_and_float64_promote", {Op::kMaximum}, {Ints({3, 4}, at::kInt), Normal({3, 4}, 143, at::kDouble)},
+      [](const V& v) { return v[0].max(v[1]); }, [](const A& a) { return at::maximum(a[0], a[1]); });
+  add("minimum_int64", {Op::kMinimum}, {Ints({3, 4}, at::kLong), Ints({4}, at::kLong, 5)},
+      [](const V& v) { return v[0].minimum(v[1]); }, [](const A& a) { return at::minimum(a[0], a[1]); });
+  for (const bool maximum : {true, false}) {
+    const Op op = maximum ? Op::kMaximum : Op::kMinimum;
+    add(maximum ? "maximum_grad_ties" : "minimum_grad_ties", {op},
+        {Ints({3, 4}, at::kDouble), Ints({4}, at::kDouble, 4)},  // row 1 ties
+        [maximum](const V& v) {
+          gt::Tensor x = v[0].clone().requires_grad_(), y = v[1].clone().requires_grad_();
+          ((maximum ? gt::maximum(x, y) : gt::minimum(x, y)) * 3.0).sum().backward();
+          return gt::cat({x.grad().reshape({-1}), y.grad().reshape({-1})});
+        },
+        [maximum](const A& a) {
+          at::Tensor x = a[0].clone().requires_grad_(), y = a[1].clone().requires_grad_();
+          ((maximum ? at::maximum(x, y) : at::minimum(x, y)) * 3.0).sum().backward();
+          return at::cat({x.grad().reshape({-1}), y.grad().reshape({-1})});
+        });
+  }
+
   // -- last: a redistribute makes the session one that places tensors, and
   // from then on cross_entropy, mse_loss and sum_of_squares give way to
   // their composites (masks, log_softmax, gather; differences, squares, sums)

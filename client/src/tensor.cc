@@ -1,20 +1,17 @@
-// gt::Tensor: builds one instruction per call and hands it to the session.
-#include <algorithm>
-#include <cmath>
-#include <cstring>
-#include <functional>
-
+// gt::Tensor: builds one instruction per call and hands it to the session
+// (tensor_issue.h); creation functions, signal scopes and the session calls.
+// The ops are in tensor_ops.cc, in-place ops, autograd state and reading
+// data back in tensor_state.cc.
 #include "gt/op_attrs.h"
 #include "gt/gt.h"
-#include "gt/nn.h"
-#include "session.h"
-#include "tensor_impl.h"
+#include "tensor_issue.h"
 
 namespace gt {
 
+using client_internal::Issue;
+using client_internal::Require;
 using client_internal::Session;
 using client_internal::TensorFactory;
-using client_internal::TensorImpl;
 using client_internal::TensorRecord;
 
 namespace {
@@ -23,19 +20,14 @@ thread_local std::vector<std::string> signal_stack;
 thread_local std::vector<bool> signal_compiles;  // parallel to signal_stack
 thread_local std::vector<std::string> signal_backwards;  // parallel to signal_stack: resolved backward signals
 
+}  // namespace
+
+namespace client_internal {
+
 const TensorRecord& Require(const Tensor& t, const char* what) {
   const TensorRecord* r = TensorFactory::Record(t);
   if (!r) throw Error(Code::kInvalidArgument, std::string(what) + ": undefined tensor");
   return *r;
-}
-
-// Ops whose result the worker makes as a view of operand 0 (ATen views).
-bool IsView(Op op) {
-  switch (op) {
-    case Op::kReshape: case Op::kTranspose: case Op::kUnsqueeze: case Op::kSqueeze:
-    case Op::kPermute: case Op::kSlice: case Op::kSelect: return true;
-    default: return false;
-  }
 }
 
 // Issues `inst` on `inputs` and records it for autograd.
@@ -47,7 +39,8 @@ Tensor Issue(Instruction inst, const std::vector<Tensor>& inputs) {
   Attributes attrs = inst.attrs;
   Op op = inst.op;
   Tensor out = TensorFactory::Make(Session::Get()->Issue(std::move(inst), operands));
-  if (IsView(op)) operands[0]->ShareVersionWith(*TensorFactory::Record(out));
+  // The worker makes the result as a view of operand 0 (an ATen view).
+  if (HasOpFlag(op, kView)) operands[0]->ShareVersionWith(*TensorFactory::Record(out));
   client_internal::RecordForAutograd(op, attrs, inputs, out);
   return out;
 }
@@ -109,6 +102,10 @@ Tensor WithAxes(const Tensor& t, Op op, std::vector<int64_t> axes) {
   return Issue(std::move(inst), {t});
 }
 
+}  // namespace client_internal
+
+namespace {
+
 Tensor Create(Op op, Shape shape, DType dtype, uint64_t seed, BlobPtr payload) {
   Instruction inst;
   inst.op = op;
@@ -124,374 +121,6 @@ Tensor Create(Op op, Shape shape, DType dtype, uint64_t seed, BlobPtr payload) {
 const Shape& Tensor::shape() const { return Require(*this, "shape").meta.shape; }
 DType Tensor::dtype() const { return Require(*this, "dtype").meta.dtype; }
 TensorId Tensor::id() const { return Require(*this, "id").id; }
-
-Tensor Tensor::operator+(const Tensor& o) const { return Binary(*this, o, Op::kAdd); }
-Tensor Tensor::operator-(const Tensor& o) const { return Binary(*this, o, Op::kSub); }
-Tensor Tensor::operator*(const Tensor& o) const { return Binary(*this, o, Op::kMul); }
-Tensor Tensor::operator/(const Tensor& o) const { return Binary(*this, o, Op::kDiv); }
-Tensor Tensor::operator+(double s) const { return WithScalar(*this, s, Op::kAdd, ScalarSide::kRight); }
-Tensor Tensor::operator-(double s) const { return WithScalar(*this, s, Op::kSub, ScalarSide::kRight); }
-Tensor Tensor::operator*(double s) const { return WithScalar(*this, s, Op::kMul, ScalarSide::kRight); }
-Tensor Tensor::operator/(double s) const { return WithScalar(*this, s, Op::kDiv, ScalarSide::kRight); }
-Tensor operator+(double s, const Tensor& t) { return WithScalar(t, s, Op::kAdd, ScalarSide::kLeft); }
-Tensor operator-(double s, const Tensor& t) { return WithScalar(t, s, Op::kSub, ScalarSide::kLeft); }
-Tensor operator*(double s, const Tensor& t) { return WithScalar(t, s, Op::kMul, ScalarSide::kLeft); }
-Tensor operator/(double s, const Tensor& t) { return WithScalar(t, s, Op::kDiv, ScalarSide::kLeft); }
-
-Tensor Tensor::matmul(const Tensor& o) const { return Binary(*this, o, Op::kMatmul); }
-Tensor Tensor::relu() const { return Unary(*this, Op::kRelu); }
-Tensor Tensor::sigmoid() const { return Unary(*this, Op::kSigmoid); }
-Tensor Tensor::tanh() const { return Unary(*this, Op::kTanh); }
-Tensor Tensor::exp() const { return Unary(*this, Op::kExp); }
-Tensor Tensor::log() const { return Unary(*this, Op::kLog); }
-Tensor Tensor::sqrt() const { return Unary(*this, Op::kSqrt); }
-Tensor Tensor::neg() const { return Unary(*this, Op::kNeg); }
-
-Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kSum, std::move(axes), keepdims); }
-Tensor Tensor::mean(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMean, std::move(axes), keepdims); }
-Tensor Tensor::max(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMax, std::move(axes), keepdims); }
-
-Tensor Tensor::reshape(Shape shape) const {
-  Instruction inst;
-  inst.op = Op::kReshape;
-  inst.attrs.shape = std::move(shape);
-  return Issue(std::move(inst), {*this});
-}
-
-namespace {
-
-// {dim0, dim1} of a tensor of `rank` dims as a sorted non-negative pair, or
-// nothing when either is out of range or they are the same dim.
-std::optional<std::array<int64_t, 2>> SwappedDims(int64_t dim0, int64_t dim1, int64_t rank) {
-  if (dim0 < 0) dim0 += rank;
-  if (dim1 < 0) dim1 += rank;
-  if (dim0 < 0 || dim1 < 0 || dim0 >= rank || dim1 >= rank || dim0 == dim1) return std::nullopt;
-  return std::array<int64_t, 2>{std::min(dim0, dim1), std::max(dim0, dim1)};
-}
-
-// x.transpose(d0, d1) where x is itself y.transpose(d0, d1) is y: with grad
-// off (no graph to record), the record of y is handed back.
-Tensor Transposed(const Tensor& x, Instruction inst, std::optional<std::array<int64_t, 2>> dims) {
-  TensorRecord* record = TensorFactory::Impl(x) ? TensorFactory::Impl(x)->data.get() : nullptr;
-  if (dims && record && record->transposed_dims == *dims && !is_grad_enabled())
-    if (std::shared_ptr<TensorRecord> base = record->transpose_of.lock()) return TensorFactory::Make(std::move(base));
-  Tensor out = Issue(std::move(inst), {x});
-  if (dims && record) {
-    TensorRecord& made = *TensorFactory::Impl(out)->data;
-    made.transpose_of = TensorFactory::Impl(x)->data;
-    if (!is_grad_enabled()) made.keeps_transposed = TensorFactory::Impl(x)->data;
-    made.transposed_dims = *dims;
-  }
-  return out;
-}
-
-}  // namespace
-
-Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
-  Instruction inst;
-  inst.op = Op::kTranspose;
-  inst.attrs.axes = {dim0, dim1};
-  return Transposed(*this, std::move(inst), SwappedDims(dim0, dim1, dim()));
-}
-
-Tensor Tensor::t() const {
-  Instruction inst;
-  inst.op = Op::kTranspose;  // the last two dims (none below 2-D)
-  return Transposed(*this, std::move(inst), dim() >= 2 ? SwappedDims(-2, -1, dim()) : std::nullopt);
-}
-
-Tensor Tensor::permute(std::vector<int64_t> dims) const { return WithAxes(*this, Op::kPermute, std::move(dims)); }
-Tensor Tensor::unsqueeze(int64_t dim) const { return WithAxes(*this, Op::kUnsqueeze, {dim}); }
-Tensor Tensor::squeeze() const { return WithAxes(*this, Op::kSqueeze, {}); }
-Tensor Tensor::squeeze(int64_t dim) const { return WithAxes(*this, Op::kSqueeze, {dim}); }
-
-Tensor Tensor::slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) const {
-  if (step <= 0) throw Error(Code::kInvalidArgument, "slice: step must be positive, got " + std::to_string(step));
-  int64_t rank = this->dim();
-  int64_t d = dim < 0 ? dim + rank : dim;
-  if (d < 0 || d >= rank)
-    throw Error(Code::kInvalidArgument, "slice: dim " + std::to_string(dim) + " is out of range for shape " +
-                                            ShapeToString(shape()));
-  int64_t size = shape()[d];
-  auto clamp = [size](int64_t i) { return std::clamp(i < 0 ? i + size : i, int64_t{0}, size); };
-  int64_t from = start ? clamp(*start) : 0;
-  int64_t to = stop ? clamp(*stop) : size;
-  return WithAxes(*this, Op::kSlice, {d, from, std::max(from, to), step});
-}
-
-Tensor Tensor::select(int64_t dim, int64_t index) const {
-  int64_t rank = this->dim();
-  int64_t d = dim < 0 ? dim + rank : dim;
-  if (d >= 0 && d < rank && index < 0) index += shape()[d];
-  return WithAxes(*this, Op::kSelect, {d, index});
-}
-
-std::vector<Tensor> Tensor::split(int64_t size, int64_t dim) const {
-  if (size <= 0) throw Error(Code::kInvalidArgument, "split: size must be positive, got " + std::to_string(size));
-  int64_t rank = this->dim();
-  int64_t d = dim < 0 ? dim + rank : dim;
-  if (d < 0 || d >= rank) throw Error(Code::kInvalidArgument, "split: dim " + std::to_string(dim) + " out of range");
-  std::vector<Tensor> pieces;
-  for (int64_t start = 0; start < shape()[d]; start += size) pieces.push_back(slice(d, start, start + size));
-  return pieces;
-}
-
-std::vector<Tensor> Tensor::chunk(int64_t chunks, int64_t dim) const {
-  if (chunks <= 0) throw Error(Code::kInvalidArgument, "chunk: chunks must be positive, got " + std::to_string(chunks));
-  int64_t rank = this->dim();
-  int64_t d = dim < 0 ? dim + rank : dim;
-  if (d < 0 || d >= rank) throw Error(Code::kInvalidArgument, "chunk: dim " + std::to_string(dim) + " out of range");
-  int64_t size = (shape()[d] + chunks - 1) / chunks;  // as torch.chunk: equal pieces, the last smaller
-  return split(std::max<int64_t>(size, 1), d);
-}
-
-Tensor Tensor::pow(double exponent) const {
-  // PyTorch's rule: its integer kernel would make 1/x^n into 0 (or 1, -1).
-  if (!IsFloatingPoint(dtype()) && exponent < 0 && exponent == std::trunc(exponent))
-    throw Error(Code::kInvalidArgument, "pow: integers to negative integer powers are not allowed (" +
-                                            std::string(dtype() == DType::kBool ? "a " : "an ") +
-                                            std::string(DTypeName(dtype())) + " tensor to the power " +
-                                            std::to_string(static_cast<int64_t>(exponent)) + ")");
-  return WithScalar(*this, exponent, Op::kPow, ScalarSide::kRight);
-}
-Tensor Tensor::pow(const Tensor& exponent) const { return Binary(*this, exponent, Op::kPow); }
-Tensor Tensor::abs() const { return Unary(*this, Op::kAbs); }
-Tensor Tensor::erf() const { return Unary(*this, Op::kErf); }
-Tensor Tensor::tril(int64_t diagonal) const { return WithAxes(*this, Op::kTril, {diagonal}); }
-Tensor Tensor::triu(int64_t diagonal) const { return WithAxes(*this, Op::kTriu, {diagonal}); }
-Tensor Tensor::masked_fill(const Tensor& mask, double value) const {
-  // PyTorch keeps the tensor's dtype, casting the value to it (0.5 into an
-  // integer tensor is 0), where where() would promote the tensor instead.
-  if (IsFloatingPoint(dtype())) return where(mask, value, *this);
-  if (dtype() != DType::kBool) return where(mask, std::trunc(value), *this);
-  Tensor filled = zeros(shape(), DType::kBool);
-  filled.copy_(where(mask, value != 0 ? 1.0 : 0.0, *this));
-  return filled;
-}
-
-namespace {
-Tensor Indexed(Op op, int64_t dim, const std::vector<Tensor>& operands) {
-  Instruction inst;
-  inst.op = op;
-  inst.attrs.axes = {dim};
-  return Issue(std::move(inst), operands);
-}
-}  // namespace
-
-Tensor Tensor::index_select(int64_t dim, const Tensor& index) const { return Indexed(Op::kIndexSelect, dim, {*this, index}); }
-Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source) const {
-  return Indexed(Op::kIndexAdd, dim, {*this, index, source});
-}
-Tensor Tensor::gather(int64_t dim, const Tensor& index) const { return Indexed(Op::kGather, dim, {*this, index}); }
-Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& source) const {
-  return Indexed(Op::kScatterAdd, dim, {*this, index, source});
-}
-Tensor Tensor::clone() const { return Unary(*this, Op::kClone); }
-Tensor Tensor::min(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMin, std::move(axes), keepdims); }
-Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdims) const {
-  return Reduce(*this, Op::kArgMax, dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdims && dim);
-}
-Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdims) const {
-  return Reduce(*this, Op::kArgMin, dim ? std::vector<int64_t>{*dim} : std::vector<int64_t>{}, keepdims && dim);
-}
-Tensor Tensor::softmax(int64_t dim) const { return WithAxes(*this, Op::kSoftmax, {dim}); }
-Tensor Tensor::log_softmax(int64_t dim) const { return WithAxes(*this, Op::kLogSoftmax, {dim}); }
-
-Tensor Tensor::gt(const Tensor& o) const { return Binary(*this, o, Op::kGt); }
-Tensor Tensor::lt(const Tensor& o) const { return Binary(*this, o, Op::kLt); }
-Tensor Tensor::ge(const Tensor& o) const { return Binary(*this, o, Op::kGe); }
-Tensor Tensor::le(const Tensor& o) const { return Binary(*this, o, Op::kLe); }
-Tensor Tensor::eq(const Tensor& o) const { return Binary(*this, o, Op::kEq); }
-Tensor Tensor::gt(double s) const { return WithScalar(*this, s, Op::kGt, ScalarSide::kRight); }
-Tensor Tensor::lt(double s) const { return WithScalar(*this, s, Op::kLt, ScalarSide::kRight); }
-Tensor Tensor::ge(double s) const { return WithScalar(*this, s, Op::kGe, ScalarSide::kRight); }
-Tensor Tensor::le(double s) const { return WithScalar(*this, s, Op::kLe, ScalarSide::kRight); }
-Tensor Tensor::eq(double s) const { return WithScalar(*this, s, Op::kEq, ScalarSide::kRight); }
-
-Tensor& Tensor::copy_(const Tensor& source) {
-  CheckInPlaceAllowed(*this, source, "copy_");
-  Instruction inst;
-  inst.op = Op::kCopyInto;
-  Mutate(std::move(inst), {&Require(*this, "copy_"), &Require(source, "copy_")});
-  return *this;
-}
-
-void check_in_place_cast(DType result, DType destination, const char* what) {
-  // PyTorch's rule for an op that writes into its operand: the result may be
-  // cast to the operand's dtype, but not from a float into an integer, nor
-  // from a number into a bool (int64 += 1.5 is an error, not a truncation).
-  const bool fits = IsFloatingPoint(destination) ||
-                    (!IsFloatingPoint(result) && (destination != DType::kBool || result == DType::kBool));
-  if (!fits)
-    throw Error(Code::kInvalidArgument, std::string(what) + ": result type " + std::string(DTypeName(result)) +
-                                            " can't be cast to the desired output type " +
-                                            std::string(DTypeName(destination)));
-}
-
-Tensor& Tensor::assign_result_(const Tensor& result, const char* what) {
-  check_in_place_cast(result.dtype(), dtype(), what);
-  return copy_(result);
-}
-
-Tensor& Tensor::operator+=(double s) { return assign_result_(*this + s, "+="); }
-Tensor& Tensor::operator-=(double s) { return assign_result_(*this - s, "-="); }
-Tensor& Tensor::operator*=(double s) { return assign_result_(*this * s, "*="); }
-
-Tensor& Tensor::mul_(const Tensor& factor) {
-  CheckInPlaceAllowed(*this, factor, "mul_");
-  const TensorRecord& destination = Require(*this, "mul_");
-  const TensorRecord& by = Require(factor, "mul_");
-  if (by.meta.dtype != destination.meta.dtype) return assign_result_(*this * factor, "mul_");
-  Instruction inst;
-  inst.op = Op::kMulInto;
-  Mutate(std::move(inst), {&destination, &by});
-  return *this;
-}
-
-Tensor& Tensor::add_(const Tensor& other, double alpha) {
-  CheckInPlaceAllowed(*this, other, "add_");
-  const TensorRecord& destination = Require(*this, "add_");
-  const TensorRecord& addend = Require(other, "add_");
-  if (!IsFloatingPoint(destination.meta.dtype) && alpha != std::trunc(alpha))
-    throw Error(Code::kInvalidArgument, "add_: alpha must be an integer for a " +
-                                            std::string(DTypeName(destination.meta.dtype)) + " tensor, got " +
-                                            std::to_string(alpha));
-  // Bools (a sum is a logical or; a difference is refused, as PyTorch's) and
-  // mixed dtypes: the out-of-place op, cast back.
-  if (addend.meta.dtype != destination.meta.dtype || destination.meta.dtype == DType::kBool)
-    return assign_result_(alpha == 1 ? *this + other : alpha == -1 ? *this - other : *this + other * alpha, "add_");
-  Instruction inst;
-  inst.op = Op::kAddInto;
-  inst.attrs.scalar = alpha;
-  Mutate(std::move(inst), {&destination, &addend});
-  return *this;
-}
-
-namespace nn {
-
-void adam_step_(Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1,
-                double beta2, double eps, double weight_decay, double bias_correction1, double bias_correction2,
-                bool decoupled) {
-  CheckInPlaceAllowed(param, "adam_step_");
-  Instruction inst;
-  inst.op = Op::kAdamStep;
-  inst.attrs.numbers = {lr, beta1, beta2, eps, weight_decay, bias_correction1, bias_correction2};
-  inst.attrs.keepdims = decoupled;
-  const TensorRecord& m = Require(exp_avg, "adam_step_");
-  const TensorRecord& v = Require(exp_avg_sq, "adam_step_");
-  Mutate(std::move(inst), {&Require(param, "adam_step_"), &Require(grad, "adam_step_"), &m, &v});
-  m.BumpVersion();  // the moment estimates changed too
-  v.BumpVersion();
-}
-
-}  // namespace nn
-
-Tensor& Tensor::fill_(double value) {
-  CheckInPlaceAllowed(*this, "fill_");
-  Instruction inst;
-  inst.op = Op::kFill;
-  inst.attrs.scalar = value;
-  Mutate(std::move(inst), {&Require(*this, "fill_")});
-  return *this;
-}
-
-// ---- autograd ----------------------------------------------------------------
-
-bool Tensor::requires_grad() const { return impl_ && impl_->requires_grad; }
-bool Tensor::is_leaf() const { return !impl_ || impl_->grad_fn == nullptr; }
-
-Tensor& Tensor::requires_grad_(bool enabled) {
-  Require(*this, "requires_grad_");
-  if (!is_leaf())
-    throw Error(Code::kFailedPrecondition, "requires_grad_: only leaf tensors can change requires_grad; use detach()");
-  if (enabled && !IsFloatingPoint(dtype()))
-    throw Error(Code::kInvalidArgument, "requires_grad_: only floating point tensors can require grad, this is " +
-                                            std::string(DTypeName(dtype())));
-  impl_->requires_grad = enabled;
-  return *this;
-}
-
-Tensor Tensor::grad() const { return impl_ ? impl_->grad : Tensor(); }
-
-void Tensor::set_grad(const Tensor& grad) {
-  Require(*this, "set_grad");
-  if (grad.defined() && grad.shape() != shape())
-    throw Error(Code::kInvalidArgument, "set_grad: gradient of shape " + ShapeToString(grad.shape()) +
-                                            " for a tensor of shape " + ShapeToString(shape()));
-  impl_->grad = grad;
-}
-
-void Tensor::backward(const Tensor& gradient, bool retain_graph) const {
-  Require(*this, "backward");
-  client_internal::RunBackward(*this, gradient, retain_graph);
-}
-
-Tensor Tensor::detach() const {
-  Require(*this, "detach");
-  return TensorFactory::Make(impl_->data);
-}
-
-namespace {
-
-// `r`'s bytes from its worker, checked against what the client inferred,
-// handed to `read` (under the session's lock: Session::Fetch).
-void FetchChecked(const TensorRecord& r, const std::function<void(const client_internal::FetchedData&)>& read) {
-  const size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
-  r.session->Fetch(r, [&](client_internal::FetchedData& data) {
-    if (!data.bytes || data.bytes->size() != want || data.shape != r.meta.shape || data.dtype != r.meta.dtype)
-      throw Error(Code::kInternal, "fetch: worker returned " + ShapeToString(data.shape) + " " +
-                                       std::string(DTypeName(data.dtype)) + " (" +
-                                       std::to_string(data.bytes ? data.bytes->size() : 0) +
-                                       " bytes) for a tensor inferred as " + ShapeToString(r.meta.shape) + " " +
-                                       std::string(DTypeName(r.meta.dtype)));
-    read(data);
-  });
-}
-
-}  // namespace
-
-void Tensor::copy_to(void* destination, size_t bytes) const {
-  const TensorRecord& r = Require(*this, "copy_to");
-  size_t want = static_cast<size_t>(NumElements(r.meta.shape)) * ElementSize(r.meta.dtype);
-  if (bytes != want)
-    throw Error(Code::kInvalidArgument, "copy_to: tensor " + ShapeToString(r.meta.shape) + " " +
-                                            std::string(DTypeName(r.meta.dtype)) + " has " + std::to_string(want) +
-                                            " bytes, destination has " + std::to_string(bytes));
-  FetchChecked(r, [&](const client_internal::FetchedData& data) {
-    if (want) std::memcpy(destination, data.bytes->data(), want);
-  });
-}
-
-void Tensor::ReadBytes(const std::function<void(const void*, size_t)>& read) const {
-  FetchChecked(Require(*this, "to_vector"), [&read](const client_internal::FetchedData& data) {
-    read(data.bytes->data(), data.bytes->size());
-  });
-}
-
-BlobPtr Tensor::fetch_bytes() const {
-  BlobPtr out;
-  FetchChecked(Require(*this, "fetch_bytes"), [&out](const client_internal::FetchedData& data) {
-    out = data.shares_worker_memory ? CopyToBlob(data.bytes->data(), data.bytes->size()) : data.bytes;
-  });
-  return out;
-}
-
-double Tensor::item() const {
-  if (numel() != 1)
-    throw Error(Code::kInvalidArgument, "item: tensor of shape " + ShapeToString(shape()) + " has " +
-                                            std::to_string(numel()) + " elements, expected 1");
-  switch (dtype()) {
-    case DType::kFloat32: return to_vector<float>()[0];
-    case DType::kFloat64: return to_vector<double>()[0];
-    case DType::kInt32: return to_vector<int32_t>()[0];
-    case DType::kInt64: return static_cast<double>(to_vector<int64_t>()[0]);
-    default: {
-      uint8_t b = 0;
-      copy_to(&b, 1);
-      return b;
-    }
-  }
-}
 
 Tensor randn(Shape shape, DType dtype, uint64_t seed) { return Create(Op::kRandn, std::move(shape), dtype, seed, nullptr); }
 Tensor zeros(Shape shape, DType dtype) { return Create(Op::kZeros, std::move(shape), dtype, 0, nullptr); }
@@ -608,3 +237,4 @@ void sync() { Session::Get()->Sync(); }
 void shutdown() { Session::Get()->Close(); }
 
 }  // namespace gt
+

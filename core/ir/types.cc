@@ -89,96 +89,26 @@ DType PromoteTypes(DType a, DType b) {
 // ---- Op --------------------------------------------------------------------
 
 namespace {
-constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = {{
-    {Op::kFromBytes, "from_bytes", OpKind::kCreate},
-    {Op::kRandn, "randn", OpKind::kCreate},
-    {Op::kZeros, "zeros", OpKind::kCreate},
-    {Op::kOnes, "ones", OpKind::kCreate},
-    {Op::kRand, "rand", OpKind::kCreate},
-    {Op::kArange, "arange", OpKind::kCreate},
-    {Op::kAdd, "add", OpKind::kBinary},
-    {Op::kSub, "sub", OpKind::kBinary},
-    {Op::kMul, "mul", OpKind::kBinary},
-    {Op::kDiv, "div", OpKind::kBinary},
-    {Op::kPow, "pow", OpKind::kBinary},
-    {Op::kGt, "gt", OpKind::kBinary},
-    {Op::kLt, "lt", OpKind::kBinary},
-    {Op::kGe, "ge", OpKind::kBinary},
-    {Op::kLe, "le", OpKind::kBinary},
-    {Op::kEq, "eq", OpKind::kBinary},
-    {Op::kMatmul, "matmul", OpKind::kContract},
-    {Op::kRelu, "relu", OpKind::kUnary},
-    {Op::kSigmoid, "sigmoid", OpKind::kUnary},
-    {Op::kTanh, "tanh", OpKind::kUnary},
-    {Op::kExp, "exp", OpKind::kUnary},
-    {Op::kLog, "log", OpKind::kUnary},
-    {Op::kSqrt, "sqrt", OpKind::kUnary},
-    {Op::kNeg, "neg", OpKind::kUnary},
-    {Op::kAbs, "abs", OpKind::kUnary},
-    {Op::kClone, "clone", OpKind::kUnary},
-    {Op::kSoftmax, "softmax", OpKind::kUnary},
-    {Op::kLogSoftmax, "log_softmax", OpKind::kUnary},
-    {Op::kSum, "sum", OpKind::kReduce},
-    {Op::kMean, "mean", OpKind::kReduce},
-    {Op::kMax, "max", OpKind::kReduce},
-    {Op::kMin, "min", OpKind::kReduce},
-    {Op::kReshape, "reshape", OpKind::kMovement},
-    {Op::kTranspose, "transpose", OpKind::kMovement},
-    {Op::kUnsqueeze, "unsqueeze", OpKind::kMovement},
-    {Op::kSqueeze, "squeeze", OpKind::kMovement},
-    {Op::kPermute, "permute", OpKind::kMovement},
-    {Op::kSlice, "slice", OpKind::kMovement},
-    {Op::kSelect, "select", OpKind::kMovement},
-    {Op::kCat, "cat", OpKind::kMovement},
-    {Op::kCopyInto, "copy_into", OpKind::kMutate},
-    {Op::kFill, "fill", OpKind::kMutate},
-    {Op::kFetch, "fetch", OpKind::kControl},
-    {Op::kFree, "free", OpKind::kControl},
-    {Op::kSync, "sync", OpKind::kControl},
-    {Op::kDropClient, "drop_client", OpKind::kControl, Sender::kHostOnly},
-    {Op::kHotStart, "hot_start", OpKind::kControl},
-    {Op::kHotEnd, "hot_end", OpKind::kControl},
-    {Op::kDefineUnit, "define_unit", OpKind::kControl},
-    {Op::kRunUnit, "run_unit", OpKind::kControl},
-    {Op::kConfigure, "configure", OpKind::kControl},
-    {Op::kMembership, "membership", OpKind::kControl, Sender::kHostOnly},
-    {Op::kBroadcast, "broadcast", OpKind::kCollective, Sender::kHostOnly},
-    {Op::kAllReduce, "all_reduce", OpKind::kCollective, Sender::kHostOnly},
-    {Op::kAllGather, "all_gather", OpKind::kCollective, Sender::kHostOnly},
-    {Op::kArgMax, "argmax", OpKind::kReduce},
-    {Op::kArgMin, "argmin", OpKind::kReduce},
-    {Op::kErf, "erf", OpKind::kUnary},
-    {Op::kWhere, "where", OpKind::kBinary},
-    {Op::kTril, "tril", OpKind::kUnary},
-    {Op::kTriu, "triu", OpKind::kUnary},
-    {Op::kIndexSelect, "index_select", OpKind::kMovement},
-    {Op::kIndexAdd, "index_add", OpKind::kMovement},
-    {Op::kGather, "gather", OpKind::kMovement},
-    {Op::kScatterAdd, "scatter_add", OpKind::kMovement},
-    {Op::kAdamStep, "adam_step", OpKind::kMutate},
-    {Op::kRedistribute, "redistribute", OpKind::kUnary},
-    {Op::kInspect, "inspect", OpKind::kControl},
-    {Op::kReduceScatter, "reduce_scatter", OpKind::kCollective, Sender::kHostOnly},
-    {Op::kGelu, "gelu", OpKind::kUnary},
-    {Op::kGeluBackward, "gelu_backward", OpKind::kBinary},
-    {Op::kLayerNorm, "layer_norm", OpKind::kUnary},
-    {Op::kLayerNormBackward, "layer_norm_backward", OpKind::kBinary},
-    {Op::kSettle, "settle", OpKind::kControl},
-    {Op::kMulInto, "mul_into", OpKind::kMutate},
-    {Op::kSumOfSquares, "sum_of_squares", OpKind::kReduce},
-    {Op::kAddInto, "add_into", OpKind::kMutate},
-    {Op::kReluBackward, "relu_backward", OpKind::kBinary},
-    {Op::kCrossEntropy, "cross_entropy", OpKind::kReduce},
-    {Op::kCrossEntropyBackward, "cross_entropy_backward", OpKind::kBinary},
-    {Op::kMseLoss, "mse_loss", OpKind::kReduce},
-    {Op::kMseLossBackward, "mse_loss_backward", OpKind::kBinary},
-}};
-constexpr bool OpTableInOrder() {
+// ops.def's rows, placed at their wire numbers (rows are grouped by family,
+// numbers by when the op was added).
+constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> MakeOpTable() {
+  constexpr OpInfo kRows[] = {
+#define GT_OP(op, wire, name, kind, arity, shape, dtype, grad, shard, flags, aten) \
+  {Op::op, name, OpKind::kind, arity, ShapeRule::shape, DTypeRule::dtype, GradRule::grad, ShardRule::shard, flags, aten},
+#include "gt/ops.def"
+#undef GT_OP
+  };
+  std::array<OpInfo, static_cast<size_t>(Op::kCount)> table{};
+  for (const OpInfo& row : kRows) table[static_cast<size_t>(row.op)] = row;
+  return table;
+}
+constexpr std::array<OpInfo, static_cast<size_t>(Op::kCount)> kOpTable = MakeOpTable();
+constexpr bool OpTableComplete() {
   for (size_t i = 0; i < kOpTable.size(); ++i)
-    if (static_cast<size_t>(kOpTable[i].op) != i) return false;
+    if (static_cast<size_t>(kOpTable[i].op) != i || kOpTable[i].name.empty()) return false;
   return true;
 }
-static_assert(OpTableInOrder(), "kOpTable rows must follow enum Op");
+static_assert(OpTableComplete(), "every Op needs one row in gt/ops.def");
 }  // namespace
 
 const OpInfo& GetOpInfo(Op op) { return kOpTable.at(static_cast<size_t>(op)); }

@@ -16,16 +16,8 @@ namespace {
 
 
 bool IsElementwise(Op op) {
-  switch (op) {
-    case Op::kAdd: case Op::kSub: case Op::kMul: case Op::kDiv: case Op::kPow:
-    case Op::kGt: case Op::kLt: case Op::kGe: case Op::kLe: case Op::kEq:
-    case Op::kRelu: case Op::kSigmoid: case Op::kTanh: case Op::kExp: case Op::kLog: case Op::kSqrt:
-    case Op::kNeg: case Op::kAbs: case Op::kErf: case Op::kWhere: case Op::kGelu: case Op::kGeluBackward: case Op::kReluBackward:
-    case Op::kClone: case Op::kCopyInto: case Op::kMulInto: case Op::kAddInto: case Op::kFill: case Op::kAdamStep:
-      return true;
-    default:
-      return false;
-  }
+  const ShardRule rule = ShardRuleOf(op);  // the op table's
+  return rule == ShardRule::kElementwise || rule == ShardRule::kFusedUpdate;
 }
 
 Result<Placement> MeshElementwise(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {

@@ -39,125 +39,45 @@ Result<Placement> MovementRow(Step& s, const std::vector<const Tensor*>& in, con
 
 }  // namespace
 
+// By the op's ShardRule (gt/ops.def); every rule is listed, so a rule added
+// there and forgotten here fails to compile (-Wswitch).
 Strategy StrategyFor(Op op) {
-  switch (op) {
-    // elementwise (matching shards; a smaller operand broadcast)
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kPow:
-    case Op::kGt:
-    case Op::kLt:
-    case Op::kGe:
-    case Op::kLe:
-    case Op::kEq:
-    case Op::kRelu:
-    case Op::kSigmoid:
-    case Op::kTanh:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kSqrt:
-    case Op::kNeg:
-    case Op::kAbs:
-    case Op::kErf:
-    case Op::kWhere:  // three operands (condition, a, b), broadcasting
-    case Op::kGelu:
-    case Op::kGeluBackward:  // {grad, x}, one shape
-    case Op::kReluBackward:
-    case Op::kClone:
-    case Op::kCopyInto:  // a mutation changes its destination where it lives
-    case Op::kMulInto:
-    case Op::kAddInto:
-    case Op::kFill:
-      return &Elementwise;
+  switch (ShardRuleOf(op)) {
+    // elementwise (matching shards; a smaller operand broadcast); a mutation
+    // changes its destination where it lives
+    case ShardRule::kElementwise: return &Elementwise;
     // an optimizer step: its parameter and state where they live, alike
-    case Op::kAdamStep:
-      return &FusedUpdate;
+    case ShardRule::kFusedUpdate: return &FusedUpdate;
     // A @ B (row-, inner-, column-sharded, replicated)
-    case Op::kMatmul:
-      return &Matmul;
-    // reduction over the sharded axis / over other axes
-    case Op::kSum:
-    case Op::kMean:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kArgMax:  // over the sharded axis: whole (positions need the whole axis)
-    case Op::kArgMin:
-      return &ReduceRow;
+    case ShardRule::kMatmul: return &Matmul;
+    // reduction over the sharded axis / over other axes (argmax / argmin over
+    // the sharded axis: whole, positions need the whole axis)
+    case ShardRule::kReduce: return &ReduceRow;
     // transpose, unsqueeze, permute, squeeze, reshape; movement of a replicated tensor
-    case Op::kReshape:
-    case Op::kTranspose:
-    case Op::kUnsqueeze:
-    case Op::kSqueeze:
-    case Op::kPermute:
-      return &MovementRow;
+    case ShardRule::kMovement: return &MovementRow;
     // normalized over trailing dims: pieces cut before them / whole rows
-    case Op::kLayerNorm:
-    case Op::kLayerNormBackward:
-      return &NormalizedRows;
+    case ShardRule::kNormalizedRows: return &NormalizedRows;
     // softmax / log_softmax along an unsharded axis / along the sharded axis
-    case Op::kSoftmax:
-    case Op::kLogSoftmax:
-      return &SoftmaxRow;
+    case ShardRule::kSoftmax: return &SoftmaxRow;
     // slice, select along an unsharded axis / along the sharded axis
-    case Op::kSlice:
-    case Op::kSelect:
-      return &SliceOrSelectRow;
+    case ShardRule::kSliceOrSelect: return &SliceOrSelectRow;
     // cat along an unsharded axis of identically sharded operands
-    case Op::kCat:
-      return &Cat;
+    case ShardRule::kCat: return &Cat;
     // indexing by positions along a dim
-    case Op::kIndexSelect:
-      return &IndexSelect;
-    case Op::kIndexAdd:
-      return &IndexAdd;
-    case Op::kGather:
-    case Op::kScatterAdd:
-      return &GatherOrScatter;
+    case ShardRule::kSelectByIndex: return &IndexSelect;
+    case ShardRule::kAddByIndex: return &IndexAdd;
+    case ShardRule::kGatherOrScatter: return &GatherOrScatter;
     // tril / triu: the diagonal moved by a shard's offset
-    case Op::kTril:
-    case Op::kTriu:
-      return &TriangleRow;
-    // anything else: operands assembled whole on one worker. The stage
-    // handles all of these before a strategy could see them, except the
-    // markers, which take no operand.
-    case Op::kRedistribute:  // RunStrategy's, whatever the placements
-    case Op::kInspect:
-    case Op::kSettle:
-    case Op::kFromBytes:
-    case Op::kRandn:
-    case Op::kZeros:
-    case Op::kOnes:
-    case Op::kRand:
-    case Op::kArange:
-    case Op::kFetch:
-    case Op::kFree:
-    case Op::kSync:
-    case Op::kDropClient:
-    case Op::kHotStart:
-    case Op::kHotEnd:
-    case Op::kDefineUnit:
-    case Op::kRunUnit:
-    case Op::kConfigure:
-    case Op::kMembership:
-    case Op::kBroadcast:
-    case Op::kAllReduce:
-    case Op::kAllGather:
-    case Op::kReduceScatter:
-    case Op::kCount:
-    // losses over every element, and their gradients: the client sends them only
-    // when its tensors are whole anyway (else their composite form)
-    case Op::kCrossEntropy:
-    case Op::kCrossEntropyBackward:
-    case Op::kMseLoss:
-    case Op::kMseLossBackward:
-      return &Whole;
+    case ShardRule::kTriangle: return &TriangleRow;
     // many operands reduced to one number: a pending sum of each worker's part
-    case Op::kSumOfSquares:
-      return &SumOfSquares;
+    case ShardRule::kSumOfSquares: return &SumOfSquares;
+    // anything else: operands assembled whole on one worker. The stage
+    // handles creation, control ops, collectives and redistribute before a
+    // strategy could see them (the markers take no operand); the losses come
+    // only when the client's tensors are whole anyway.
+    case ShardRule::kWhole: return &Whole;
   }
-  return &Whole;  // not an Op
+  return &Whole;  // not a rule
 }
 
 Result<Placement> RunStrategy(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta) {

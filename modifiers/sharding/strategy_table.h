@@ -1,7 +1,8 @@
 // The strategy table: which strategy (strategies.h) expands an op whose
-// operands are placed. Its rows follow the table in sharding.h; every op is
-// listed, so an op added to gt/op.h and forgotten here fails to compile
-// (-Wswitch) instead of silently running whole.
+// operands are placed, by the op's ShardRule (gt/ops.def). Its rows follow
+// the table in sharding.h; every rule is listed, so a rule added to
+// gt/op.h and forgotten here fails to compile (-Wswitch) instead of
+// silently running whole.
 //
 // Thread-safety: stateless.
 #pragma once

@@ -21,11 +21,7 @@ double Bytes(const TensorMeta& meta) {
   return elements * static_cast<double>(ElementSize(meta.dtype));
 }
 
-bool MayOutgrowOperands(const Instruction& inst) {
-  const OpKind kind = KindOf(inst.op);
-  return kind == OpKind::kBinary || kind == OpKind::kContract || inst.op == Op::kCat || inst.op == Op::kIndexSelect ||
-         inst.op == Op::kGather;
-}
+bool MayOutgrowOperands(const Instruction& inst) { return HasOpFlag(inst.op, kGrows); }
 
 // The common elementwise case, without inferring: equal shapes, no broadcast.
 bool SameShapes(const Instruction& inst, const TensorSource& operands) {

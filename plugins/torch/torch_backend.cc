@@ -91,86 +91,16 @@ Status TorchBackend::Execute(const Instruction& inst, ReplySink& replies) {
   }
 }
 
-// Every op is listed, so that -Wswitch names an op added to gt/op.h that this
-// backend does not handle yet.
+// Tensor-producing ops and mutations go to the kernels by the op table
+// (ProducesTensor, OpKind::kMutate); the control ops are listed here.
 Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
   const TensorTable::Namespace* held = tensors_.Find(inst.client);
   Status results = CheckResults(inst, held);
   if (!results.ok()) return results;
   const TensorSource operands(held);
+  if (ProducesTensor(inst.op)) return ComputeAndStore(inst, operands);  // one tensor result each (kernels.h)
+  if (KindOf(inst.op) == OpKind::kMutate) return Mutate(inst, operands);  // in place, no result (kernels.h)
   switch (inst.op) {
-    // One tensor result each (kernels.h).
-    case Op::kFromBytes:
-    case Op::kRandn:
-    case Op::kZeros:
-    case Op::kOnes:
-    case Op::kRand:
-    case Op::kArange:
-    case Op::kAdd:
-    case Op::kSub:
-    case Op::kMul:
-    case Op::kDiv:
-    case Op::kPow:
-    case Op::kGt:
-    case Op::kLt:
-    case Op::kGe:
-    case Op::kLe:
-    case Op::kEq:
-    case Op::kMatmul:
-    case Op::kRelu:
-    case Op::kSigmoid:
-    case Op::kTanh:
-    case Op::kExp:
-    case Op::kLog:
-    case Op::kSqrt:
-    case Op::kNeg:
-    case Op::kAbs:
-    case Op::kClone:
-    case Op::kRedistribute:
-    case Op::kSoftmax:
-    case Op::kLogSoftmax:
-    case Op::kSum:
-    case Op::kMean:
-    case Op::kMax:
-    case Op::kMin:
-    case Op::kArgMax:
-    case Op::kArgMin:
-    case Op::kErf:
-    case Op::kWhere:
-    case Op::kTril:
-    case Op::kTriu:
-    case Op::kGelu:
-    case Op::kGeluBackward:
-    case Op::kReluBackward:
-    case Op::kLayerNorm:
-    case Op::kLayerNormBackward:
-    case Op::kIndexSelect:
-    case Op::kIndexAdd:
-    case Op::kGather:
-    case Op::kScatterAdd:
-    case Op::kReshape:
-    case Op::kTranspose:
-    case Op::kUnsqueeze:
-    case Op::kSqueeze:
-    case Op::kPermute:
-    case Op::kSlice:
-    case Op::kSelect:
-    case Op::kCat:
-    case Op::kBroadcast:
-    case Op::kAllReduce:
-    case Op::kAllGather:
-    case Op::kReduceScatter:
-    case Op::kSumOfSquares:
-    case Op::kCrossEntropy:
-    case Op::kCrossEntropyBackward:
-    case Op::kMseLoss:
-    case Op::kMseLossBackward: return ComputeAndStore(inst, operands);
-    // In place, no result (kernels.h).
-    case Op::kCopyInto:
-    case Op::kMulInto:
-    case Op::kAddInto:
-    case Op::kFill:
-    case Op::kAdamStep: return Mutate(inst, operands);
     // Control.
     case Op::kFetch: return Fetch(inst, operands, replies);
     case Op::kFree: return tensors_.Free(inst);
@@ -184,10 +114,7 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
       return InvalidArgument(inst.Describe() + ": inspect is answered by the dispatcher's sharding stage, and this "
                              "cluster's dispatcher manifest has none");
     case Op::kRunUnit: return units_.Run(inst, tensors_);
-    // The dispatcher's stages consume these; none reaches a worker.
-    case Op::kConfigure:
-    case Op::kMembership:
-    case Op::kCount: break;  // CheckEnums() refused it
+    default: break;  // kConfigure, kMembership: the dispatcher's stages consume them, none reaches a worker
   }
   return Internal("not a control op: " + inst.Describe());
 }

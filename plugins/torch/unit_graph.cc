@@ -39,31 +39,16 @@ at::Tensor WrappedScalar(double value) {
   return tensor;
 }
 
-std::optional<jit::Symbol> BinarySymbol(Op op) {
-  switch (op) {
-    case Op::kAdd: return jit::aten::add;
-    case Op::kSub: return jit::aten::sub;
-    case Op::kMul: return jit::aten::mul;
-    case Op::kDiv: return jit::aten::div;
-    case Op::kPow: return jit::aten::pow;
-    default: return std::nullopt;
-  }
-}
-
-std::optional<jit::Symbol> UnarySymbol(Op op) {
-  switch (op) {
-    case Op::kRelu: return jit::aten::relu;
-    case Op::kSigmoid: return jit::aten::sigmoid;
-    case Op::kTanh: return jit::aten::tanh;
-    case Op::kExp: return jit::aten::exp;
-    case Op::kLog: return jit::aten::log;
-    case Op::kSqrt: return jit::aten::sqrt;
-    case Op::kNeg: return jit::aten::neg;
-    case Op::kAbs: return jit::aten::abs;
-    case Op::kErf: return jit::aten::erf;
-    case Op::kClone: return jit::aten::clone;
-    default: return std::nullopt;
-  }
+// The TorchScript operator of `op` when it maps 1:1 (the op table's aten
+// column), interned once per op.
+std::optional<jit::Symbol> AtenSymbol(Op op) {
+  static const auto* symbols = [] {
+    auto* table = new std::vector<std::optional<jit::Symbol>>(static_cast<size_t>(Op::kCount));
+    for (size_t i = 0; i < table->size(); ++i)
+      if (const char* aten = GetOpInfo(static_cast<Op>(i)).aten) (*table)[i] = jit::Symbol::fromQualString(aten);
+    return table;
+  }();
+  return (*symbols)[static_cast<size_t>(op)];
 }
 
 class GraphBuilder {
@@ -84,19 +69,15 @@ class GraphBuilder {
     switch (KindOf(inst.op)) {
       case OpKind::kBinary: return Binary(inst, in);
       case OpKind::kUnary:
-        if (UnarySymbol(inst.op) && in.size() == 1) return Insert(*UnarySymbol(inst.op), {in[0]});
+        if (AtenSymbol(inst.op) && in.size() == 1) return Insert(*AtenSymbol(inst.op), {in[0]});
         return nullptr;
       case OpKind::kContract:
         return in.size() == 2 ? Insert(jit::aten::matmul, {in[0], in[1]}) : nullptr;
       case OpKind::kReduce: {
         if (in.size() != 1 || axes.empty()) return nullptr;  // "all dims" needs the rank
-        if (inst.op != Op::kSum && inst.op != Op::kMean && inst.op != Op::kMax && inst.op != Op::kMin)
-          return nullptr;  // argmax / argmin / sum_of_squares: interpreted
-        const jit::Symbol symbol = inst.op == Op::kSum    ? jit::aten::sum
-                                   : inst.op == Op::kMean ? jit::aten::mean
-                                   : inst.op == Op::kMax  ? jit::aten::amax
-                                                          : jit::aten::amin;
-        return Insert(symbol, {in[0], Const(c10::IValue(axes)), Const(c10::IValue(inst.attrs.keepdims))});
+        // argmax / argmin / sum_of_squares / the losses have none: interpreted
+        if (!AtenSymbol(inst.op)) return nullptr;
+        return Insert(*AtenSymbol(inst.op), {in[0], Const(c10::IValue(axes)), Const(c10::IValue(inst.attrs.keepdims))});
       }
       case OpKind::kMovement: return Movement(inst, in);
       default: return nullptr;
@@ -118,8 +99,8 @@ class GraphBuilder {
 
   jit::Value* Binary(const Instruction& inst, const std::vector<jit::Value*>& in) {
     // Comparisons have none: their mask's dtype depends on the operands'.
-    if (!BinarySymbol(inst.op)) return nullptr;
-    const jit::Symbol symbol = *BinarySymbol(inst.op);
+    if (!AtenSymbol(inst.op)) return nullptr;
+    const jit::Symbol symbol = *AtenSymbol(inst.op);
     switch (inst.attrs.scalar_side) {
       case ScalarSide::kNone:
         return in.size() == 2 ? Insert(symbol, {in[0], in[1]}) : nullptr;

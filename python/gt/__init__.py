@@ -38,9 +38,9 @@ __all__ = [
     "ConfigError", "ShardConfig", "SignalConfig", "register_config", "load_config", "load_config_string",
     "get_config", "configs", "clear_configs",
     "config", "debug", "nn", "optim", "signal",
-    "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "softmax",
-    "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach", "split", "chunk",
-    "flatten", "index_select", "gather",
+    "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "maximum",
+    "minimum", "softmax", "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach",
+    "split", "chunk", "flatten", "index_select", "gather",
 ]
 
 
@@ -83,9 +83,9 @@ def _method(name):
     return fn
 
 
-for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "softmax",
-              "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach", "split",
-              "chunk", "flatten", "index_select", "gather"):
+for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "maximum",
+              "minimum", "softmax", "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone",
+              "detach", "split", "chunk", "flatten", "index_select", "gather"):
     globals()[_name] = _method(_name)
 del _name
 

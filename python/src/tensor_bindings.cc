@@ -91,6 +91,9 @@ py::list TapeAsDicts() {
   return out;
 }
 
+// Tensor::max / min over axes (beside their elementwise template forms).
+using Reduction = Tensor (Tensor::*)(std::vector<int64_t>, bool) const;
+
 }  // namespace
 
 void BindTensor(py::module_& m) {
@@ -149,6 +152,8 @@ void BindTensor(py::module_& m) {
       .def("neg", &Tensor::neg)
       .def("abs", &Tensor::abs)
       .def("erf", &Tensor::erf)
+      .def("maximum", &Tensor::maximum)
+      .def("minimum", &Tensor::minimum)
       .def("tril", &Tensor::tril)
       .def("triu", &Tensor::triu)
       .def("masked_fill", &Tensor::masked_fill)
@@ -170,8 +175,8 @@ void BindTensor(py::module_& m) {
       // Reductions: empty `axes` reduces over every dimension.
       .def("sum", &Tensor::sum, py::arg("axes"), py::arg("keepdims"))
       .def("mean", &Tensor::mean, py::arg("axes"), py::arg("keepdims"))
-      .def("max", &Tensor::max, py::arg("axes"), py::arg("keepdims"))
-      .def("min", &Tensor::min, py::arg("axes"), py::arg("keepdims"))
+      .def("max", static_cast<Reduction>(&Tensor::max), py::arg("axes"), py::arg("keepdims"))
+      .def("min", static_cast<Reduction>(&Tensor::min), py::arg("axes"), py::arg("keepdims"))
       .def("argmax", &Tensor::argmax, py::arg("dim"), py::arg("keepdims"))
       .def("argmin", &Tensor::argmin, py::arg("dim"), py::arg("keepdims"))
       .def("softmax", &Tensor::softmax)

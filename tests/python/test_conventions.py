@@ -129,13 +129,41 @@ def test_max_min_pytorch_forms(x, op):
     close(getattr(t, op)(axis=(0, 2), keepdims=True), getattr(np, op)(x, axis=(0, 2), keepdims=True))
 
 
-@pytest.mark.parametrize("op", ["max", "min"])
-def test_max_min_of_two_tensors_is_a_clear_error(x, op):
-    t = gt.tensor(x)
-    with pytest.raises(NotImplementedError, match=f"elementwise {op}imum"):
-        getattr(t, op)(gt.tensor(x))
-    with pytest.raises(NotImplementedError, match=f"elementwise {op}imum"):
-        getattr(gt, op)(t, x)
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_elementwise_as_pytorch(op, rng):
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    a[1, :] = b  # ties
+    a[0, 0], b[2] = np.nan, np.nan  # NaN wins either way, as in PyTorch
+    want = getattr(torch, op)(torch.tensor(a), torch.tensor(b))
+    close(getattr(gt.tensor(a), op)(gt.tensor(b)), want)
+    close(getattr(gt, op)(gt.tensor(a), gt.tensor(b)), want)
+    close(getattr(gt.tensor(a), op[:3])(gt.tensor(b)), want)  # t.max(other): torch.max(a, b)
+    close(getattr(gt, op[:3])(gt.tensor(a), b), want)  # an array operand too
+    # PyTorch's promotion: int32 with float64 is float64; int64 with int32 stays int64.
+    i = np.arange(-3, 3, dtype=np.int32).reshape(2, 3)
+    f = rng.standard_normal((2, 3))
+    got = getattr(gt, op)(gt.tensor(i), gt.tensor(f))
+    assert got.dtype is gt.float64
+    close(got, getattr(torch, op)(torch.tensor(i), torch.tensor(f)))
+    j = np.array([[0], [-1]], dtype=np.int64)
+    got = getattr(gt, op)(gt.tensor(j), gt.tensor(i))
+    assert got.dtype is gt.int64
+    close(got, getattr(torch, op)(torch.tensor(j), torch.tensor(i)))
+    with pytest.raises(TypeError, match="must be a Tensor"):
+        getattr(gt.tensor(a), op)(2.0)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_minimum_gradients_as_pytorch(op):
+    a = np.array([[1.0, 5.0, 2.0], [3.0, 3.0, -1.0]])
+    b = np.array([2.0, 3.0, 2.0])  # ties at [0, 2] and [1, 1]: the gradient is split
+    ga, gb = gt.tensor(a, requires_grad=True), gt.tensor(b, requires_grad=True)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    (getattr(gt, op)(ga, gb) * gt.tensor([1.0, 2.0, 3.0])).sum().backward()
+    (getattr(torch, op)(ta, tb) * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+    close(ga.grad, ta.grad)
+    close(gb.grad, tb.grad)
 
 
 # ---- dtypes -----------------------------------------------------------------------

@@ -117,6 +117,16 @@ class Tensor {
   Tensor erf() const;
   Tensor clone() const;
   Tensor min(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+  // The larger / smaller of two tensors elementwise, broadcasting, with
+  // PyTorch's type promotion (torch.maximum / torch.minimum; a NaN in either
+  // gives NaN). max(other) / min(other) are the same, as torch.max(a, b):
+  // templates only so that x.max({0}) still names the reduction over dim 0.
+  Tensor maximum(const Tensor& other) const;
+  Tensor minimum(const Tensor& other) const;
+  template <typename T, typename = std::enable_if_t<std::is_same_v<T, Tensor>>>
+  Tensor max(const T& other) const { return maximum(other); }
+  template <typename T, typename = std::enable_if_t<std::is_same_v<T, Tensor>>>
+  Tensor min(const T& other) const { return minimum(other); }
   Tensor softmax(int64_t dim) const;
   Tensor log_softmax(int64_t dim) const;
 
@@ -230,6 +240,9 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, double a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, double b);
+// Tensor::maximum / Tensor::minimum as functions (torch.maximum / torch.minimum).
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
 // Copies `bytes` (row-major, `dtype`) into a new remote tensor.
 Tensor from_data(const void* bytes, size_t size, Shape shape, DType dtype);
 template <typename T>

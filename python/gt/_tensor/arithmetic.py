@@ -27,6 +27,15 @@ def _reflected(a, b, scalar_method, tensor_method):
     return a._wrap(getattr(c, tensor_method)(a._c))
 
 
+def _tensor_operand(other, like, what):
+    """`other` (a tensor or an array) as a C++ tensor; a Python scalar is a
+    TypeError, as in PyTorch's maximum / minimum."""
+    c = operand(other, like)
+    if c is None:
+        raise TypeError(f"{what}(): argument 'other' must be a Tensor or an array, not {type(other).__name__}")
+    return c
+
+
 _SYMBOLS = {"iadd": "+=", "isub": "-=", "imul": "*="}
 
 
@@ -225,6 +234,14 @@ class ArithmeticOps:
 
     def erf(self):
         return self._wrap(self._c.erf())
+
+    def maximum(self, other):
+        """The larger of self and other elementwise, broadcasting (torch.maximum): NaN where either is NaN."""
+        return self._wrap(self._c.maximum(_tensor_operand(other, self, "maximum")))
+
+    def minimum(self, other):
+        """The smaller of self and other elementwise, broadcasting (torch.minimum): NaN where either is NaN."""
+        return self._wrap(self._c.minimum(_tensor_operand(other, self, "minimum")))
 
     def tril(self, diagonal=0):
         """The lower triangle of the last two dims from `diagonal` on, zeros elsewhere (torch.tril)."""

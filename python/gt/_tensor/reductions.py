@@ -4,8 +4,8 @@ dim (or NumPy's axis; giving both is a TypeError): None for every dimension,
 an int, or a tuple of ints. keepdim (or keepdims) keeps reduced dimensions.
 max and min: over one int dim, PyTorch's (values, indices) pair; over every
 dim, several dims or `axis=`, the values only (NumPy's amax/amin). Given a
-tensor or array instead of a dim (PyTorch's elementwise torch.max(a, b)) they
-raise NotImplementedError: gt's op set has no elementwise maximum / minimum.
+tensor or array instead of a dim they are elementwise, as PyTorch's
+torch.max(a, b): maximum / minimum (arithmetic.py).
 """
 
 import collections
@@ -38,9 +38,8 @@ class ReductionOps:
         return self._extreme("min", dim, keepdim, axis, keepdims)
 
     def _extreme(self, which, dim, keepdim, axis, keepdims):
-        if isinstance(dim, (TensorBase, np.ndarray)):
-            raise NotImplementedError(f"{which}(other): gt has no elementwise {which}imum op; "
-                                      f"give {which} a dim (or none) to reduce")
+        if isinstance(dim, (TensorBase, np.ndarray)):  # torch.max(a, b): elementwise
+            return getattr(self, which + "imum")(dim)
         keep = keepdims_arg(keepdim, keepdims)
         if axis is None and isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
             values = getattr(self._c, which)([int(dim)], keep)
