@@ -31,18 +31,15 @@ struct HostManifest;
 Result<HostManifest> DefaultDispatcherManifest();
 Result<HostManifest> DefaultWorkerManifest();
 
-// How long the embedded default's hosts poll before they sleep around a
-// sync point: the next message there is a few tens of microseconds away,
-// and waking a thread whose vCPU went idle cost as much again
-// (docs/PERFORMANCE.md, round trip). GT_BUSY_WAIT_US overrides it.
-inline constexpr std::chrono::microseconds kEmbeddedBusyWait{50};
-
 struct EmbeddedClusterOptions {
   int workers = 2;               // worker threads, one torch backend each
   int64_t intra_op_threads = 0;  // per backend; 0 = LibTorch's default
   // How long the dispatcher's and workers' threads poll without sleeping
-  // around a sync (Dispatcher::set_busy_wait); 0: never.
-  std::chrono::microseconds busy_wait{kEmbeddedBusyWait};
+  // around a sync (Dispatcher::set_busy_wait); 0: never. The session sets
+  // it from GT_BUSY_WAIT_US, whose one default (gt/settings.h) says why:
+  // the next message there is a few tens of microseconds away, and waking
+  // a thread whose vCPU went idle costs as much again.
+  std::chrono::microseconds busy_wait{0};
 };
 
 class EmbeddedCluster {

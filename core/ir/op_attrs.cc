@@ -1,11 +1,13 @@
 // Where each op-specific attribute lives in the generic Attributes record
 // (the layout documented in gt/op.h). Nothing else writes these fields.
-#include <cmath>
 #include "gt/op_attrs.h"
-#include "gt/endpoint.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstdint>
+
+#include "gt/endpoint.h"
+#include "gt/instruction_errors.h"
 
 namespace gt {
 namespace {
@@ -24,8 +26,6 @@ std::string BlobText(const BlobPtr& blob) {
 }
 
 BlobPtr TextBlob(const std::string& text) { return CopyToBlob(text.data(), text.size()); }
-
-Status Invalid(const Instruction& inst, const std::string& why) { return InvalidArgument(inst.Describe() + ": " + why); }
 
 }  // namespace
 

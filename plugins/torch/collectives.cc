@@ -17,13 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "gt/instruction_errors.h"
 #include "gt/endpoint.h"
 
 namespace gt::torch_backend {
 
 namespace {
-
-Status Invalid(const Instruction& inst, const std::string& why) { return InvalidArgument(inst.Describe() + ": " + why); }
 
 size_t KindIndex(Op op) {
   return op == Op::kBroadcast ? 0 : op == Op::kAllReduce ? 1 : op == Op::kAllGather ? 2 : 3;

@@ -188,10 +188,10 @@ Status TorchBackend::OverQuota(const Instruction& inst, double bytes) const {
     std::snprintf(held, sizeof held, "%.1f MiB (%lld bytes)", bytes / (1 << 20), static_cast<long long>(bytes));
   else
     std::snprintf(held, sizeof held, "%.3g bytes", bytes);
-  return ResourceExhausted(inst.Describe() + ": client " + std::to_string(inst.client) + " would hold " + held +
-                           " of tensors on this worker, over its limit of " +
-                           std::to_string(max_client_bytes_ >> 20) +
-                           " MiB (torch backend option max_client_mib): free some first");
+  return QuotaRefusal(inst, std::string("would hold ") + held + " of tensors on this worker",
+                      "over its limit of " + std::to_string(max_client_bytes_ >> 20) +
+                          " MiB (torch backend option max_client_mib)",
+                      "free some first");
 }
 
 Status TorchBackend::Fetch(const Instruction& inst, TensorSource operands, ReplySink& replies) const {
