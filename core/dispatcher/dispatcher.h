@@ -1,15 +1,23 @@
 // The dispatcher role of a stream host.
 //
 // Binds one ROUTER socket that clients and workers connect DEALERs to, and
-// runs the socket loop: each message goes to the part that handles it.
-//   client_table.h    each client's namespace (ClientId, taken from the
-//                     connection, never from a message)
-//   worker_registry.h registered workers, liveness, per-worker batches
-//   router.h          the terminal stage after the manifest's stages: id
-//                     checks, target worker, units
-//   sync_tracker.h    sync points, answered when every worker touched has
-//                     acknowledged, carrying every error
-//   stats_fanout.h    STATS requests answered with every host's snapshot
+// runs the socket loop (dispatcher.cc): each message goes to the room that
+// handles it.
+//   listener_security.h CURVE and the ZAP handler on the socket, the refusal
+//                       to listen beyond loopback without keys, roles
+//   client_protocol.h   a client's HELLO, BATCH (admission.h, then the
+//                       manifest's stages), HEARTBEAT, BYE, STATS
+//   worker_membership.h workers registering, what they send back, their loss
+//   peer_outbox.h       every message out, with per-peer queues
+//   client_table.h      each client's namespace (ClientId, taken from the
+//                       connection, never from a message)
+//   worker_registry.h   registered workers, liveness, per-worker batches
+//   router.h            the terminal stage after the manifest's stages: id
+//                       checks, target worker, units
+//   sync_tracker.h      sync points, answered when every worker touched has
+//                       acknowledged, carrying every error
+//   stats_fanout.h      STATS requests answered with every host's snapshot
+//   dispatcher_events.h connects, disconnects and replies as host events
 //
 // Thread-safety: Run() owns the socket; call everything else before Run() or
 // from the thread that runs it, except LiveWorkerEndpoints(), which any
