@@ -22,11 +22,8 @@ bool WritesMesh(const Instruction& inst, const std::vector<const Tensor*>& in) {
   return inst.op == Op::kAdamStep && in.size() == 4 && (in[2]->placement.mesh() || in[3]->placement.mesh());
 }
 
-// Ops whose result a worker makes as a view of operand 0.
-bool IsView(Op op) {
-  return op == Op::kSlice || op == Op::kSelect || op == Op::kTranspose || op == Op::kPermute || op == Op::kUnsqueeze ||
-         op == Op::kSqueeze || op == Op::kReshape;
-}
+// Ops whose result a worker makes as a view of operand 0 (the op table's kView).
+bool IsView(Op op) { return HasOpFlag(op, kView); }
 
 // The records of `inst`'s operands; nullptr for one without (a tensor made
 // before the client's first config).
