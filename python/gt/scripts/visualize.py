@@ -139,39 +139,58 @@ def build(paths):
     return {"lanes": lanes, "bars": bars, "ticks": ticks, "arrows": arrows}
 
 
-def draw(trace, out):
+def activity_span(trace):
+    """(first, last) time of anything drawn: bars, ticks and arrows. A log's OPEN line and its
+    connection set-up come long before the first op, so the picture is zoomed to this span."""
+    times = [t for _, start, width, _ in trace["bars"] for t in (start, start + width)]
+    times += [t for _, t, _ in trace["ticks"]]
+    times += [t for _, ta, _, tb, _ in trace["arrows"] for t in (ta, tb)]
+    return (min(times), max(times)) if times else (0.0, 1.0)
+
+
+def figure(trace):
+    """The timeline as a matplotlib (figure, axes), zoomed to the activity, the legend inside the
+    figure under the lanes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     lanes = trace["lanes"]
-    fig, ax = plt.subplots(figsize=(12, 1.0 + 0.6 * max(1, len(lanes))))
-    colours = plt.get_cmap("tab20")
     ops = sorted({b[3] for b in trace["bars"]} | {t[2] for t in trace["ticks"]})
+    legend_rows = (min(len(ops), 20) + 5) // 6
+    fig, ax = plt.subplots(figsize=(12, 1.2 + 0.6 * max(1, len(lanes)) + 0.3 * legend_rows))
+    colours = plt.get_cmap("tab20")
     colour = {op: colours(i % 20) for i, op in enumerate(ops)}
-    ends = [0.0]
     for lane, start, width, op in trace["bars"]:
         ax.broken_barh([(start, max(width, 1e-7))], (lane - 0.3, 0.6), facecolors=colour[op])
-        ends.append(start + width)
     for lane, t, op in trace["ticks"]:
         ax.vlines(t, lane - 0.3, lane + 0.3, colors=[colour[op]], linewidth=0.8)
-        ends.append(t)
     for a, ta, b, tb, kind in trace["arrows"]:
         style = {"arrowstyle": "->", "lw": 0.5, "alpha": 0.5,
                  "color": "tab:red" if kind == "collective" else "grey"}
         ax.annotate("", xy=(tb, b), xytext=(ta, a), arrowprops=style)
-        ends.append(tb)
+    first, last = activity_span(trace)
+    margin = max(last - first, 1e-6) * 0.02
+    ax.set_xlim(first - margin, last + margin)
     ax.set_yticks(range(len(lanes)))
     ax.set_yticklabels(lanes)
     ax.set_ylim(len(lanes) - 0.5, -0.5)
-    ax.set_xlim(0, max(ends) * 1.02 or 1.0)
-    ax.set_xlabel("seconds")
+    ax.set_xlabel("seconds since the first log opened")
     ax.set_title("gt instruction log timeline")
     handles = [plt.Rectangle((0, 0), 1, 1, color=colour[op]) for op in ops[:20]]
-    if handles:
-        ax.legend(handles, ops[:20], loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
-    fig.tight_layout()
+    legend_height = 0.0
+    if handles:  # under the axes, inside the figure: tight_layout leaves it room
+        fig.legend(handles, ops[:20], loc="lower center", ncol=min(6, len(handles)), fontsize="small", frameon=False)
+        legend_height = (0.3 * legend_rows + 0.1) / fig.get_figheight()
+    fig.tight_layout(rect=(0, legend_height, 1, 1))
+    return fig, ax
+
+
+def draw(trace, out):
+    import matplotlib.pyplot as plt
+
+    fig, _ = figure(trace)
     fig.savefig(out)
     plt.close(fig)
 
