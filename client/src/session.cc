@@ -4,6 +4,8 @@
 // are in session_issue.cc, sync points in session_sync.cc.
 #include "session.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 
@@ -49,6 +51,26 @@ void CloseAtExit() {
   if (s) s->Close();
 }
 
+// The session must end before exit() destroys anything its threads use: the
+// embedded workers run LibTorch, and LibTorch (like protobuf) makes many of
+// its statics on first use, registering their destructors after any atexit
+// handler registered at the session's start, so exit() would destroy them
+// first, under a worker still inside at::rand (a crash, or a hang on a
+// destroyed mutex). glibc's exit() runs the calling thread's thread_local
+// destructors before every atexit handler and static destructor: a
+// thread_local of the main thread closes the session first. Other threads'
+// copies do nothing when those threads end.
+struct MainThreadExitGuard {
+  ~MainThreadExitGuard() {
+    if (gettid() == getpid()) CloseAtExit();
+  }
+};
+
+void ArmExitGuard() {
+  thread_local MainThreadExitGuard guard;
+  (void)guard;
+}
+
 }  // namespace
 
 void TensorRecord::BumpVersion() const {
@@ -66,6 +88,7 @@ TensorRecord::~TensorRecord() {
 }
 
 std::shared_ptr<Session> Session::Get() {
+  ArmExitGuard();
   std::lock_guard<std::mutex> lock(global_mu);
   std::shared_ptr<Session>& s = GlobalSession();
   if (!s) s = std::shared_ptr<Session>(new Session());
@@ -95,8 +118,10 @@ void Session::EnsureStartedLocked() {
   context_ = std::make_unique<zmq::context_t>(1);
   const std::string endpoint = address_.empty() ? StartEmbeddedLocked() : Endpoint(address_);
   // Says goodbye (freeing this client's remote tensors) and stops the
-  // embedded hosts at exit. Registered after the backend plugins loaded
-  // LibTorch, so it runs before LibTorch's own static destructors.
+  // embedded hosts at exit when the main thread never used the session (so
+  // has no exit guard, above). Registered after the backend plugins loaded
+  // LibTorch, so it runs before the destructors of LibTorch's load-time
+  // statics (not of those made on first use since: see MainThreadExitGuard).
   std::atexit(CloseAtExit);
   ConnectLocked(endpoint, connect_timeout);
   const uint64_t token = RandomToken();

@@ -17,6 +17,8 @@ An op that fails on a worker is reported at the next sync point (numpy(),
 item(), repr, gt.sync()) as gt.Error, naming the op.
 """
 
+import atexit as _atexit
+
 from . import _C, _dtype
 from ._C import Error
 from ._dtype import dtype, float32, float64, int32, int64
@@ -88,6 +90,18 @@ for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "su
               "detach", "split", "chunk", "flatten", "index_select", "gather"):
     globals()[_name] = _method(_name)
 del _name
+
+
+
+def _shutdown_at_exit():
+    # Python's atexit runs before the interpreter finalizes: the queued ops are
+    # sent, the embedded hosts' threads stop and are joined here, so no worker
+    # is still inside LibTorch while Python (and PyTorch, when imported) tear
+    # down. _C.shutdown waits without the GIL.
+    _C.shutdown()
+
+
+_atexit.register(_shutdown_at_exit)
 
 _env_config = _C._setting("GT_CONFIG")  # gt/settings.h: the one list of GT_* variables
 if _env_config:
