@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kSignalKeys = "shard, replicated, placements, backward, compile";
 constexpr const char* kMeshKeys = "workers, axes";
-constexpr const char* kShardKeys = "axis, workers";
+constexpr const char* kShardKeys = "axis, workers, replicated";
 
 // ---- scalar types, matched by hand ------------------------------------------
 // std::regex matches recursively, one stack frame per character: a scalar of
@@ -147,15 +147,23 @@ std::optional<bool> ReadBool(const YAML::Node& node, const std::string& where, s
 }
 
 // The shard mapping of signal `name`; nullopt if it has a problem.
+// `replicated` is set by the predecessor's form of a copy on every worker,
+// `shard: {replicated: true, workers: ...}` (the workers then hold copies).
 std::optional<ShardConfig> ReadShard(const YAML::Node& value, const std::string& name, const std::string& source,
-                                     std::vector<std::string>& problems) {
+                                     std::vector<std::string>& problems, bool& replicated) {
   const size_t before = problems.size();
   ShardConfig shard;
+  std::string axis_where;
+  std::string replicated_where;
   for (const auto& s : value) {
     const std::string key = s.first.Scalar();
     const std::string where = ProblemAt(source, s.first, name + ".shard." + key);
     if (key == "axis") {
+      axis_where = where;
       if (auto axis = ReadInt(s.second, where, problems)) shard.axis = *axis;
+    } else if (key == "replicated") {
+      if (auto b = ReadBool(s.second, where, problems)) replicated = *b;
+      replicated_where = where;
     } else if (key == "workers") {
       if (s.second.IsNull()) continue;  // every live worker, as when left out
       if (!s.second.IsSequence()) {
@@ -183,6 +191,11 @@ std::optional<ShardConfig> ReadShard(const YAML::Node& value, const std::string&
       problems.push_back(where + ": unknown key '" + key + "' (known: " + kShardKeys + ")");
     }
   }
+  // The predecessor's file writes its default axis (0) next to replicated:
+  // true; any other axis asks for a split the copies cannot have.
+  if (replicated && shard.axis != 0)
+    problems.push_back(replicated_where + ": replicated: true keeps whole copies, so axis " +
+                       std::to_string(shard.axis) + " (" + axis_where + ") has nothing to split");
   if (problems.size() != before) return std::nullopt;
   return shard;
 }
@@ -325,7 +338,13 @@ ParsedConfigs ParseDocument(const YAML::Node& root, const std::string& source) {
           problems.push_back(where + ": expected a mapping with keys " + kShardKeys + ", got " + Describe(value));
           continue;
         }
-        config.shard = ReadShard(value, name, source, problems);
+        bool replicated = false;
+        config.shard = ReadShard(value, name, source, problems, replicated);
+        if (config.shard && replicated) {  // copies on the shard's workers (none named: every live one)
+          config.replicated = true;
+          config.replicas = std::move(config.shard->workers);
+          config.shard.reset();
+        }
       } else if (key == "replicated") {
         if (auto b = ReadBool(value, where, problems)) config.replicated = *b;
       } else if (key == "placements") {

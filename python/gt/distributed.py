@@ -267,11 +267,18 @@ def _layout(tensor):
     made here with the same rows."""
     workers, shape, pairs, _sizes = _C.layout(tensor._c)
     placements = [_placement(kind, dim) for kind, dim in pairs]
-    if len(shape) == 1:
-        return DeviceMesh(list(workers), _register=False), placements
-    rows = [list(workers[i:i + shape[1]]) for i in range(0, len(workers), shape[1])]
     own = _tensor_meshes.get(id(tensor))
     candidates = ([own[1]] if own and own[0]() is tensor else []) + _live_meshes()[::-1]
+    if len(shape) == 1:
+        # The dispatcher keeps a layout alike on both axes of a 2-D mesh (all copies, all pending
+        # sums, or one dim cut over every worker in row-major order) as one axis. DTensor names it
+        # on the mesh it was laid out on, one placement per mesh axis: [Replicate(), Replicate()].
+        flat = list(workers)
+        grid = next((m for m in candidates if [w for r in m._rows for w in r] == flat), None)
+        if grid is not None and not grid._flat and len(placements) == 1:
+            return grid, placements * 2
+        return DeviceMesh(flat, _register=False), placements
+    rows = [list(workers[i:i + shape[1]]) for i in range(0, len(workers), shape[1])]
     named = next((m for m in candidates if not m._flat and m._rows == rows), None)
     return DeviceMesh(rows, named.mesh_dim_names if named else None, _register=False), placements
 
