@@ -265,18 +265,26 @@ def _layout(tensor):
     """(DeviceMesh of the workers holding `tensor`, [placement per mesh axis]) from the dispatcher. A
     2-D layout names its axes as the mesh `tensor` was distributed on does, else as the newest mesh
     made here with the same rows."""
-    workers, shape, pairs, _sizes = _C.layout(tensor._c)
+    workers, shape, pairs, sizes = _C.layout(tensor._c)
     placements = [_placement(kind, dim) for kind, dim in pairs]
     own = _tensor_meshes.get(id(tensor))
-    candidates = ([own[1]] if own and own[0]() is tensor else []) + _live_meshes()[::-1]
+    own_mesh = own[1] if own and own[0]() is tensor else None
+    candidates = ([own_mesh] if own_mesh else []) + _live_meshes()[::-1]
     if len(shape) == 1:
         # The dispatcher keeps a layout alike on both axes of a 2-D mesh (all copies, all pending
         # sums, or one dim cut over every worker in row-major order) as one axis. DTensor names it
         # on the mesh it was laid out on, one placement per mesh axis: [Replicate(), Replicate()].
+        # An uneven cut is left 1-D: DTensor cuts [Shard(d), Shard(d)] axis by axis, which an
+        # uneven flat cut is not.
+        # The mesh is the tensor's own (distribute_tensor, redistribute), else the live ones of
+        # those workers (newest first) when none of them is 1-D.
         flat = list(workers)
-        grid = next((m for m in candidates if [w for r in m._rows for w in r] == flat), None)
-        if grid is not None and not grid._flat and len(placements) == 1:
-            return grid, placements * 2
+        meshes = [m for m in candidates if [w for r in m._rows for w in r] == flat]
+        if meshes and meshes[0] is not own_mesh and any(m._flat for m in meshes):
+            meshes = []
+        even = not isinstance(placements[0], Shard) or len(set(sizes)) == 1
+        if meshes and not meshes[0]._flat and len(placements) == 1 and even:
+            return meshes[0], placements * 2
         return DeviceMesh(flat, _register=False), placements
     rows = [list(workers[i:i + shape[1]]) for i in range(0, len(workers), shape[1])]
     named = next((m for m in candidates if not m._flat and m._rows == rows), None)

@@ -199,8 +199,10 @@ EXPECTED = {
     "Shard(1)->full_tensor": ("[Replicate()]", [0], ["all_gather"]),
     "Shard(0) on [1, 3]": ("[Shard(dim=0)]", [1, 3], ["all_gather"]),  # gathered on 0..3: 1 and 3 hold it
     "[1, 3]->[0, 2]": ("[Shard(dim=0)]", [0, 2], ["all_gather", "broadcast"]),  # gathered on 1, 3, sent to 0, 2
+    # 10 rows cut unevenly over four workers: not DTensor's axis-by-axis cut, so reported 1-D
     "2-D [Shard(0), Shard(0)]": ("[Shard(dim=0)]", [0, 1, 2, 3], ["broadcast"]),
-    "2-D [Replicate(), Replicate()]": ("[Replicate()]", [0, 1, 2, 3], ["broadcast"]),
+    # one placement per mesh axis, as DTensor's (issue 40)
+    "2-D [Replicate(), Replicate()]": ("[Replicate(), Replicate()]", [[0, 1], [2, 3]], ["broadcast"]),
     "2-D whole->[Shard(0), Replicate()]": ("[Shard(dim=0), Replicate()]", [[0, 1], [2, 3]], ["broadcast"]),
     # gathered along "data" (two groups), sliced along "model"
     "2-D [Shard(0), Replicate()]->[Replicate(), Shard(1)]": ("[Replicate(), Shard(dim=1)]", [[0, 1], [2, 3]],

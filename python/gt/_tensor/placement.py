@@ -15,7 +15,8 @@ class PlacementOps:
 
     @property
     def device_mesh(self):
-        """The workers holding the tensor's pieces, as a 1-D DeviceMesh (a whole tensor: one worker)."""
+        """The workers holding the tensor's pieces: the mesh it was laid out on, else a 1-D DeviceMesh
+        (a whole tensor: one worker)."""
         from ..distributed import _layout
         return _layout(self)[0]
 
