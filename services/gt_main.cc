@@ -1,13 +1,6 @@
-// gt: the operator's command.
-//   gt inspect [NAME] [--check FILE.so]   list plugins, describe one, or say why a file is not one
-//   gt validate MANIFEST...               check manifests without starting anything
-//   gt cluster --workers N [--listen EP] [--metrics-port P] [--discovery HOST:PORT]
-//              [--manifest FILE] [--worker-manifest FILE]
-//                                         run a dispatcher and N workers as child processes
-//   gt top [--discovery HOST:PORT] [--once]
-//                                         live per-host and per-stage rates (services/top.h)
-//   gt keygen NAME...                     write CURVE key pairs NAME.key (0600) + NAME.pub
-//   gt env [--markdown]                   every GT_* variable (gt/settings.h); --markdown: the README's table rows
+// gt: the operator's command. `gt --help` lists the subcommands (kSubcommands
+// below: inspect, validate, cluster, top, keygen, env) with one line each;
+// `gt COMMAND --help` prints one's arguments and runs nothing.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -15,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -40,14 +35,65 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void PrintUsage() {
-  std::cout << "usage: gt inspect [NAME] [--check FILE.so]\n"
-               "       gt validate MANIFEST...\n"
-               "       gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
-               "                  [--manifest FILE] [--worker-manifest FILE]\n"
-               "       gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]\n"
-               "       gt keygen NAME...   (writes NAME.key, private, and NAME.pub: docs/SECURITY.md)\n"
-               "       gt env [--markdown]   (every GT_* variable, its type, default and effect)\n";
+// Every subcommand: how it is called, what it does in one line, and what its
+// --help adds. `gt --help` lists them; `gt COMMAND --help` (or -h anywhere in
+// its arguments) prints its entry and runs nothing (a keygen that wrote
+// --help.key, a validate that read a manifest named --help).
+struct Subcommand {
+  const char* name;
+  const char* usage;
+  const char* summary;
+  const char* details;
+};
+
+constexpr Subcommand kSubcommands[] = {
+    {"inspect", "gt inspect [NAME] [--check FILE.so]", "list the plugins found, describe one, or say why a file is not one",
+     "  (none)            the search path and every plugin: name, kind, version, hosts, options\n"
+     "  NAME              one plugin: its file, hosts, ABI and every option's type, default, range\n"
+     "  --check FILE.so   load FILE.so as a plugin, or say why it is not one\n"},
+    {"validate", "gt validate MANIFEST...", "check pipeline manifests without starting anything",
+     "  MANIFEST          a host's YAML manifest (core/include/gt/manifest.h): its plugins are\n"
+     "                    loaded and their options checked; exit status 1 if any is not ok\n"},
+    {"cluster",
+     "gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
+     "                  [--manifest FILE] [--worker-manifest FILE]",
+     "run a dispatcher and N workers as child processes until Ctrl-C",
+     "  --workers, -n N          workers to start (default 2)\n"
+     "  --listen ENDPOINT        the dispatcher's endpoint (default tcp://127.0.0.1:5555; port 0: a free\n"
+     "                           one, named in the first line of output)\n"
+     "  --metrics-port PORT      first /metrics port: the dispatcher's, the workers' follow (0: none)\n"
+     "  --discovery HOST:PORT    serve Prometheus service discovery (/targets) there (\"\": none)\n"
+     "  --manifest FILE          the dispatcher's manifest (default: the embedded default's stages)\n"
+     "  --worker-manifest FILE   every worker's manifest (default: the embedded default's)\n"},
+    {"top", "gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]",
+     "live per-host and per-stage rates from the hosts' /metrics", nullptr},  // Top() prints its own options
+    {"keygen", "gt keygen NAME...", "write CURVE key pairs: NAME.key (private, mode 0600) and NAME.pub",
+     "  NAME              a path without extension, e.g. keys/dispatcher keys/workers/w0\n"
+     "                    keys/clients/alice (docs/SECURITY.md says where each goes)\n"},
+    {"env", "gt env [--markdown]", "every GT_* variable: its type, default and effect",
+     "  --markdown        as the rows of README.md's \"Environment variables\" table\n"},
+};
+
+const Subcommand* FindSubcommand(const std::string& name) {
+  for (const Subcommand& c : kSubcommands)
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+void PrintUsage(std::ostream& out = std::cout) {
+  out << "usage: gt COMMAND [ARGS]   (gt COMMAND --help: its arguments)\n\ncommands:\n";
+  for (const Subcommand& c : kSubcommands) out << "  " << std::left << std::setw(10) << c.name << c.summary << "\n";
+}
+
+void PrintSubcommandHelp(const Subcommand& c) {
+  std::cout << "usage: " << c.usage << "\n" << c.summary << "\n";
+  if (c.details) std::cout << "\n" << c.details;
+}
+
+bool AsksForHelp(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "--help" || a == "-h") return true;
+  return false;
 }
 
 std::string HostsOf(uint32_t mask) {
@@ -100,17 +146,33 @@ int Inspect(const std::vector<std::string>& args) {
   }
   std::cout << "plugin search path:\n";
   for (const auto& dir : gt::PluginSearchPath()) std::cout << "  " << dir << "\n";
+  const std::vector<gt::PluginListing> listings = gt::ListPlugins();
+  // Each column as wide as its widest cell, two spaces apart.
+  std::array<size_t, 4> width = {strlen("NAME"), strlen("KIND"), strlen("VERSION"), strlen("HOSTS")};
+  for (const gt::PluginListing& l : listings) {
+    if (!l.plugin.ok()) continue;
+    const gt::PluginDescriptor& d = *l.plugin->descriptor;
+    const std::array<size_t, 4> cells = {strlen(d.name), gt::PluginKindName(d.kind).size(), strlen(d.version),
+                                         HostsOf(d.hosts).size()};
+    for (size_t i = 0; i < width.size(); ++i) width[i] = std::max(width[i], cells[i]);
+  }
+  auto row = [&](const std::string& name, const std::string& kind, const std::string& version,
+                 const std::string& hosts, const std::string& rest) {
+    std::cout << "  " << std::left << std::setw(static_cast<int>(width[0] + 2)) << name
+              << std::setw(static_cast<int>(width[1] + 2)) << kind << std::setw(static_cast<int>(width[2] + 2))
+              << version << std::setw(static_cast<int>(width[3] + 2)) << hosts << rest << "\n";
+  };
   std::cout << "plugins:\n";
-  for (const gt::PluginListing& l : gt::ListPlugins()) {
+  row("NAME", "KIND", "VERSION", "HOSTS", "DESCRIPTION");
+  for (const gt::PluginListing& l : listings) {
     if (!l.plugin.ok()) {
       std::cout << "  (unusable) " << l.plugin.status().message() << "\n";
       continue;
     }
     const gt::PluginDescriptor& d = *l.plugin->descriptor;
-    std::cout << "  " << std::left << std::setw(18) << d.name << std::setw(10) << gt::PluginKindName(d.kind)
-              << std::setw(8) << d.version << std::setw(20) << HostsOf(d.hosts) << d.description << "\n";
+    row(d.name, std::string(gt::PluginKindName(d.kind)), d.version, HostsOf(d.hosts), d.description);
     if (d.option_count == 0) continue;
-    std::cout << "  " << std::setw(18) << "" << "options:";
+    std::cout << "  " << std::setw(static_cast<int>(width[0] + 2)) << "" << "options:";
     for (size_t i = 0; i < d.option_count; ++i) {
       const gt::OptionSpec& o = d.options[i];
       std::cout << (i ? "," : "") << " " << o.name << "=" << (*o.default_value ? o.default_value : "\"\"") << " ("
@@ -310,7 +372,7 @@ gt::Result<std::string> OptionDefault(std::string_view option) {
 int Env(const std::vector<std::string>& args) {
   const bool markdown = args.size() == 1 && args[0] == "--markdown";
   if (!args.empty() && !markdown) {
-    PrintUsage();
+    std::cerr << "gt env: unexpected argument '" << args[0] << "'\nusage: " << FindSubcommand("env")->usage << "\n";
     return 2;
   }
   for (const gt::SettingSpec& s : gt::AllSettings()) {
@@ -339,17 +401,29 @@ int Env(const std::vector<std::string>& args) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    PrintUsage();
+    PrintUsage(std::cerr);
     return 2;
   }
-  std::string command = argv[1];
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    PrintUsage();
+    return 0;
+  }
+  const Subcommand* sub = FindSubcommand(command);
+  if (sub == nullptr) {
+    std::cerr << "gt: unknown command '" << command << "'\n";
+    PrintUsage(std::cerr);
+    return 2;
+  }
   std::vector<std::string> rest(argv + 2, argv + argc);
+  if (command == "top") return gt::services::Top(argc - 1, argv + 1);  // its --help lists its options
+  if (AsksForHelp(rest)) {
+    PrintSubcommandHelp(*sub);
+    return 0;
+  }
   if (command == "inspect") return Inspect(rest);
   if (command == "validate") return Validate(rest);
   if (command == "cluster") return Cluster(argc - 1, argv + 1);
-  if (command == "top") return gt::services::Top(argc - 1, argv + 1);
   if (command == "keygen") return Keygen(rest);
-  if (command == "env") return Env(rest);
-  PrintUsage();
-  return command == "--help" || command == "-h" ? 0 : 2;
+  return Env(rest);
 }
