@@ -17,6 +17,9 @@
 #   gt::core    libgt_core.so with the public headers; brings
 #               prometheus-cpp::core, which gt/metrics.h includes
 #   gt::plugin  what a plugin links: gt::core and C++20
+#   gt::client  the C++ client (gt/gt.h, gt/nn.h): libgt_client.so and C++20
+#               (client/CMakeLists.txt, which also installs the pkg-config
+#               module <libdir>/pkgconfig/gt-client.pc)
 include(CMakePackageConfigHelpers)
 
 # The plugin ABI the installed headers speak, read from its one definition.

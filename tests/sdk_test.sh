@@ -6,7 +6,9 @@
 #   3. configure and build examples/modifier-template and
 #      examples/modifier-inject out of tree with find_package(gt)
 #      (CMAKE_PREFIX_PATH=<prefix>), through ccache when there is one;
-#   4. run sdk_test_install: the installed hosts load the built plugins from
+#   4. build tests/sdk_client (a C++ client program) against the install with
+#      find_package(gt) + gt::client and with pkg-config gt-client, and run it;
+#   5. run sdk_test_install: the installed hosts load the built plugins from
 #      manifests and the tests look at their effect and their metrics.
 # The work directory is wiped at the start and kept afterwards for a look.
 set -euo pipefail
@@ -53,7 +55,7 @@ for f in include/gt/plugin.h include/gt/stage.h include/gt/options.h include/gt/
          lib/libgt_core.so lib/libgt_client.so \
          lib/gt/plugins/gt_torch.so lib/gt/plugins/gt_instruction_log.so \
          lib/cmake/gt/gtConfig.cmake lib/cmake/gt/gtConfigVersion.cmake lib/cmake/gt/gtTargets.cmake \
-         lib/cmake/gt/gtPluginHelpers.cmake lib/cmake/gt/gtPlugin.map \
+         lib/cmake/gt/gtPluginHelpers.cmake lib/cmake/gt/gtPlugin.map lib/pkgconfig/gt-client.pc \
          bin/gt bin/gt-dispatcher bin/gt-worker; do
   [[ -e $prefix/$f ]] || fail "not installed: $f"
 done
@@ -92,6 +94,29 @@ for so in "$template_so" "$inject_so"; do
   grep -q "$prefix" "$(dirname "$so")/CMakeCache.txt" || fail "$so was not configured against $prefix"
 done
 echo "both plugins export only gt_plugin_abi_version and gt_plugin_descriptor"
+
+# The C++ client from the install, both ways the README's C++ quick start
+# gives: CMake (find_package(gt), gt::client) and pkg-config (gt-client).
+# Each program runs on the embedded default, whose plugins the installed
+# libgt_core finds beside itself.
+client_src=$source_dir/tests/sdk_client
+step "build a client program against the install with find_package(gt) and gt::client"
+out=$work_dir/sdk-client-cmake
+env -u GT_PLUGIN_PATH cmake -S "$client_src" -B "$out" -G "$generator" \
+  -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" "${compiler_args[@]}" \
+  > "$out.configure.log" 2>&1 || { cat "$out.configure.log"; fail "configure the client program"; }
+cmake --build "$out" > "$out.build.log" 2>&1 || { cat "$out.build.log"; fail "build the client program"; }
+grep -q "$prefix" "$out/CMakeCache.txt" || fail "the client program was not configured against $prefix"
+env -u GT_PLUGIN_PATH GT_WORKERS=1 "$out/sdk_client" || fail "the client program built with CMake"
+
+step "build a client program against the install with pkg-config"
+[[ -f $prefix/lib/pkgconfig/gt-client.pc ]] || fail "not installed: lib/pkgconfig/gt-client.pc"
+flags=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --cflags --libs gt-client) || fail "pkg-config gt-client"
+echo "pkg-config --cflags --libs gt-client: $flags"
+# shellcheck disable=SC2086  # the flags are words
+"${cxx:-c++}" "$client_src/main.cc" $flags -o "$work_dir/sdk-client-pkgconfig" \
+  > "$work_dir/sdk-client-pkgconfig.log" 2>&1 || { cat "$work_dir/sdk-client-pkgconfig.log"; fail "pkg-config build"; }
+env -u GT_PLUGIN_PATH GT_WORKERS=1 "$work_dir/sdk-client-pkgconfig" || fail "the client program built with pkg-config"
 
 step "installed gt inspect --check"
 "$prefix/bin/gt" inspect --check "$template_so"
