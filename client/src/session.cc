@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
 
 #include "gt/endpoint.h"
 #include "gt/log.h"
@@ -143,6 +144,14 @@ std::optional<std::chrono::milliseconds> Session::ReadSettingsLocked() {
   curve_ = CurveClientKeys{TextSetting("GT_CLIENT_KEY").value_or(""), TextSetting("GT_SERVER_KEY").value_or("")};
   // The embedded dispatcher's sharding stage then places tensors with no config.
   if (OrThrow(SwitchSetting("GT_AUTO_SHARD"))) placing_ = true;
+  // GT_EXPLAIN is the sharding stage's, read where the dispatcher runs: in
+  // this process only for the embedded default. A client of a separate
+  // dispatcher says where it must be set instead of silently ignoring it.
+  if (!address_.empty() && OrThrow(SwitchSetting("GT_EXPLAIN")))
+    std::cerr << "gt: GT_EXPLAIN=1 has no effect in a client of the dispatcher at " << address_
+              << ": its sharding stage explains placements on the dispatcher's own stderr. Set GT_EXPLAIN=1 where "
+                 "the dispatcher starts (gt-dispatcher, gt cluster, python -m gt.server), or explain: true in "
+                 "its manifest's sharding stage.\n";
   compile_scopes_eager_ = OrThrow(CompileScopesEager());
   compile_scopes_required_ = OrThrow(CompileStagesFromEnv());
   if (manifest) {
