@@ -65,9 +65,13 @@ def main():
     ok = np.allclose(w1.numpy(), want1, atol=1e-4) and np.allclose(w2.numpy(), want2, atol=1e-4)
     print(f"weights after {STEPS} steps {'equal' if ok else 'DIFFER from'} NumPy's")
 
+    # A compile stage sends one run_unit instruction per replay of a unit (units_run); the worker
+    # it reaches executes it (unit_runs; a unit placed on several workers runs on each).
     hosts = gt.debug.get_worker_stats()
-    units = sum(h["units_run"] for h in hosts.values() if h)
-    print(f"compiled units run: {units}")
+    sent = sum(h["units_run"] for h in hosts.values() if h and h["host"] != "worker")
+    executed = sum(h["unit_runs"] for h in hosts.values() if h and h["host"] == "worker")
+    print(f"run_unit instructions sent by the compile stages: {sent}")
+    print(f"compiled units executed by the workers: {executed}")
     gt.debug.print_worker_stats()
     return 0 if ok else 1
 

@@ -47,15 +47,22 @@ def main():
     print(f"{args.steps} SGD steps: weights {'equal' if ok else 'DIFFER from'} NumPy's;"
           f" loss {float(((x_np @ w_np - y_np) ** 2).mean()):.6f}")
 
+    # Two sides of one count: a compile stage (here the client's) sends a run_unit instruction
+    # per replay of a unit (units_run); a worker's backend executes it (unit_runs).
     stats = gt.debug.get_worker_stats()
     for name, h in stats.items():
         if h is None:
             print(f"{name}: no answer")
-            continue
-        print(f"{name} ({h['host']}): {h['instructions']} instructions, {h['compiled']} compiled, "
-              f"{h['hot_sequences_found']} hot sequences, {h['units_run']} units run, {h['unit_runs']} unit runs")
-    units = sum(h["unit_runs"] for h in stats.values() if h and h["host"] == "worker")
-    print(f"units the workers ran: {units}")
+        elif h["host"] == "worker":
+            print(f"{name} (worker): {h['instructions']} instructions, {h['unit_runs']} compiled units executed")
+        else:
+            print(f"{name} ({h['host']}): {h['instructions']} instructions; compile stage: "
+                  f"{h['hot_sequences_found']} hot sequences, {h['compiled']} instructions compiled into units, "
+                  f"{h['units_run']} run_unit instructions sent")
+    sent = sum(h["units_run"] for h in stats.values() if h and h["host"] != "worker")
+    executed = sum(h["unit_runs"] for h in stats.values() if h and h["host"] == "worker")
+    print(f"run_unit instructions sent by the compile stages: {sent}")
+    print(f"compiled units executed by the workers: {executed}")
     print()
     gt.debug.print_worker_stats()
     return 0 if ok else 1

@@ -106,8 +106,10 @@ def test_compile_demo():
     out = run_example("compile_demo.py").stdout
     assert "compile boundaries in config_compile.yaml: hot_path, forward_pass, backward_pass" in out
     assert "weights after 5 steps equal NumPy's" in out
-    units = int(line_starting(out, "compiled units run:").split(":")[1])
-    assert units >= 4, out  # forward_pass replayed as a unit after its first run
+    sent = int(line_starting(out, "run_unit instructions sent by the compile stages:").split(":")[1])
+    executed = int(line_starting(out, "compiled units executed by the workers:").split(":")[1])
+    assert sent >= 4, out  # forward_pass replayed as a unit after its first run
+    assert executed >= sent, out  # each replay ran (on every worker it is placed on)
 
     # The first step's loss, as NumPy computes it from the example's data.
     rng = np.random.default_rng(1)
@@ -122,7 +124,8 @@ def test_compile_demo():
 def test_compile_demo_eager_gives_the_same_weights():
     out = run_example("compile_demo.py", env={"GT_COMPILE": "0"}).stdout
     assert "weights after 5 steps equal NumPy's" in out
-    assert line_starting(out, "compiled units run:") == "compiled units run: 0"
+    assert line_starting(out, "run_unit instructions sent") == "run_unit instructions sent by the compile stages: 0"
+    assert line_starting(out, "compiled units executed") == "compiled units executed by the workers: 0"
 
 
 def test_debug_demo(tmp_path):
@@ -165,9 +168,15 @@ def test_auto_shard_demo():
 def test_show_stats():
     out = run_example("show_stats.py").stdout
     assert "20 SGD steps: weights equal NumPy's" in out
-    units = int(line_starting(out, "units the workers ran:").split(":")[1])
-    assert units > 0, out  # the repeated step ran as compiled units
-    assert line_starting(out, "client (client):")
+    sent = int(line_starting(out, "run_unit instructions sent by the compile stages:").split(":")[1])
+    executed = int(line_starting(out, "compiled units executed by the workers:").split(":")[1])
+    # The repeated step ran as compiled units: each one the client's compile stage sent, a worker
+    # executed (whole tensors: one worker each), and the per-host lines say the same.
+    assert sent > 0 and executed == sent, out
+    client = line_starting(out, "client (client):")
+    assert f"{sent} run_unit instructions sent" in client, out
+    workers = re.findall(r"^embedded-worker-\d+ \(worker\): \d+ instructions, (\d+) compiled units executed$", out, re.M)
+    assert workers and sum(map(int, workers)) == executed, out
     assert re.search(r"^host\s+kind\s+instructions\s+compiled", out, re.M), out  # print_worker_stats' table
     assert "hot sequences:" in out and "client/hotpath" in out
 
