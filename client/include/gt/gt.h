@@ -408,8 +408,11 @@ void connect(const std::string& address);
 void workers(int n);
 // Waits for every queued op; throws gt::Error for any that failed.
 void sync();
-// Ends the session now (normally done at exit): frees remote tensors and
-// stops the embedded cluster. Tensors still alive become unusable.
+// Ends the session now: sends what is queued and a goodbye (the dispatcher
+// frees this client's tensors) and stops the embedded cluster, joining its
+// threads. Tensors still alive become unusable. Done at exit too, before
+// exit() destroys anything (the main thread's exit guard, client/src/session.cc),
+// so a program may return from main with work pending.
 void shutdown();
 
 // ---- templates -------------------------------------------------------------
