@@ -1,2 +1,205 @@
-def save(obj, f): raise NotImplementedError
-def load(f): raise NotImplementedError
+"""gt.save / gt.load: PyTorch's own checkpoint format (torch.save's zip archive).
+
+    gt.save({"model": model.state_dict(), "step": 100}, "ckpt.pt")
+    state = gt.load("ckpt.pt")            # gt tensors, placed like gt.from_numpy
+    torch.load("ckpt.pt")                 # PyTorch reads the same file
+
+What is written: nested dicts (keys all str or all int), lists and tuples of
+gt tensors, NumPy arrays, Python numbers, strings and None. Each gt tensor's
+data is fetched from its worker once (numpy()) and handed, without another
+copy, to LibTorch's serializer (torch::jit::Pickler and the
+PyTorchStreamWriter archive that torch::pickle_save and torch.save use), in
+the separate extension gt._serialize. A path is written to a temporary name
+in the same folder and renamed when complete, so a failed save never leaves a
+file that looks whole.
+
+What is read: a torch.save file (zip format, PyTorch >= 1.6's default), or
+one gt.save wrote. The archive's records are read by LibTorch's
+PyTorchStreamReader, and each record's CRC-32 is checked against the
+archive's directory. LibTorch's own unpickler (torch::pickle_load) cannot
+decode what Python's torch.save writes (the OrderedDict of a state_dict, a
+one-item dict, nn.Parameter), so the pickle is decoded by Python's pickle
+with an allow-list: tensors, parameters, OrderedDict and PyTorch's list
+helpers; anything else (arbitrary classes, code) is refused, as
+torch.load(weights_only=True) does. Tensors become gt tensors as
+gt.from_numpy makes them (float16 and small integer types widened), keeping
+requires_grad.
+"""
+
+import collections
+import io
+import os
+import pickle
+import zipfile
+import zlib
+
+import numpy as np
+
+from ._tensor import Tensor, from_numpy
+
+__all__ = ["save", "load"]
+
+
+class _TensorRecord:
+    """What gt._serialize writes as a tensor: a C-contiguous array and its requires_grad."""
+
+    __slots__ = ("array", "requires_grad")
+
+    def __init__(self, array, requires_grad):
+        self.array, self.requires_grad = array, requires_grad
+
+
+def _extension():
+    try:
+        from . import _serialize
+    except ImportError as error:
+        raise ImportError(f"gt.save / gt.load need the extension gt._serialize (built with gt, linking LibTorch): "
+                          f"{error}") from None
+    return _serialize
+
+
+def _fetched(obj):
+    """`obj` with each gt tensor (and NumPy array) replaced by a _TensorRecord of its data."""
+    if isinstance(obj, Tensor):
+        if obj.requires_grad and not obj.is_leaf:
+            raise RuntimeError("gt.save: refusing to save a non-leaf tensor that requires grad (detach() it first)")
+        return _TensorRecord(np.ascontiguousarray(obj.numpy()), bool(obj.requires_grad))
+    if isinstance(obj, np.ndarray):
+        return _TensorRecord(np.ascontiguousarray(obj), False)
+    if isinstance(obj, dict):
+        return {k: _fetched(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_fetched(v) for v in obj) if type(obj) in (list, tuple) else tuple(_fetched(v) for v in obj)
+    return obj
+
+
+def save(obj, f):
+    """Writes `obj` to `f` (a path, or a binary file object) in PyTorch's checkpoint format."""
+    records = _fetched(obj)
+    serialize = _extension()
+    if isinstance(f, (str, os.PathLike)):
+        path = os.fspath(f)
+        temporary = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp-{os.getpid()}")
+        try:
+            with open(temporary, "wb") as out:
+                serialize.write(records, out.write, _TensorRecord)
+            os.replace(temporary, path)
+        finally:
+            if os.path.exists(temporary):
+                os.remove(temporary)
+    else:
+        if not hasattr(f, "write"):
+            raise TypeError(f"gt.save: f must be a path or a binary file object, got {type(f).__name__}")
+        serialize.write(records, f.write, _TensorRecord)
+
+
+# ---- load -------------------------------------------------------------------------
+
+_STORAGE_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "HalfStorage": np.float16,
+                   "LongStorage": np.int64, "IntStorage": np.int32, "ShortStorage": np.int16,
+                   "CharStorage": np.int8, "ByteStorage": np.uint8, "BoolStorage": np.bool_}
+
+
+class _Storage:
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+
+def _list_helper(items, *_):
+    return list(items)
+
+
+class _CheckpointUnpickler(pickle.Unpickler):
+    """Python's unpickler over a checkpoint's data.pkl, making gt tensors of its storages."""
+
+    def __init__(self, data, records, name):
+        super().__init__(io.BytesIO(data))
+        self._records, self._name, self._storages = records, name, {}
+
+    def find_class(self, module, name):
+        allowed = {
+            ("collections", "OrderedDict"): collections.OrderedDict,
+            ("torch._utils", "_rebuild_tensor_v2"): self._rebuild_tensor,
+            ("torch._utils", "_rebuild_parameter"): self._rebuild_parameter,
+            ("torch", "Size"): tuple,
+            ("torch.jit._pickle", "restore_type_tag"): lambda value, _type: value,
+        }
+        for helper in ("build_intlist", "build_doublelist", "build_boollist", "build_tensorlist"):
+            allowed[("torch.jit._pickle", helper)] = _list_helper
+        if (module, name) in allowed:
+            return allowed[(module, name)]
+        if module == "torch" and name in _STORAGE_DTYPES:
+            return _Storage(_STORAGE_DTYPES[name])
+        raise pickle.UnpicklingError(f"gt.load: {self._name} holds a {module}.{name}, which gt.load does not read "
+                                     "(it reads tensors, numbers, strings, None and dicts, lists and tuples of them)")
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _Storage)):
+            raise pickle.UnpicklingError(f"gt.load: {self._name}: a storage of an unknown kind ({pid!r:.80})")
+        _, storage, key, _location, numel = pid
+        record = f"data/{key}"
+        if record not in self._records:
+            raise pickle.UnpicklingError(f"gt.load: {self._name}: the archive lacks tensor data '{record}'")
+        raw = self._records[record]
+        itemsize = np.dtype(storage.dtype).itemsize
+        if raw.size < numel * itemsize:
+            raise pickle.UnpicklingError(f"gt.load: {self._name}: tensor data '{record}' holds {raw.size} bytes, "
+                                         f"{numel * itemsize} expected")
+        return raw[:numel * itemsize].view(storage.dtype)
+
+    def _rebuild_tensor(self, storage, offset, size, stride, requires_grad=False, _hooks=None, _metadata=None):
+        size, stride = tuple(size), tuple(stride)
+        end = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if all(size) else offset
+        if offset < 0 or end > storage.size or any(s < 0 for s in stride):
+            raise pickle.UnpicklingError(f"gt.load: {self._name}: a tensor of shape {list(size)} lies outside its "
+                                         f"data ({storage.size} elements)")
+        view = np.lib.stride_tricks.as_strided(storage[offset:], size, [s * storage.itemsize for s in stride])
+        return from_numpy(np.ascontiguousarray(view), requires_grad=bool(requires_grad))
+
+    @staticmethod
+    def _rebuild_parameter(data, requires_grad, _hooks=None):
+        return data.requires_grad_(bool(requires_grad)) if isinstance(data, Tensor) else data
+
+
+def _check_crcs(source, records, name):
+    """LibTorch's reader does not check the records' CRC-32s; compare them with the archive's directory."""
+    try:
+        with zipfile.ZipFile(source) as archive:
+            for info in archive.infolist():
+                record = info.filename.split("/", 1)[-1]
+                if record in records and zlib.crc32(records[record]) != info.CRC:
+                    raise ValueError(f"gt.load: {name}: record '{record}' is corrupted (its CRC-32 does not match)")
+    except zipfile.BadZipFile as error:
+        raise ValueError(f"gt.load: {name} is not a readable PyTorch checkpoint ({error})") from None
+
+
+def load(f):
+    """The object saved in `f` (a path, or a binary file object), with gt tensors for its tensors."""
+    serialize = _extension()
+    if isinstance(f, (str, os.PathLike)):
+        name = os.fspath(f)
+        if not os.path.isfile(name):
+            raise FileNotFoundError(f"gt.load: no such checkpoint file: {name}")
+        source, crc_source = name, name
+    else:
+        if not hasattr(f, "read"):
+            raise TypeError(f"gt.load: f must be a path or a binary file object, got {type(f).__name__}")
+        name = getattr(f, "name", "<file object>")
+        source = f.read()
+        crc_source = io.BytesIO(source)
+    try:
+        records = serialize.read_records(source)
+    except ValueError as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
+        raise ValueError(f"gt.load: {name} is not a readable PyTorch checkpoint (zip format): {reason}") from None
+    _check_crcs(crc_source, records, name)
+    if "data.pkl" not in records:
+        raise ValueError(f"gt.load: {name} has no data.pkl record: not a torch.save / gt.save checkpoint")
+    try:
+        return _CheckpointUnpickler(records["data.pkl"].tobytes(), records, name).load()
+    except pickle.UnpicklingError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a damaged pickle fails in many ways; all are reported by file
+        raise ValueError(f"gt.load: {name}: its data.pkl is damaged ({type(error).__name__}: {error})") from None

@@ -1,0 +1,26 @@
+// gt._serialize: PyTorch's checkpoint format (torch.save's zip archive)
+// written and read with LibTorch's own serializer. A separate extension
+// module from gt._C, since only it may include LibTorch headers; it knows
+// nothing of gt tensors: python/gt/serialization.py hands it NumPy arrays
+// (fetched from the workers once) and uploads what it reads.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace gt::serialize {
+
+// Writes `obj` as a PyTorch checkpoint through `write` (a callable taking a
+// bytes-like object, such as a binary file's write). `obj` is None, bool,
+// int, float, str, an instance of `tensor_type` (attributes `array`, a
+// C-contiguous NumPy array of float32/float64/int32/int64/bool, and
+// `requires_grad`), or a dict (keys all str or all int) / list / tuple of
+// those. Raises TypeError naming the path of anything else.
+void Write(pybind11::handle obj, pybind11::object write, pybind11::handle tensor_type);
+
+// Every record of the archive (a path, or a bytes-like object holding one),
+// {name without the archive's folder: uint8 NumPy array owning the bytes},
+// read by LibTorch's PyTorchStreamReader. Raises ValueError (with LibTorch's
+// reason) for anything that is not such an archive.
+pybind11::dict ReadRecords(pybind11::object source);
+
+}  // namespace gt::serialize
