@@ -63,9 +63,9 @@ def _fetched(obj):
     if isinstance(obj, Tensor):
         if obj.requires_grad and not obj.is_leaf:
             raise RuntimeError("gt.save: refusing to save a non-leaf tensor that requires grad (detach() it first)")
-        return _TensorRecord(np.ascontiguousarray(obj.numpy()), bool(obj.requires_grad))
+        return _TensorRecord(np.asarray(obj.numpy(), order="C"), bool(obj.requires_grad))
     if isinstance(obj, np.ndarray):
-        return _TensorRecord(np.ascontiguousarray(obj), False)
+        return _TensorRecord(np.asarray(obj, order="C"), False)  # (ascontiguousarray makes 0-d 1-d)
     if isinstance(obj, dict):
         return {k: _fetched(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -156,7 +156,7 @@ class _CheckpointUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"gt.load: {self._name}: a tensor of shape {list(size)} lies outside its "
                                          f"data ({storage.size} elements)")
         view = np.lib.stride_tricks.as_strided(storage[offset:], size, [s * storage.itemsize for s in stride])
-        return from_numpy(np.ascontiguousarray(view), requires_grad=bool(requires_grad))
+        return from_numpy(np.asarray(view, order="C"), requires_grad=bool(requires_grad))
 
     @staticmethod
     def _rebuild_parameter(data, requires_grad, _hooks=None):

@@ -192,4 +192,4 @@ class DeviceOps:
         if self.requires_grad and not self.is_leaf:
             raise RuntimeError("pickle: refusing to pickle a non-leaf tensor that requires grad "
                                "(detach() it first, as PyTorch asks)")
-        return (_rebuild, (np.ascontiguousarray(self.numpy()), bool(self.requires_grad)))
+        return (_rebuild, (np.asarray(self.numpy(), order="C"), bool(self.requires_grad)))
