@@ -9,7 +9,8 @@ from .._grad import no_grad
 from .._tensor import Tensor, tensor
 
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
-IncompatibleKeys.__doc__ = "What load_state_dict(strict=False) skipped: keys the module has and the dict lacks, and the reverse."
+IncompatibleKeys.__doc__ = ("What load_state_dict(strict=False) skipped: keys the module has and the dict "
+                            "lacks, and the reverse.")
 
 
 def state_dict(module, destination=None, prefix="", keep_vars=False):

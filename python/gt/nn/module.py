@@ -84,7 +84,8 @@ class Module:
         params, buffers, _ = self._registries()
         if name in buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign a {type(value).__name__} as buffer '{name}' (a gt Tensor or None expected)")
+                raise TypeError(f"cannot assign a {type(value).__name__} as buffer '{name}' "
+                                "(a gt Tensor or None expected)")
         elif isinstance(value, Tensor) and (name in params or _is_trainable_leaf(value)):
             if name not in params:
                 params.append(name)
