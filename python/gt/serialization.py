@@ -79,6 +79,8 @@ def save(obj, f):
     serialize = _extension()
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)
+        if not os.path.isdir(os.path.dirname(path) or "."):
+            raise FileNotFoundError(f"gt.save: no such directory: {os.path.dirname(path)} (saving {path})")
         temporary = os.path.join(os.path.dirname(path) or ".", f".{os.path.basename(path)}.tmp-{os.getpid()}")
         try:
             with open(temporary, "wb") as out:

@@ -136,9 +136,11 @@ def checkpoint(tmp_path, rng):
     return path
 
 
-def test_missing_file(tmp_path):
+def test_missing_file_and_folder(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such checkpoint file: .*nothing.pt"):
         gt.load(tmp_path / "nothing.pt")
+    with pytest.raises(FileNotFoundError, match="gt.save: no such directory: .*absent"):
+        gt.save({"x": 1}, tmp_path / "absent" / "x.pt")
 
 
 def test_truncated_file(checkpoint):

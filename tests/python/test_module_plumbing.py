@@ -175,6 +175,7 @@ def test_tensors_pickle_by_value(dtype):
     np.testing.assert_array_equal(back.numpy(), t.numpy())
     p = gt.randn(2, requires_grad=True)
     assert pickle.loads(pickle.dumps(p)).requires_grad
+    assert pickle.loads(pickle.dumps(gt.tensor(3.5))).shape == ()
     with pytest.raises(RuntimeError, match="non-leaf"):
         pickle.dumps(p * 2)
 

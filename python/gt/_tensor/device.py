@@ -20,6 +20,7 @@ hold it, not the tensor's user. So every gt tensor is on the one device
 import numpy as np
 
 from .. import _dtype
+from .base import TensorBase
 
 # Device kinds accepted as "where the workers keep it", and the indices each accepts.
 _KEPT = {"gt": (None, 0), "cpu": (None, 0), "cuda": (None, 0)}
@@ -117,7 +118,7 @@ def parse_to_args(what, args, kwargs):
     if kwargs:
         raise TypeError(f"{what}: unexpected keyword argument(s) {', '.join(sorted(kwargs))}")
     args = list(args)
-    if args and hasattr(args[0], "_c") and hasattr(args[0], "dtype"):  # to(other_tensor)
+    if args and isinstance(args[0], TensorBase):  # to(other_tensor): its dtype
         dt = args.pop(0).dtype
     for arg in args:
         if isinstance(arg, bool):  # to(dtype, non_blocking, copy) positional flags
