@@ -5,11 +5,13 @@
     torch.load("ckpt.pt")                 # PyTorch reads the same file
 
 What is written: nested dicts (keys all str or all int), lists and tuples of
-gt tensors, NumPy arrays, Python numbers, strings and None. Each gt tensor's
-data is fetched from its worker once (numpy()) and handed, without another
-copy, to LibTorch's serializer (torch::jit::Pickler and the
-PyTorchStreamWriter archive that torch::pickle_save and torch.save use), in
-the separate extension gt._serialize. A path is written to a temporary name
+gt tensors, NumPy arrays, Python numbers, strings and None. LibTorch's
+torch::jit::Pickler (what torch::pickle_save uses) writes the structure from
+each tensor's shape and dtype alone; then each tensor's data is fetched from
+its worker once (numpy()), when its record is written by LibTorch's
+PyTorchStreamWriter (torch.save's archive writer), from that array without
+another copy, and dropped: the client holds one tensor's bytes at a time. This
+runs in the separate extension gt._serialize. A path is written to a temporary name
 in the same folder and renamed when complete, so a failed save never leaves a
 file that looks whole.
 
@@ -41,12 +43,19 @@ __all__ = ["save", "load"]
 
 
 class _TensorRecord:
-    """What gt._serialize writes as a tensor: a C-contiguous array and its requires_grad."""
+    """What gt._serialize writes as a tensor: its shape, NumPy dtype and requires_grad, known
+    without its data, and fetch(), which gives the data (a C-contiguous array) when its turn to be
+    written comes, so the client holds one tensor's bytes at a time."""
 
-    __slots__ = ("array", "requires_grad")
+    __slots__ = ("source", "shape", "dtype", "requires_grad")
 
-    def __init__(self, array, requires_grad):
-        self.array, self.requires_grad = array, requires_grad
+    def __init__(self, source, requires_grad):
+        self.source, self.requires_grad = source, requires_grad
+        self.shape, self.dtype = tuple(source.shape), np.dtype(source.dtype)
+
+    def fetch(self):
+        data = self.source.numpy() if isinstance(self.source, Tensor) else self.source
+        return np.asarray(data, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
 
 
 def _extension():
@@ -58,24 +67,26 @@ def _extension():
     return _serialize
 
 
-def _fetched(obj):
-    """`obj` with each gt tensor (and NumPy array) replaced by a _TensorRecord of its data."""
-    if isinstance(obj, Tensor):
-        if obj.requires_grad and not obj.is_leaf:
-            raise RuntimeError("gt.save: refusing to save a non-leaf tensor that requires grad (detach() it first)")
-        return _TensorRecord(np.asarray(obj.numpy(), order="C"), bool(obj.requires_grad))
-    if isinstance(obj, np.ndarray):
-        return _TensorRecord(np.asarray(obj, order="C"), False)  # (ascontiguousarray makes 0-d 1-d)
+def _records(obj, seen):
+    """`obj` with each gt tensor and NumPy array replaced by a _TensorRecord (one per object, so a
+    tensor saved under two keys, such as tied weights, is one storage in the file, as torch.save's)."""
+    if isinstance(obj, (Tensor, np.ndarray)):
+        if id(obj) not in seen:
+            if isinstance(obj, Tensor) and obj.requires_grad and not obj.is_leaf:
+                raise RuntimeError("gt.save: refusing to save a non-leaf tensor that requires grad (detach() it first)")
+            seen[id(obj)] = (obj, _TensorRecord(obj, isinstance(obj, Tensor) and bool(obj.requires_grad)))
+        return seen[id(obj)][1]
     if isinstance(obj, dict):
-        return {k: _fetched(v) for k, v in obj.items()}
+        return {k: _records(v, seen) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(_fetched(v) for v in obj) if type(obj) in (list, tuple) else tuple(_fetched(v) for v in obj)
+        items = [_records(v, seen) for v in obj]
+        return items if isinstance(obj, list) else tuple(items)
     return obj
 
 
 def save(obj, f):
     """Writes `obj` to `f` (a path, or a binary file object) in PyTorch's checkpoint format."""
-    records = _fetched(obj)
+    records = _records(obj, {})
     serialize = _extension()
     if isinstance(f, (str, os.PathLike)):
         path = os.fspath(f)

@@ -11,10 +11,14 @@ namespace gt::serialize {
 
 // Writes `obj` as a PyTorch checkpoint through `write` (a callable taking a
 // bytes-like object, such as a binary file's write). `obj` is None, bool,
-// int, float, str, an instance of `tensor_type` (attributes `array`, a
-// C-contiguous NumPy array of float32/float64/int32/int64/bool, and
-// `requires_grad`), or a dict (keys all str or all int) / list / tuple of
-// those. Raises TypeError naming the path of anything else.
+// int, float, str, an instance of `tensor_type`, or a dict (keys all str or
+// all int) / list / tuple of those; raises TypeError naming the path of
+// anything else. A `tensor_type` record has `shape`, `dtype` (a NumPy dtype:
+// float32, float64, int32, int64 or bool) and `requires_grad`, read while the
+// structure is pickled, and `fetch()`, called once when its data is written,
+// returning a C-contiguous array of that shape and dtype, written without a
+// copy and released before the next record's is fetched. The same record
+// object twice is one storage in the file.
 void Write(pybind11::handle obj, pybind11::object write, pybind11::handle tensor_type);
 
 // Every record of the archive (a path, or a bytes-like object holding one),

@@ -79,6 +79,14 @@ def test_torch_load_reads_gt_save_bit_for_bit(tmp_path, rng, to_file_object):
     assert_same(as_numpy(obj), as_numpy(back))
 
 
+def test_a_tensor_under_two_keys_is_one_storage(tmp_path):
+    shared = gt.randn(4)
+    gt.save({"wte": shared, "head": shared, "other": gt.randn(4)}, tmp_path / "tied.pt")
+    theirs = torch.load(tmp_path / "tied.pt")
+    assert theirs["wte"].data_ptr() == theirs["head"].data_ptr() != theirs["other"].data_ptr()
+    assert np.array_equal(theirs["head"].numpy(), shared.numpy())
+
+
 def test_requires_grad_survives_both_ways(tmp_path):
     p = gt.randn(3, requires_grad=True)
     gt.save({"p": p}, tmp_path / "a.pt")
