@@ -17,7 +17,8 @@ file that looks whole.
 
 What is read: a torch.save file (zip format, PyTorch >= 1.6's default), or
 one gt.save wrote. The archive's records are read by LibTorch's
-PyTorchStreamReader, and each record's CRC-32 is checked against the
+PyTorchStreamReader one at a time, each when a tensor is made from it (a
+path is not read whole), and each record's CRC-32 is checked against the
 archive's directory. LibTorch's own unpickler (torch::pickle_load) cannot
 decode what Python's torch.save writes (the OrderedDict of a state_dict, a
 one-item dict, nn.Parameter), so the pickle is decoded by Python's pickle
@@ -37,6 +38,7 @@ import zlib
 
 import numpy as np
 
+from . import _C
 from ._tensor import Tensor, from_numpy
 
 __all__ = ["save", "load"]
@@ -114,10 +116,13 @@ _STORAGE_DTYPES = {"FloatStorage": np.float32, "DoubleStorage": np.float64, "Hal
 
 
 class _Storage:
-    __slots__ = ("dtype",)
+    """A storage of the archive, read only when a tensor is made from it (pickle's memo keeps
+    every persistent object to the end of the load, so it must not hold the bytes)."""
 
-    def __init__(self, dtype):
-        self.dtype = dtype
+    __slots__ = ("dtype", "record", "numel")
+
+    def __init__(self, dtype, record=None, numel=0):
+        self.dtype, self.record, self.numel = dtype, record, numel
 
 
 def _list_helper(items, *_):
@@ -127,9 +132,9 @@ def _list_helper(items, *_):
 class _CheckpointUnpickler(pickle.Unpickler):
     """Python's unpickler over a checkpoint's data.pkl, making gt tensors of its storages."""
 
-    def __init__(self, data, records, name):
+    def __init__(self, data, read, name):
         super().__init__(io.BytesIO(data))
-        self._records, self._name, self._storages = records, name, {}
+        self._read, self._name = read, name
 
     def find_class(self, module, name):
         allowed = {
@@ -151,24 +156,25 @@ class _CheckpointUnpickler(pickle.Unpickler):
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], _Storage)):
             raise pickle.UnpicklingError(f"gt.load: {self._name}: a storage of an unknown kind ({pid!r:.80})")
-        _, storage, key, _location, numel = pid
-        record = f"data/{key}"
-        if record not in self._records:
-            raise pickle.UnpicklingError(f"gt.load: {self._name}: the archive lacks tensor data '{record}'")
-        raw = self._records[record]
-        itemsize = np.dtype(storage.dtype).itemsize
-        if raw.size < numel * itemsize:
-            raise pickle.UnpicklingError(f"gt.load: {self._name}: tensor data '{record}' holds {raw.size} bytes, "
-                                         f"{numel * itemsize} expected")
-        return raw[:numel * itemsize].view(storage.dtype)
+        _, kind, key, _location, numel = pid
+        return _Storage(kind.dtype, f"data/{key}", int(numel))
+
+    def _storage_data(self, storage):
+        raw = self._read(storage.record)
+        need = storage.numel * np.dtype(storage.dtype).itemsize
+        if raw.size < need:
+            raise pickle.UnpicklingError(f"gt.load: {self._name}: tensor data '{storage.record}' holds {raw.size} "
+                                         f"bytes, {need} expected")
+        return raw[:need].view(storage.dtype)
 
     def _rebuild_tensor(self, storage, offset, size, stride, requires_grad=False, _hooks=None, _metadata=None):
         size, stride = tuple(size), tuple(stride)
         end = offset + sum((n - 1) * s for n, s in zip(size, stride)) + 1 if all(size) else offset
-        if offset < 0 or end > storage.size or any(s < 0 for s in stride):
+        if offset < 0 or end > storage.numel or any(s < 0 for s in stride):
             raise pickle.UnpicklingError(f"gt.load: {self._name}: a tensor of shape {list(size)} lies outside its "
-                                         f"data ({storage.size} elements)")
-        view = np.lib.stride_tricks.as_strided(storage[offset:], size, [s * storage.itemsize for s in stride])
+                                         f"data ({storage.numel} elements)")
+        data = self._storage_data(storage)
+        view = np.lib.stride_tricks.as_strided(data[offset:], size, [s * data.itemsize for s in stride])
         return from_numpy(np.asarray(view, order="C"), requires_grad=bool(requires_grad))
 
     @staticmethod
@@ -176,16 +182,32 @@ class _CheckpointUnpickler(pickle.Unpickler):
         return data.requires_grad_(bool(requires_grad)) if isinstance(data, Tensor) else data
 
 
-def _check_crcs(source, records, name):
-    """LibTorch's reader does not check the records' CRC-32s; compare them with the archive's directory."""
+def _directory_crcs(source, name):
+    """{record name: CRC-32} from the archive's directory (LibTorch's reader does not check them)."""
     try:
         with zipfile.ZipFile(source) as archive:
-            for info in archive.infolist():
-                record = info.filename.split("/", 1)[-1]
-                if record in records and zlib.crc32(records[record]) != info.CRC:
-                    raise ValueError(f"gt.load: {name}: record '{record}' is corrupted (its CRC-32 does not match)")
+            return {info.filename.split("/", 1)[-1]: info.CRC for info in archive.infolist()}
     except zipfile.BadZipFile as error:
         raise ValueError(f"gt.load: {name} is not a readable PyTorch checkpoint ({error})") from None
+
+
+def _record_reader(archive, crcs, name):
+    """read(record): its bytes from LibTorch's reader, checked against the directory's CRC-32."""
+    def read(record):
+        if record not in crcs:
+            raise pickle.UnpicklingError(f"gt.load: {name}: the archive lacks tensor data '{record}'")
+        try:
+            data = archive.read(record)
+        except ValueError as error:
+            raise ValueError(f"gt.load: {name}: record '{record}' cannot be read: {_first_line(error)}") from None
+        if zlib.crc32(data) != crcs[record]:
+            raise ValueError(f"gt.load: {name}: record '{record}' is corrupted (its CRC-32 does not match)")
+        return data
+    return read
+
+
+def _first_line(error):
+    return str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
 
 
 def load(f):
@@ -203,16 +225,19 @@ def load(f):
         source = f.read()
         crc_source = io.BytesIO(source)
     try:
-        records = serialize.read_records(source)
+        archive = serialize.Archive(source)
+        archive.names()
     except ValueError as error:
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
-        raise ValueError(f"gt.load: {name} is not a readable PyTorch checkpoint (zip format): {reason}") from None
-    _check_crcs(crc_source, records, name)
-    if "data.pkl" not in records:
-        raise ValueError(f"gt.load: {name} has no data.pkl record: not a torch.save / gt.save checkpoint")
+        raise ValueError(f"gt.load: {name} is not a readable PyTorch checkpoint (zip format): "
+                         f"{_first_line(error)}") from None
+    read = _record_reader(archive, _directory_crcs(crc_source, name), name)
     try:
-        return _CheckpointUnpickler(records["data.pkl"].tobytes(), records, name).load()
+        pickled = read("data.pkl").tobytes()
     except pickle.UnpicklingError:
-        raise
-    except Exception as error:  # noqa: BLE001 - a damaged pickle fails in many ways; all are reported by file
+        raise ValueError(f"gt.load: {name} has no data.pkl record: not a torch.save / gt.save checkpoint") from None
+    try:
+        return _CheckpointUnpickler(pickled, read, name).load()
+    except Exception as error:  # noqa: BLE001 - a damaged pickle fails in many ways; each is reported by file
+        if str(error).startswith("gt.load") or isinstance(error, _C.Error):
+            raise
         raise ValueError(f"gt.load: {name}: its data.pkl is damaged ({type(error).__name__}: {error})") from None

@@ -5,7 +5,16 @@
 // (fetched from the workers once) and uploads what it reads.
 #pragma once
 
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace caffe2::serialize {
+class PyTorchStreamReader;
+}
 
 namespace gt::serialize {
 
@@ -21,10 +30,21 @@ namespace gt::serialize {
 // object twice is one storage in the file.
 void Write(pybind11::handle obj, pybind11::object write, pybind11::handle tensor_type);
 
-// Every record of the archive (a path, or a bytes-like object holding one),
-// {name without the archive's folder: uint8 NumPy array owning the bytes},
-// read by LibTorch's PyTorchStreamReader. Raises ValueError (with LibTorch's
-// reason) for anything that is not such an archive.
-pybind11::dict ReadRecords(pybind11::object source);
+// A torch.save archive (a path, or a bytes-like object holding one, kept
+// alive), read by LibTorch's PyTorchStreamReader one record at a time, so a
+// loader holds one tensor's bytes at once. Every method raises ValueError
+// (with LibTorch's reason) for what is not such an archive, or is damaged.
+class Archive {
+ public:
+  explicit Archive(pybind11::object source);
+  ~Archive();
+  // Every record's name, without the archive's folder ("data.pkl", "data/0", ...).
+  std::vector<std::string> Names();
+  // The record's bytes: a uint8 NumPy array owning LibTorch's buffer (no copy).
+  pybind11::array Read(const std::string& name);
+
+ private:
+  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader_;
+};
 
 }  // namespace gt::serialize

@@ -1,8 +1,9 @@
 // The gt._serialize extension (see serialize.h): reading an archive's
-// records, and the bindings.
+// records one at a time, and the bindings.
 #include <caffe2/serialize/inline_container.h>
 #include <caffe2/serialize/read_adapter_interface.h>
 #include <pybind11/numpy.h>
+#include <pybind11/stl.h>
 
 #include <cstring>
 #include <memory>
@@ -41,21 +42,33 @@ py::array ArrayOf(at::DataPtr data, size_t size) {
 
 }  // namespace
 
-py::dict ReadRecords(py::object source) {
+Archive::Archive(py::object source) {
   try {
-    std::unique_ptr<caffe2::serialize::PyTorchStreamReader> reader;
     if (py::isinstance<py::str>(source)) {
-      reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(source.cast<std::string>());
+      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(source.cast<std::string>());
     } else {
-      reader = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
+      reader_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(
           std::make_shared<BufferAdapter>(py::reinterpret_borrow<py::buffer>(source)));
     }
-    py::dict records;
-    for (const std::string& name : reader->getAllRecords()) {
-      auto [data, size] = reader->getRecord(name);
-      records[py::str(name)] = ArrayOf(std::move(data), size);
-    }
-    return records;
+  } catch (const c10::Error& error) {
+    throw py::value_error(error.what_without_backtrace());
+  }
+}
+
+Archive::~Archive() = default;
+
+std::vector<std::string> Archive::Names() {
+  try {
+    return reader_->getAllRecords();
+  } catch (const c10::Error& error) {
+    throw py::value_error(error.what_without_backtrace());
+  }
+}
+
+py::array Archive::Read(const std::string& name) {
+  try {
+    auto [data, size] = reader_->getRecord(name);
+    return ArrayOf(std::move(data), size);
   } catch (const c10::Error& error) {
     throw py::value_error(error.what_without_backtrace());
   }
@@ -67,6 +80,11 @@ PYBIND11_MODULE(_serialize, m) {
   m.doc() = "PyTorch's checkpoint format through LibTorch's serializer (used by gt.save / gt.load)";
   m.def("write", &gt::serialize::Write, py::arg("obj"), py::arg("write"), py::arg("tensor_type"),
         "Writes obj as a PyTorch checkpoint through write(bytes_like) (see python/src/serialize.h).");
-  m.def("read_records", &gt::serialize::ReadRecords, py::arg("source"),
-        "{record name: uint8 array} of the archive at a path or in a bytes-like object.");
+  py::class_<gt::serialize::Archive>(m, "Archive",
+                                     "A torch.save archive at a path or in a bytes-like object, read by "
+                                     "LibTorch's PyTorchStreamReader (ValueError if it is not one).")
+      .def(py::init<py::object>(), py::arg("source"))
+      .def("names", &gt::serialize::Archive::Names, "Every record's name, without the archive's folder.")
+      .def("read", &gt::serialize::Archive::Read, py::arg("name"),
+           "A record's bytes: a uint8 array owning LibTorch's buffer (no copy).");
 }
