@@ -214,3 +214,22 @@ def test_save_to_a_file_object_in_memory():
     assert torch.equal(torch.load(buffer)[0], torch.arange(4))
     buffer.seek(0)
     assert gt.load(buffer)[0].tolist() == [0, 1, 2, 3]
+
+
+def test_fully_sharded_model_saves_and_loads_in_place(tmp_path):
+    """A model split over 4 workers (FSDP) is gathered through the client by gt.save, and
+    load_state_dict copies into the pieces in place: the placements stay as they were."""
+    from gt.distributed import DeviceMesh, fully_shard
+    model = build(gt)(**CONFIG)
+    whole = {k: v.numpy() for k, v in model.state_dict().items()}
+    fully_shard(model, DeviceMesh([0, 1, 2, 3]))
+    placements = {n: repr(p.placements) for n, p in model.named_parameters()}
+    assert placements["wte.weight"] == "[Shard(dim=0)]"
+    gt.save(model.state_dict(), tmp_path / "sharded.pt")
+    theirs = torch.load(tmp_path / "sharded.pt")
+    assert_same(whole, {k: v.numpy() for k, v in theirs.items()})
+    changed = {k: v + 1 if v.dtype == np.float32 else v for k, v in whole.items()}
+    gt.save(changed, tmp_path / "changed.pt")
+    model.load_state_dict(gt.load(tmp_path / "changed.pt"))
+    assert {n: repr(p.placements) for n, p in model.named_parameters()} == placements
+    assert_same(changed, {k: v.numpy() for k, v in model.state_dict().items()})
