@@ -40,6 +40,7 @@ import numpy as np
 
 from . import _C
 from ._tensor import Tensor, from_numpy
+from ._tensor.device import as_device
 
 __all__ = ["save", "load"]
 
@@ -210,8 +211,19 @@ def _first_line(error):
     return str(error).strip().splitlines()[0] if str(error).strip() else "unreadable"
 
 
-def load(f):
-    """The object saved in `f` (a path, or a binary file object), with gt tensors for its tensors."""
+def load(f, map_location=None, weights_only=None):
+    """The object saved in `f` (a path, or a binary file object), with gt tensors for its tensors.
+
+    map_location: PyTorch's argument, taken where it means "wherever gt keeps tensors" ('cpu',
+    'cuda', a gt.device or torch.device; see gt._tensor.device); a mapping or a function is refused.
+    weights_only: accepted for PyTorch's scripts; gt.load never runs a checkpoint's code anyway."""
+    if map_location is not None:
+        if callable(map_location) or isinstance(map_location, dict):
+            raise TypeError("gt.load: map_location takes a device only; gt places loaded tensors as "
+                            "gt.from_numpy does")
+        as_device(map_location, "gt.load")
+    if weights_only is False:
+        raise ValueError("gt.load: weights_only=False (running a checkpoint's own classes) is not supported")
     serialize = _extension()
     if isinstance(f, (str, os.PathLike)):
         name = os.fspath(f)

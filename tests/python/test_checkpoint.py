@@ -207,6 +207,15 @@ def test_mismatched_checkpoint_into_a_model_leaves_it_unchanged(tmp_path):
         np.testing.assert_array_equal(value.numpy(), before[name], err_msg=name)
 
 
+def test_load_takes_pytorchs_arguments(checkpoint):
+    assert gt.load(checkpoint, map_location="cpu")["step"] == 3
+    assert gt.load(checkpoint, map_location=torch.device("cpu"), weights_only=True)["step"] == 3
+    with pytest.raises(ValueError, match="cannot place a tensor on cuda:1"):
+        gt.load(checkpoint, map_location="cuda:1")
+    with pytest.raises(TypeError, match="map_location takes a device only"):
+        gt.load(checkpoint, map_location={"cuda:0": "cpu"})
+
+
 def test_save_to_a_file_object_in_memory():
     buffer = io.BytesIO()
     gt.save([gt.arange(4)], buffer)

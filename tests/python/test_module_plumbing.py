@@ -134,6 +134,17 @@ def test_children_modules_apply_train_eval_as_torch():
     assert all(m.training for m in ours.modules())
 
 
+def test_add_module_and_get_submodule():
+    model = nested(gt)
+    model.add_module("extra", gt.nn.Linear(2, 2))
+    assert list(model.state_dict())[-2:] == ["extra.weight", "extra.bias"]
+    assert model.get_submodule("heads.1.norm") is model.heads[1].norm and model.get_submodule("") is model
+    with pytest.raises(AttributeError, match="no sub-module 'nope'"):
+        model.get_submodule("heads.nope")
+    with pytest.raises(TypeError, match="must be a Module"):
+        model.add_module("bad", 3)
+
+
 def test_module_to_device_and_dtype():
     model = nested(gt)
     assert model.to("cpu") is model and model.cuda() is model and model.cpu() is model

@@ -128,6 +128,24 @@ class Module:
         (non_persistent.discard if persistent else non_persistent.add)(name)
         object.__setattr__(self, name, tensor)
 
+    def add_module(self, name, module):
+        """Makes `module` (a Module or None) the sub-module `name`, as attribute assignment does."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"add_module: '{name}' must be a Module or None, got {type(module).__name__}")
+        setattr(self, name, module)
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        """The sub-module at dotted path `target` ('' is this module), as PyTorch's get_submodule."""
+        module = self
+        for part in target.split(".") if target else []:
+            found = dict(module.named_children()).get(part)
+            if found is None:
+                raise AttributeError(f"{type(module).__name__} has no sub-module '{part}' (looking up '{target}')")
+            module = found
+        return module
+
     def _own_parameters(self):
         """(name, tensor) for this module's own parameters (not its sub-modules'), None ones skipped."""
         params, buffers, _ = self._registries()
