@@ -66,6 +66,10 @@ def test_frozen_parameters_stay_in_parameters_and_state_dict():
     assert list(ours.state_dict()) == list(theirs.state_dict())
     assert not ours.body[0].weight.requires_grad and not ours.heads[1].norm.bias.requires_grad
     assert ours.body[2].weight.requires_grad
+    # gt's extension: a trainable tensor inside a plain list attribute stays a parameter once frozen.
+    ours.extras = [gt.ones(3, requires_grad=True), gt.ones(2)]
+    ours.extras[0].requires_grad_(False)
+    assert "extras.0" in dict(ours.named_parameters()) and "extras.1" not in dict(ours.named_parameters())
     # A frozen name stays a parameter when a new tensor is assigned to it.
     ours.out.weight = gt.zeros(2, 3)
     assert "out.weight" in dict(ours.named_parameters())

@@ -33,17 +33,24 @@ from . import _state
 __all__ = ["Module"]
 
 # Tensors found inside plain containers when they were assigned as trainable leaves: still
-# parameters once frozen (a Tensor has __slots__, so this cannot be a flag on it).
-_contained_params = weakref.WeakSet()
+# parameters once frozen (a Tensor has __slots__, so this cannot be a flag on it). Keyed by id
+# with weak references, not a WeakSet: a WeakSet compares members with ==, elementwise on tensors.
+_contained_params = {}
 
 
 def _is_trainable_leaf(value):
     return isinstance(value, Tensor) and value.requires_grad and value.is_leaf
 
 
+def _was_contained_param(value):
+    ref = _contained_params.get(id(value))
+    return ref is not None and ref() is value
+
+
 def _mark_contained(value):
     if _is_trainable_leaf(value):
-        _contained_params.add(value)
+        key = id(value)
+        _contained_params[key] = weakref.ref(value, lambda _, key=key: _contained_params.pop(key, None))
     elif isinstance(value, (list, tuple)):
         for item in value:
             _mark_contained(item)
@@ -156,7 +163,7 @@ class Module:
         for name, value in vars(self).items():
             if isinstance(value, (list, tuple, dict)) and name not in buffers:
                 for path, item in _contents(value, name):
-                    if isinstance(item, Tensor) and (_is_trainable_leaf(item) or item in _contained_params):
+                    if isinstance(item, Tensor) and (_is_trainable_leaf(item) or _was_contained_param(item)):
                         yield path, item
 
     def _own_buffers(self, persistent_only=False):
