@@ -26,6 +26,8 @@ from ._grad import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from ._tensor import (MinMax, Tensor, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
                       randn, randn_like, stack, tensor, tril, triu, where, zeros, zeros_like)
 from . import config, debug, distributed, nn, optim, signal
+from ._tensor.device import device
+from .serialization import load, save
 from .config import (ConfigError, ShardConfig, SignalConfig, clear_configs, configs, get_config, load_config,
                      load_config_string, register_config)
 
@@ -39,7 +41,7 @@ __all__ = [
     "connect", "gpu_workers", "workers", "sync", "shutdown",
     "ConfigError", "ShardConfig", "SignalConfig", "register_config", "load_config", "load_config_string",
     "get_config", "configs", "clear_configs",
-    "config", "debug", "nn", "optim", "signal",
+    "config", "debug", "nn", "optim", "signal", "device", "save", "load",
     "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "maximum",
     "minimum", "softmax", "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach",
     "split", "chunk", "flatten", "index_select", "gather",

@@ -69,6 +69,35 @@ def test_gpt_train_loss_falls_and_it_samples():
     assert sample.startswith("sample: 'This License") and len(eval(sample[len("sample: "):])) == 92
 
 
+def gpt_losses(out):
+    return {int(m[0]): float(m[1]) for m in re.findall(r"^step +(\d+)  loss ([0-9.]+)$", out, re.M)}
+
+
+def test_gpt_resumed_run_continues_the_loss_curve(tmp_path):
+    """Stopped after step 3 and resumed in a new process on another worker count (plain SGD: the
+    checkpoint holds the whole training state), steps 4-6 equal the uninterrupted run's."""
+    common = ("--optimizer", "sgd", "--log-every", "1", "--no-sample")
+    whole = gpt_losses(run_example("gpt/train.py", "--steps", "6", *common, timeout=300).stdout)
+    first = run_example("gpt/train.py", "--steps", "3", "--save", str(tmp_path), *common, timeout=300).stdout
+    assert line_starting(first, "saved ").endswith("at step 4") and sorted(gpt_losses(first)) == [0, 1, 2, 3]
+    second = run_example("gpt/train.py", "--steps", "6", "--resume", str(tmp_path), *common,
+                         env={"GT_WORKERS": "4"}, timeout=300).stdout
+    assert line_starting(second, "resumed from ").endswith("at step 4")
+    resumed = gpt_losses(second)
+    assert sorted(resumed) == [4, 5, 6]
+    for step, loss in resumed.items():
+        assert abs(loss - whole[step]) <= 2e-6, (step, loss, whole)
+    assert whole[3] == gpt_losses(first)[3]
+    # The checkpoint is a PyTorch file whose model loads into the same GPT built on torch.
+    import torch
+    sys.path.insert(0, str(EXAMPLES / "gpt"))
+    from model import build
+    state = torch.load(tmp_path / "checkpoint.pt")
+    assert state["next_step"] == 4
+    theirs = build(torch)(len(state["vocabulary"]), 32, d_model=64, heads=4, layers=2, dropout=0.1)
+    theirs.load_state_dict(state["model"])
+
+
 def test_mesh_2d_trains_data_by_model_parallel():
     out = run_example("mesh_2d.py").stdout
     losses = [float(m) for m in re.findall(r"^step +\d+  loss ([0-9.]+)$", out, re.M)]

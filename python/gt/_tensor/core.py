@@ -9,13 +9,14 @@ from .args import as_index
 from .arithmetic import ArithmeticOps
 from .autograd import AutogradOps
 from .base import TensorBase
+from .device import DeviceOps
 from .interop import NumpyInterop
 from .placement import PlacementOps
 from .reductions import ReductionOps
 from .shape import ShapeOps
 
 
-class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, NumpyInterop, PlacementOps, TensorBase):
+class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, NumpyInterop, PlacementOps, DeviceOps, TensorBase):
     """A tensor whose data lives on gt workers (see the gt._tensor doc)."""
 
     __slots__ = ()
@@ -64,18 +65,6 @@ class Tensor(ArithmeticOps, ReductionOps, ShapeOps, AutogradOps, NumpyInterop, P
         return shape[0]
 
     # ---- conversion -------------------------------------------------------
-
-    def to(self, dtype):
-        """A copy converted to `dtype` (made with an in-place copy, so not recorded for autograd)."""
-        target = _dtype.resolve(dtype)
-        if target is self.dtype:
-            return self
-        if self.requires_grad:
-            raise RuntimeError("to: converting a tensor that requires grad is not differentiable in gt; "
-                               "detach() it first")
-        out = _wrap(_C.zeros(list(self.shape), (_dtype.float32 if target is None else target)._c))
-        out._c.copy_(self._c)
-        return out
 
     def float(self):
         return self.to(_dtype.float32)

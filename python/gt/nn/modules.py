@@ -1,9 +1,7 @@
-"""Modules: objects that hold parameters and compute a forward pass.
+"""Layers and losses (gt.nn.Linear, ...), on the Module base class of module.py.
 
-A Module's parameters are found from its attributes, in the order they were
-first assigned: every leaf Tensor that requires grad, every sub-Module's
-parameters (recursively), and the same inside lists, tuples and dicts.
-No registration call is needed:
+A Module's parameters, buffers and sub-modules are the ones PyTorch's would
+be (see module.py); no registration call is needed beyond assignment:
 
     class MLP(Module):
         def __init__(self):
@@ -16,9 +14,9 @@ No registration call is needed:
 """
 
 from .. import _C
-from .._grad import no_grad
 from .._tensor import Tensor, _next_seed, _wrap, tensor
 from . import functional as F
+from .module import Module
 
 __all__ = ["Module", "Linear", "Sequential", "ModuleList", "Embedding", "LayerNorm", "Dropout", "ReLU", "GELU",
            "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Identity",
@@ -30,144 +28,6 @@ def Parameter(data, requires_grad=True):
     if not isinstance(data, Tensor):
         data = tensor(data)
     return data.detach().requires_grad_(requires_grad)
-
-
-def _walk(value, path, seen_tensors, seen_modules):
-    """(dotted name, Tensor) for every parameter reachable from `value`."""
-    if isinstance(value, Tensor):
-        if value.requires_grad and value.is_leaf and not any(value._c.is_same(s) for s in seen_tensors):
-            seen_tensors.append(value._c)
-            yield path, value
-    elif isinstance(value, Module):
-        if id(value) in seen_modules:
-            return
-        seen_modules.add(id(value))
-        for name, attr in vars(value).items():
-            yield from _walk(attr, f"{path}.{name}" if path else name, seen_tensors, seen_modules)
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            yield from _walk(item, f"{path}.{i}", seen_tensors, seen_modules)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _walk(item, f"{path}.{key}", seen_tensors, seen_modules)
-
-
-def _submodules(value, path, seen):
-    if isinstance(value, Module):
-        if id(value) in seen:
-            return
-        seen.add(id(value))
-        yield path, value
-        for name, attr in vars(value).items():
-            yield from _submodules(attr, f"{path}.{name}" if path else name, seen)
-    elif isinstance(value, (list, tuple)):
-        for i, item in enumerate(value):
-            yield from _submodules(item, f"{path}.{i}", seen)
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _submodules(item, f"{path}.{key}", seen)
-
-
-class Module:
-    """Base class of layers and models; subclasses define forward()."""
-
-    def __init__(self):
-        self.training = True
-
-    def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
-
-    def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
-
-    def named_parameters(self, prefix=""):
-        """(dotted name, parameter) pairs, e.g. ('fc1.weight', ...), each parameter once."""
-        for name, p in _walk(self, "", [], set()):
-            yield (f"{prefix}.{name}" if prefix else name), p
-
-    def parameters(self):
-        """Every parameter (each once), in attribute assignment order."""
-        return [p for _, p in self.named_parameters()]
-
-    def register_buffer(self, name, tensor):
-        """Keeps `tensor` (no gradient) as attribute `name`: a constant of the
-        module, such as a causal mask, made once with it rather than at each
-        forward (so it is placed where the module's parameters are); listed
-        by named_buffers(), not by parameters(). PyTorch's register_buffer."""
-        if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"register_buffer: '{name}' must be a gt Tensor or None, got {type(tensor).__name__}")
-        if tensor is not None and tensor.requires_grad:
-            raise ValueError(f"register_buffer: '{name}' requires grad; a buffer is not trained (use a parameter)")
-        setattr(self, name, tensor)
-        names = self.__dict__.setdefault("_buffer_names", [])
-        if name not in names:
-            names.append(name)
-
-    def named_buffers(self):
-        """(dotted name, buffer) for every registered buffer of this module and its sub-modules."""
-        for path, m in self.named_modules():
-            for name in m.__dict__.get("_buffer_names", []):
-                if getattr(m, name) is not None:
-                    yield (f"{path}.{name}" if path else name), getattr(m, name)
-
-    def buffers(self):
-        return [b for _, b in self.named_buffers()]
-
-    def named_modules(self):
-        """(dotted name, module) for this module ('') and every sub-module."""
-        return list(_submodules(self, "", set()))
-
-    def modules(self):
-        return [m for _, m in self.named_modules()]
-
-    def children(self):
-        return [m for name, m in self.named_modules() if name and "." not in name]
-
-    def zero_grad(self):
-        """Sets every parameter's grad to None."""
-        for p in self.parameters():
-            p.grad = None
-
-    def train(self, mode=True):
-        """Marks the module and its sub-modules as training (no layer here behaves differently)."""
-        for m in self.modules():
-            m.training = bool(mode)
-        return self
-
-    def eval(self):
-        return self.train(False)
-
-    def state_dict(self):
-        """{name: detached parameter} (same remote data; numpy() it to keep a copy)."""
-        return {name: p.detach() for name, p in self.named_parameters()}
-
-    def load_state_dict(self, state):
-        """Copies values (tensors or arrays of the same shapes) into the parameters, in place."""
-        params = dict(self.named_parameters())
-        missing = [n for n in params if n not in state]
-        unexpected = [n for n in state if n not in params]
-        if missing or unexpected:
-            raise KeyError(f"load_state_dict: missing {missing}, unexpected {unexpected}")
-        with no_grad():
-            for name, p in params.items():
-                value = state[name]
-                value = value if isinstance(value, Tensor) else tensor(value, dtype=p.dtype)
-                if tuple(value.shape) != tuple(p.shape):
-                    raise ValueError(f"load_state_dict: {name} has shape {p.shape}, got {value.shape}")
-                p.copy_(value)
-
-    def __repr__(self):
-        children = [(n, m) for n, m in self.named_modules() if n and "." not in n]
-        if not children:
-            return f"{type(self).__name__}({self.extra_repr()})"
-        lines = [f"{type(self).__name__}("]
-        for name, m in children:
-            lines.append("  (" + name + "): " + repr(m).replace("\n", "\n  "))
-        lines.append(")")
-        return "\n".join(lines)
-
-    def extra_repr(self):
-        return ""
 
 
 class Linear(Module):
@@ -183,11 +43,8 @@ class Linear(Module):
         self.in_features = int(in_features)
         self.out_features = int(out_features)
         c = _C.Linear(self.in_features, self.out_features, bool(bias), _next_seed() if seed is None else int(seed))
-        self.weight = _wrap(c.weight)
-        self.bias = _wrap(c.bias) if c.bias is not None else None
-        for p in (self.weight, self.bias):
-            if p is not None and not p.requires_grad:
-                p.requires_grad_(True)
+        for name, p in (("weight", c.weight), ("bias", c.bias)):
+            self.register_parameter(name, None if p is None else _wrap(p).requires_grad_(True))
 
     def forward(self, x):
         return F.linear(x, self.weight, self.bias)
