@@ -54,6 +54,18 @@ void BindNN(py::module_& m) {
   py::class_<nn::AdamW, nn::Adam>(m, "AdamW")
       .def(py::init<std::vector<Tensor>, double, double, double, double, double>(), py::arg("params"), py::arg("lr"),
            py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"));
+  // The pieces gt.optim (Python) builds its optimizers from.
+  m.def("settle_gradients", &nn::settle_gradients, py::arg("params"));
+  m.def(
+      "adam_step_",
+      [](Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1, double beta2,
+         double eps, double weight_decay, double bias_correction1, double bias_correction2, bool decoupled) {
+        nn::adam_step_(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, bias_correction1,
+                       bias_correction2, decoupled);
+      },
+      py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("bias_correction1"),
+      py::arg("bias_correction2"), py::arg("decoupled"));
   m.def("clip_grad_norm_", &nn::clip_grad_norm_, py::arg("params"), py::arg("max_norm"),
         py::call_guard<py::gil_scoped_release>());
 }
