@@ -2,9 +2,8 @@
 
 Each optimizer has PyTorch's surface (param_groups, add_param_group,
 zero_grad(set_to_none=True), defaults, state, state_dict and
-load_state_dict) and takes the step torch.optim takes: SGD, Adam and AdamW
-to the bit, Adadelta, Adagrad and RMSprop to a few units in the last place
-(see adaptive.py). Parameters without a grad are skipped.
+load_state_dict) and takes the step torch.optim takes, to the bit (see
+sgd_adam.py and adaptive.py for how). Parameters without a grad are skipped.
 
     optimizer.py     Optimizer: groups, state, step's frame, state dicts
     sgd_adam.py      SGD, Adam, AdamW

@@ -1,23 +1,42 @@
 """Adadelta, Adagrad and RMSprop, as torch.optim's single-tensor steps.
 
 Each is composed of gt ops the worker runs with ATen's kernels, in
-PyTorch's order. Every op but one rounds as PyTorch's does: addcmul_
-(self + value * t1 * t2), which has no gt op, is a product and an add
-here, two roundings where ATen's AVX2 kernel fuses them into one. So these
-match PyTorch to within a few units in the last place per step
-(tests/python/test_optim_groups.py compares to 1e-6 relative), not to the
-bit; addcdiv_ ((value * t1) / t2, then added) is composed exactly.
+PyTorch's order, so that each rounds as PyTorch's does. PyTorch's
+addcmul_ (self + value * t1 * t2) has no gt op, and ATen's AVX2 kernel
+rounds it once (a fused multiply-add): where it follows a decay
+(acc.mul_(rho).addcmul_(t, t, value=1 - rho), Adadelta's and RMSprop's
+averages), it is exactly the second-moment update of the fused Adam
+instruction, which rounds as ATen does, so that instruction makes it (on
+scratch copies for the parameter and first moment it also moves). Centered
+RMSprop's square_avg.addcmul(grad_avg, grad_avg, value=-1) is the same
+update with beta2 = 2 on half of square_avg (exact: halving and doubling
+are), and Adagrad's sum.addcmul_(grad, grad) that on minus half of sum,
+negated. So every step equals PyTorch's to the bit
+(tests/python/test_optim_groups.py), but for an accumulator small enough
+that halving it loses bits (below 2^-125 in float32).
 """
 
+from .. import _C
 from .optimizer import Optimizer
 from .sgd_adam import _check_at_least, _with_weight_decay, _zeros_like
 
 __all__ = ["Adadelta", "Adagrad", "RMSprop"]
 
 
-def _add_scaled_square_(acc, t, value):
-    """acc.addcmul_(t, t, value=value), as (value * t) * t added to acc."""
-    acc += (t * value) * t
+def _decay_add_square_(acc, t, decay):
+    """acc.mul_(decay).addcmul_(t, t, value=1 - decay) rounded as ATen rounds it: the
+    fused Adam instruction's second-moment update of acc (lr 0; its parameter and
+    first moment are scratch copies of t, whose new values are not used)."""
+    _C.adam_step_(t.clone()._c, t._c, t.clone()._c, acc._c, 0.0, 0.0, decay, 1.0, 0.0, 1.0, 1.0, False)
+
+
+def _minus_square(acc, t, sign=1.0):
+    """sign * acc - t * t as a new tensor, rounded once as ATen's addcmul: the update
+    above with decay 2 (1 - decay = -1) applied to sign * acc / 2 (exact, away from
+    subnormals)."""
+    half = acc * (0.5 * sign)
+    _decay_add_square_(half, t, 2.0)
+    return half
 
 
 class Adadelta(Optimizer):
@@ -44,12 +63,10 @@ class Adadelta(Optimizer):
             state["step"] += 1
             g = _with_weight_decay(g, p, group["weight_decay"])
             square_avg, acc_delta = state["square_avg"], state["acc_delta"]
-            square_avg.mul_(rho)
-            _add_scaled_square_(square_avg, g, 1 - rho)
+            _decay_add_square_(square_avg, g, rho)
             std = (square_avg + eps).sqrt()
             delta = (acc_delta + eps).sqrt() / std * g
-            acc_delta.mul_(rho)
-            _add_scaled_square_(acc_delta, delta, 1 - rho)
+            _decay_add_square_(acc_delta, delta, rho)
             p.add_(delta, alpha=-group["lr"])
 
 
@@ -90,7 +107,8 @@ class Adagrad(Optimizer):
             state["step"] += 1
             g = _with_weight_decay(g, p, group["weight_decay"])
             clr = group["lr"] / (1 + (state["step"] - 1) * group["lr_decay"])
-            _add_scaled_square_(state["sum"], g, 1)
+            # sum.addcmul_(g, g): -(-sum - g * g), each negation exact
+            state["sum"].copy_(-_minus_square(state["sum"], g, sign=-1.0))
             std = state["sum"].sqrt()
             std += group["eps"]
             p += (g * -clr) / std  # addcdiv_(g, std, value=-clr)
@@ -129,13 +147,12 @@ class RMSprop(Optimizer):
             state["step"] += 1
             g = _with_weight_decay(g, p, group["weight_decay"])
             square_avg = state["square_avg"]
-            square_avg.mul_(alpha)
-            _add_scaled_square_(square_avg, g, 1 - alpha)
+            _decay_add_square_(square_avg, g, alpha)
             if group["centered"]:
                 grad_avg = state["grad_avg"]
                 grad_avg.mul_(alpha)
                 grad_avg.add_(g, alpha=1 - alpha)
-                avg = (square_avg - grad_avg * grad_avg).sqrt()
+                avg = _minus_square(square_avg, grad_avg).sqrt()
             else:
                 avg = square_avg.sqrt()
             avg += group["eps"]
