@@ -154,9 +154,13 @@ def test_torch_state_dict_loads_into_gt_and_back(rng, name, options):
 
 def test_loaded_hyperparameters_replace_the_groups():
     p = gt.zeros(2, requires_grad=True)
-    opt = gt.optim.SGD([p], lr=0.1)
+    opt = gt.optim.SGD([p], lr=0.1, momentum=0.5)
     opt.load_state_dict({"state": {}, "param_groups": [dict(opt.state_dict()["param_groups"][0], lr=0.7)]})
     assert opt.param_groups[0]["lr"] == 0.7 and opt.param_groups[0]["params"][0] is p
+    # A group saved without newer options (maximize, foreach, ...) keeps this optimizer's.
+    opt.load_state_dict({"state": {}, "param_groups": [{"lr": 0.2, "momentum": 0.9, "dampening": 0,
+                                                        "weight_decay": 0, "nesterov": False, "params": [0]}]})
+    assert opt.param_groups[0]["maximize"] is False and opt.param_groups[0]["momentum"] == 0.9
 
 
 def test_mismatched_state_dicts_are_clear_errors_and_change_nothing(rng):

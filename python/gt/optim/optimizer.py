@@ -218,6 +218,8 @@ class Optimizer:
         groups = []
         for ours, saved in zip(self.param_groups, saved_groups):
             group = copy.deepcopy({k: v for k, v in saved.items() if k != "params"})
+            for key, default in self.defaults.items():  # an older state dict may lack newer options
+                group.setdefault(key, ours.get(key, default))
             group["params"] = ours["params"]
             self._check_group(group)
             groups.append(group)
