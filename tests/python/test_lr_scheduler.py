@@ -61,6 +61,11 @@ SCHEDULES = {
     "LambdaLR": lambda m, o: m.LambdaLR(o, lambda epoch: 0.97 ** epoch / (1 + epoch % 4)),
     "LambdaLR_per_group": lambda m, o: m.LambdaLR(o, [lambda e: 1 / (e + 1), lambda e: 0.5 + 0.01 * e][:len(
         o.param_groups)]),
+    "MultiplicativeLR": lambda m, o: m.MultiplicativeLR(o, lambda epoch: 0.9 if epoch % 3 else 1.05),
+    "PolynomialLR": lambda m, o: m.PolynomialLR(o, total_iters=30),
+    "PolynomialLR_power": lambda m, o: m.PolynomialLR(o, total_iters=40, power=2.5),
+    "ChainedScheduler": lambda m, o: m.ChainedScheduler([m.ExponentialLR(o, gamma=0.97),
+                                                         m.StepLR(o, step_size=6, gamma=0.5)]),
     "LinearLR": lambda m, o: m.LinearLR(o, start_factor=0.25, end_factor=0.9, total_iters=17),
     "LinearLR_default": lambda m, o: m.LinearLR(o),
     "ConstantLR": lambda m, o: m.ConstantLR(o, factor=0.4, total_iters=9),
@@ -118,7 +123,8 @@ def test_reduce_on_plateau_equals_torch(mode, threshold_mode):
     assert ours.last_epoch == theirs.last_epoch == STEPS
 
 
-@pytest.mark.parametrize("name", ["StepLR", "CosineAnnealingLR", "OneCycleLR_cos", "SequentialLR", "LinearLR"])
+@pytest.mark.parametrize("name", ["StepLR", "CosineAnnealingLR", "OneCycleLR_cos", "SequentialLR", "LinearLR",
+                                  "ChainedScheduler", "MultiplicativeLR", "PolynomialLR"])
 def test_state_dict_resumes_the_sequence(name):
     """A schedule rebuilt on a fresh optimizer and given state_dict() continues as the uninterrupted one."""
     make = SCHEDULES[name]
@@ -128,7 +134,7 @@ def test_state_dict_resumes_the_sequence(name):
         whole_opt.step()
         whole.step()
     saved_sched, saved_opt = whole.state_dict(), whole_opt.state_dict()
-    assert saved_sched["last_epoch"] == 20 and "optimizer" not in saved_sched
+    assert saved_sched.get("last_epoch", 20) == 20 and "optimizer" not in saved_sched  # Chained has none
     resumed_opt, _ = _pair("SGD", (0.1, 0.02), momentum=0.9)
     resumed = make(gt.optim.lr_scheduler, resumed_opt)
     resumed_opt.load_state_dict(saved_opt)

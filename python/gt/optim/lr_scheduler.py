@@ -15,8 +15,9 @@ from collections import Counter
 
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "LambdaLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR", "ExponentialLR",
-           "SequentialLR", "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau"]
+__all__ = ["LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR", "LinearLR",
+           "ExponentialLR", "PolynomialLR", "SequentialLR", "ChainedScheduler", "CosineAnnealingLR", "OneCycleLR",
+           "ReduceLROnPlateau"]
 
 
 def _require_optimizer(optimizer):
@@ -92,8 +93,9 @@ class LRScheduler:
 _LRScheduler = LRScheduler  # PyTorch 1.13's name
 
 
-class LambdaLR(LRScheduler):
-    """lr = initial_lr * lr_lambda(epoch); one function, or one per group."""
+class _PerGroupFunctions(LRScheduler):
+    """A schedule driven by lr_lambda: one function, or one per group. Its state
+    dict saves each lambda that is a callable object as its __dict__ (functions as None)."""
 
     def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose=False):
         _require_optimizer(optimizer)
@@ -106,11 +108,7 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = [lr_lambda] * len(optimizer.param_groups)
         super().__init__(optimizer, last_epoch, verbose)
 
-    def get_lr(self):
-        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
-
     def state_dict(self):
-        """As the base's, with each lambda that is a callable object saved as its __dict__ (functions as None)."""
         out = {key: value for key, value in self.__dict__.items() if key not in ("optimizer", "lr_lambdas")}
         out["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else dict(fn.__dict__)
                              for fn in self.lr_lambdas]
@@ -123,6 +121,22 @@ class LambdaLR(LRScheduler):
         for fn, attributes in zip(self.lr_lambdas, saved):
             if attributes is not None:
                 fn.__dict__.update(attributes)
+
+
+class LambdaLR(_PerGroupFunctions):
+    """lr = initial_lr * lr_lambda(epoch)."""
+
+    def get_lr(self):
+        return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
+
+
+class MultiplicativeLR(_PerGroupFunctions):
+    """lr *= lr_lambda(epoch) at every epoch after the first."""
+
+    def get_lr(self):
+        if self.last_epoch == 0:
+            return self._group_lrs()
+        return [lr * fn(self.last_epoch) for fn, lr in zip(self.lr_lambdas, self._group_lrs())]
 
 
 class StepLR(LRScheduler):
@@ -223,6 +237,25 @@ class ExponentialLR(LRScheduler):
         return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
 
 
+class PolynomialLR(LRScheduler):
+    """lr falls as (1 - epoch / total_iters) ** power to 0 over total_iters epochs."""
+
+    def __init__(self, optimizer, total_iters=5, power=1.0, last_epoch=-1, verbose=False):
+        self.total_iters, self.power = total_iters, power
+        super().__init__(optimizer, last_epoch, verbose)
+
+    def get_lr(self):
+        epoch, total = self.last_epoch, self.total_iters
+        if epoch == 0 or epoch > total:
+            return self._group_lrs()
+        factor = ((1.0 - epoch / total) / (1.0 - (epoch - 1) / total)) ** self.power
+        return [lr * factor for lr in self._group_lrs()]
+
+    def _closed_form_lr(self):
+        done = min(self.total_iters, self.last_epoch)
+        return [base * (1.0 - done / self.total_iters) ** self.power for base in self.base_lrs]
+
+
 class CosineAnnealingLR(LRScheduler):
     """lr follows half a cosine from initial_lr down to eta_min over T_max epochs
     (then back up), in PyTorch's chained form."""
@@ -293,6 +326,27 @@ class SequentialLR(LRScheduler):
         self.__dict__.update(state)
         for scheduler, entry in zip(self._schedulers, saved):
             scheduler.load_state_dict(entry)
+
+
+class ChainedScheduler(LRScheduler):
+    """Steps every scheduler given (of one optimizer) at each step, their factors multiplying."""
+
+    def __init__(self, schedulers):
+        for i, scheduler in enumerate(schedulers):
+            if scheduler.optimizer is not schedulers[0].optimizer:
+                raise ValueError("ChainedScheduler expects all schedulers to belong to the same optimizer, but "
+                                 f"got schedulers at index 0 and {i} to be different")
+        self._schedulers = list(schedulers)
+        self.optimizer = self._schedulers[0].optimizer
+        self._last_lr = self._group_lrs()
+
+    def step(self):
+        for scheduler in self._schedulers:
+            scheduler.step()
+        self._last_lr = self._group_lrs()
+
+    state_dict = SequentialLR.state_dict
+    load_state_dict = SequentialLR.load_state_dict
 
 
 # Defined there, on the base above; importable from here as in PyTorch.
