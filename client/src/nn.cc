@@ -138,6 +138,8 @@ void SettleGradients(const std::vector<Tensor>& params) {
 
 }  // namespace
 
+void settle_gradients(const std::vector<Tensor>& params) { SettleGradients(params); }
+
 void SGD::step() {
   NoGradGuard no_grad;
   SettleGradients(params_);

@@ -15,7 +15,7 @@ namespace gt::python {
 // signal scopes, the tape, session control, and the `_C.Error` exception
 // that every gt::Error becomes.
 void BindTensor(pybind11::module_& m);
-// gt::nn: Linear, the losses, SGD and Adam.
+// gt::nn: Linear, the losses, and the optimizers' update steps.
 void BindNN(pybind11::module_& m);
 // Signal configs: the C++ client's YAML reader, register_config, clear_configs.
 void BindConfig(pybind11::module_& m);

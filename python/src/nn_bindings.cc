@@ -1,5 +1,6 @@
-// gt::nn as `_C.Linear`, `_C.mse_loss`, ..., `_C.SGD`, `_C.Adam`. The Python
-// modules and optimizers in python/gt/nn wrap these.
+// gt::nn as `_C.Linear`, `_C.mse_loss`, ..., and the pieces of the optimizers
+// (`_C.adam_step_`, `_C.settle_gradients`). python/gt/nn wraps the modules and
+// losses; python/gt/optim builds PyTorch's optimizers from the pieces.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -37,23 +38,18 @@ void BindNN(py::module_& m) {
   m.def("binary_cross_entropy", &nn::binary_cross_entropy, py::arg("probabilities"), py::arg("target"));
   m.def("cross_entropy", &nn::cross_entropy, py::arg("logits"), py::arg("targets"), py::arg("ignore_index") = -100);
 
-  // step() issues a handful of ops per parameter; the GIL is released while
-  // it runs (nothing in it calls back into Python).
-  py::class_<nn::SGD>(m, "SGD")
-      .def(py::init<std::vector<Tensor>, double, double, double>(), py::arg("params"), py::arg("lr"),
-           py::arg("momentum"), py::arg("weight_decay"))
-      .def("step", &nn::SGD::step, py::call_guard<py::gil_scoped_release>())
-      .def("zero_grad", &nn::SGD::zero_grad);
-
-  py::class_<nn::Adam>(m, "Adam")
-      .def(py::init<std::vector<Tensor>, double, double, double, double, double>(), py::arg("params"), py::arg("lr"),
-           py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"))
-      .def("step", &nn::Adam::step, py::call_guard<py::gil_scoped_release>())
-      .def("zero_grad", &nn::Adam::zero_grad);
-
-  py::class_<nn::AdamW, nn::Adam>(m, "AdamW")
-      .def(py::init<std::vector<Tensor>, double, double, double, double, double>(), py::arg("params"), py::arg("lr"),
-           py::arg("beta1"), py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"));
+  // The pieces gt.optim (Python) builds its optimizers from.
+  m.def("settle_gradients", &nn::settle_gradients, py::arg("params"));
+  m.def(
+      "adam_step_",
+      [](Tensor& param, const Tensor& grad, Tensor& exp_avg, Tensor& exp_avg_sq, double lr, double beta1, double beta2,
+         double eps, double weight_decay, double bias_correction1, double bias_correction2, bool decoupled) {
+        nn::adam_step_(param, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, bias_correction1,
+                       bias_correction2, decoupled);
+      },
+      py::arg("param"), py::arg("grad"), py::arg("exp_avg"), py::arg("exp_avg_sq"), py::arg("lr"), py::arg("beta1"),
+      py::arg("beta2"), py::arg("eps"), py::arg("weight_decay"), py::arg("bias_correction1"),
+      py::arg("bias_correction2"), py::arg("decoupled"));
   m.def("clip_grad_norm_", &nn::clip_grad_norm_, py::arg("params"), py::arg("max_norm"),
         py::call_guard<py::gil_scoped_release>());
 }

@@ -99,6 +99,12 @@ class AdamW : public Adam {
       : Adam(std::move(params), lr, beta1, beta2, eps, weight_decay, true) {}
 };
 
+// Sums the parameters' pending gradients over data-parallel workers in one
+// collective (DDP's bucketing), so that reading them one by one afterwards
+// does not settle each alone. Not a sync point; undefined grads skipped. The
+// optimizers call it before an update (Python's gt.optim too).
+void settle_gradients(const std::vector<Tensor>& params);
+
 // Scales the parameters' gradients in place so that their joint L2 norm is
 // at most max_norm (by max_norm / (norm + 1e-6), as PyTorch); returns the
 // norm before clipping (a 0-d tensor: no sync point). Undefined grads skipped.
