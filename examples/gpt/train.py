@@ -11,9 +11,9 @@ Each step's randomness (its batch, its dropout masks) is seeded by the step's
 number, so a resumed run draws what the uninterrupted one would have drawn and
 its loss curve continues where the first run stopped. The checkpoint is a
 PyTorch file (gt.save): torch.load reads it, and its "model" entry loads into
-build(torch)'s GPT. It holds the optimizer's state when the optimizer has
-state_dict(); without it, a resumed AdamW restarts its moments (use
---optimizer sgd, plain SGD without state, for an exact continuation).
+build(torch)'s GPT. It holds the optimizer's state too (PyTorch's layout: AdamW's
+moments and step counts), so a resumed run takes the steps the uninterrupted one
+would have taken.
 """
 
 import argparse
@@ -63,21 +63,20 @@ def save_checkpoint(directory, model, optimizer, next_step, vocabulary):
     """DIR/checkpoint.pt (written whole or not at all: gt.save renames a complete file into place)."""
     os.makedirs(directory, exist_ok=True)
     state = {"model": model.state_dict(), "next_step": next_step, "vocabulary": vocabulary}
-    if hasattr(optimizer, "state_dict"):
-        state["optimizer"] = optimizer.state_dict()
+    state["optimizer"] = optimizer.state_dict()
     gt.save(state, os.path.join(directory, CHECKPOINT))
     print(f"saved {os.path.join(directory, CHECKPOINT)} at step {next_step}", flush=True)
 
 
 def load_checkpoint(directory, model, optimizer, vocabulary):
-    """The step to continue from, after loading the model (and the optimizer when both have state)."""
+    """The step to continue from, after loading the model and the optimizer."""
     state = gt.load(os.path.join(directory, CHECKPOINT))
     if state["vocabulary"] != vocabulary:
         raise SystemExit(f"{directory}: the checkpoint was trained on another text (vocabulary differs)")
     model.load_state_dict(state["model"])
-    if "optimizer" in state and hasattr(optimizer, "load_state_dict"):
+    if "optimizer" in state:
         optimizer.load_state_dict(state["optimizer"])
-    elif not isinstance(optimizer, gt.optim.SGD) or optimizer.momentum:
+    else:
         print("note: no optimizer state in the checkpoint; the optimizer starts afresh", flush=True)
     print(f"resumed from {os.path.join(directory, CHECKPOINT)} at step {state['next_step']}", flush=True)
     return state["next_step"]

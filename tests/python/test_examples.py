@@ -73,10 +73,11 @@ def gpt_losses(out):
     return {int(m[0]): float(m[1]) for m in re.findall(r"^step +(\d+)  loss ([0-9.]+)$", out, re.M)}
 
 
-def test_gpt_resumed_run_continues_the_loss_curve(tmp_path):
-    """Stopped after step 3 and resumed in a new process on another worker count (plain SGD: the
-    checkpoint holds the whole training state), steps 4-6 equal the uninterrupted run's."""
-    common = ("--optimizer", "sgd", "--log-every", "1", "--no-sample")
+@pytest.mark.parametrize("optimizer", ["sgd", "adamw"])
+def test_gpt_resumed_run_continues_the_loss_curve(tmp_path, optimizer):
+    """Stopped after step 3 and resumed in a new process on another worker count (the checkpoint
+    holds the model and AdamW's moments and step counts), steps 4-6 equal the uninterrupted run's."""
+    common = ("--optimizer", optimizer, "--log-every", "1", "--no-sample")
     whole = gpt_losses(run_example("gpt/train.py", "--steps", "6", *common, timeout=300).stdout)
     first = run_example("gpt/train.py", "--steps", "3", "--save", str(tmp_path), *common, timeout=300).stdout
     assert line_starting(first, "saved ").endswith("at step 4") and sorted(gpt_losses(first)) == [0, 1, 2, 3]
