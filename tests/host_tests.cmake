@@ -16,3 +16,5 @@ target_link_libraries(unit_strategy_test PRIVATE gt_torch_runtime)
 gt_add_test(stats_test stats_test.cc)
 target_link_libraries(stats_test PRIVATE gt_client)
 add_dependencies(stats_test gt-dispatcher gt-worker gt_torch gt_hotpath gt_compile)
+# The worker's fair queue on its own (core/worker/fair_queue.h).
+gt_add_test(fair_queue_test fair_queue_test.cc)
