@@ -98,6 +98,7 @@ class Dispatcher::Impl {
     router_.set_events(&pipeline_->events());
     router_.set_host_description(DescribeHost(manifest_));
     workers_.SetShareSource([this](ClientId id) { return ShareOf(manifest_, clients_.Find(id), id); });
+    clients_protocol_->set_placer([this](ClientState& c, Instruction& inst) { PlaceByLoad(workers_, c, inst); });
     return Status::Ok();
   }
 

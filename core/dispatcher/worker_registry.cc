@@ -130,8 +130,8 @@ void WorkerRegistry::ReportLoad(size_t w, uint64_t queued, uint64_t resident_byt
 void WorkerRegistry::Enqueue(size_t w, const Instruction& inst) {
   WorkerState& worker = workers_[w];
   if (worker.outgoing.instructions_size() == 0) worker.outgoing.set_kind(wire::Envelope::BATCH);
-  if (inst.client != worker.last_told && share_source_) {
-    if (worker.told.insert(inst.client).second) *worker.outgoing.add_shares() = share_source_(inst.client);
+  if (inst.client != worker.last_told && inst.client != 0 && share_source_) {
+    if (worker.told.insert(inst.client).second) AddShare(share_source_(inst.client), worker.outgoing);
     worker.last_told = inst.client;
   }
   if (inst.op == Op::kDropClient) {

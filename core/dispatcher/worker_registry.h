@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gt/instruction.h"
+#include "host/fair_share_wire.h"
 #include "wire.pb.h"
 
 namespace gt {
@@ -123,9 +124,10 @@ class WorkerRegistry {
   static constexpr uint64_t kBytesPerQueuedUnit = 256ull << 20;
   uint64_t LoadScore(size_t w) const;
 
-  // The ClientShare (weight, metrics label) of a client, told to each
-  // worker with the first instruction of that client it is sent.
-  using ShareSource = std::function<wire::ClientShare(ClientId)>;
+  // The ClientShare (weight, metrics label, compute quota) of a client,
+  // told to each worker with the first instruction of that client it is
+  // sent (host/fair_share_wire.h).
+  using ShareSource = std::function<ClientShare(ClientId)>;
   void SetShareSource(ShareSource source) { share_source_ = std::move(source); }
 
   // Appends `inst` to worker w's batch for this pass.

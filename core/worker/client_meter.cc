@@ -72,7 +72,7 @@ ClientMeter::Series& ClientMeter::SeriesOf(ClientId client) {
   if (last_series_ && last_client_ == client) return *last_series_;
   auto it = clients_.find(client);
   if (it == clients_.end()) {
-    Name(client, SessionLabel(client), 1.0);
+    Name(client, client == 0 ? "dispatcher" : SessionLabel(client), 1.0);  // 0: the dispatcher's own
     it = clients_.find(client);
   }
   last_client_ = client;

@@ -12,7 +12,8 @@
 //
 // The `client` label is what the dispatcher names the session in its
 // ClientShare: the name of its key's `clients:` entry (shared by every
-// session of that key), else "session-<id>". Cardinality is bounded: at
+// session of that key), else "session-<id>" ("dispatcher" for the
+// dispatcher's own instructions). Cardinality is bounded: at
 // most kMaxLabels distinct values at once; past that, sessions count under
 // "other". A session label's series are removed when its last session
 // ends; a key's stay.

@@ -35,16 +35,12 @@ FairScheduler::FairScheduler(Pipeline& pipeline, prometheus::Registry& registry,
       compute_quota_(MakeQuotaMetrics(registry, {{"host", "worker"}, {"instance", instance}},
                                       "compute_seconds_per_minute", 0)) {}
 
-void FairScheduler::SetShare(const wire::ClientShare& share) {
-  if (!(share.weight() > 0) || !std::isfinite(share.weight())) {
-    std::cerr << "worker: ignored weight " << share.weight() << " for client " << share.client() << "\n";
-    return;
-  }
-  queue_.SetWeight(share.client(), share.weight());
-  meter_.Name(share.client(), share.label(), share.weight());
-  const double limit = share.max_compute_seconds_per_minute();
-  if (limit > 0 && std::isfinite(limit)) {
-    budgets_[share.client()].limit = limit;
+void FairScheduler::SetShare(const ClientShare& share) {
+  queue_.SetWeight(share.client, share.weight);
+  meter_.Name(share.client, share.label, share.weight);
+  const double limit = share.max_compute_seconds_per_minute;
+  if (limit > 0) {
+    budgets_[share.client].limit = limit;
     if (compute_quota_.limit) compute_quota_.limit->Set(limit);
   }
 }

@@ -9,7 +9,7 @@
 // slice. The turn's measured time is charged to the lane.
 //
 // The compute quota (the dispatcher's limits.max_compute_seconds_per_minute,
-// told in each ClientShare) is kept here, per worker: while a client used
+// told in each ClientShare, host/fair_share_wire.h) is kept here, per worker: while a client used
 // that much on this worker in the last minute (ComputeWindow), its turns
 // refuse its computing instructions with resource_exhausted naming the
 // limit (QuotaRefusal). Frees, syncs, fetches, markers and collectives are
@@ -28,8 +28,8 @@
 
 #include <prometheus/registry.h>
 
+#include "host/fair_share_wire.h"
 #include "host/pipeline.h"
-#include "wire.pb.h"
 #include "gt/metrics.h"
 #include "worker/client_meter.h"
 #include "worker/compute_window.h"
@@ -52,10 +52,9 @@ class FairScheduler {
   // REQUIRES: `pipeline` and `registry` outlive this object.
   FairScheduler(Pipeline& pipeline, prometheus::Registry& registry, const std::string& instance, Refuse refuse);
 
-  // The dispatcher's word on a client: its weight and metrics label. A
-  // weight that is not a positive finite number is ignored (the manifest
-  // refuses one; this guards the wire).
-  void SetShare(const wire::ClientShare& share);
+  // The dispatcher's word on a client: its weight, metrics label and
+  // compute quota. REQUIRES: share.weight > 0 (SharesIn checked it).
+  void SetShare(const ClientShare& share);
   // Queues `inst` behind its client's earlier instructions.
   void Push(Instruction&& inst);
   // Runs one client's turn, if any instruction can run.

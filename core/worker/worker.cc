@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gt/log.h"
+#include "host/fair_share_wire.h"
 #include "host/host_metrics.h"
 #include "host/host_snapshot.h"
 #include "host/pipeline.h"
@@ -175,10 +176,8 @@ class Worker::Impl {
     // reconnected is attached again by its heartbeats (Dispatcher).
     if (kind != wire::Envelope::BYE) env.set_token(token_);
     // What the dispatcher places new clients by (WorkerRegistry::NextPlacement).
-    if (kind == wire::Envelope::HEARTBEAT && scheduler_) {
-      env.set_queued(scheduler_->queued());
-      env.set_resident_bytes(static_cast<uint64_t>(metrics_.resident_bytes.Value()));
-    }
+    if (kind == wire::Envelope::HEARTBEAT && scheduler_)
+      AddLoad({scheduler_->queued(), static_cast<uint64_t>(metrics_.resident_bytes.Value())}, env);
     if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
@@ -349,7 +348,8 @@ class Worker::Impl {
     }
     if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
     GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
-    for (const wire::ClientShare& share : msg->envelope.shares()) scheduler_->SetShare(share);
+    if (msg->envelope.snapshots_size())
+      for (const ClientShare& share : SharesIn(msg->envelope)) scheduler_->SetShare(share);
     for (const wire::Instruction& wi : msg->envelope.instructions()) {
       Result<Instruction> inst = DecodeInstruction(wi, msg->frames);
       if (!inst.ok()) {
