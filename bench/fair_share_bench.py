@@ -14,7 +14,11 @@ client waits for at most the heavy op in progress (and what is left of a 2 ms sl
 for the heavy client's whole queue. Prints one JSON object; docs/PERFORMANCE.md has the
 figures, before and after.
 
+  pipelined      one client alone: 2000 dependent 64x64 adds, then a fetch (us per op)
+
   /usr/bin/python3 bench/fair_share_bench.py [--light-iters 200] [--heavy-seconds 6]
+
+GT_BIN_DIR picks the gt-dispatcher / gt-worker to measure (e.g. a build of the commit before).
 """
 
 import argparse
@@ -56,6 +60,26 @@ assert float(out[0, 0]) == 2.0
 times.sort()
 print(json.dumps({"p50_ms": 1e3 * times[len(times) // 2], "p99_ms": 1e3 * times[int(len(times) * 0.99) - 1],
                   "max_ms": 1e3 * times[-1]}))
+"""
+
+# One client alone: 2000 dependent adds of 64x64, then one fetch (median of 7 runs, per op):
+# what fair queueing must not make slower.
+PIPELINED = r"""
+import json, sys, time
+import numpy as np
+import gt
+gt.connect(sys.argv[1])
+a = gt.from_numpy(np.ones((64, 64), np.float32))
+runs = []
+for _ in range(8):
+    t = time.perf_counter()
+    x = a
+    for _ in range(2000):
+        x = x + a
+    x.numpy()
+    runs.append(time.perf_counter() - t)
+runs = sorted(runs[1:])
+print(json.dumps({"us_per_op": 1e6 * runs[len(runs) // 2] / 2000}))
 """
 
 HEAVY = r"""
@@ -141,10 +165,11 @@ def main():
     parser.add_argument("--heavy-seconds", type=float, default=6.0)
     args = parser.parse_args()
     with one_worker_cluster() as endpoint:
+        pipelined = result(client(PIPELINED, endpoint))
         light_solo = result(client(LIGHT, endpoint, args.light_iters, "", ""))
         heavy_solo = result(client(HEAVY, endpoint, args.heavy_seconds, 40, ""))
         light_mixed, heavy_mixed = light_next_to_heavy(endpoint, args.light_iters, 600)
-    report = {"light_solo": light_solo, "heavy_solo": heavy_solo, "light_with_heavy": light_mixed,
+    report = {"pipelined_solo": pipelined, "light_solo": light_solo, "heavy_solo": heavy_solo, "light_with_heavy": light_mixed,
               "heavy_with_light": heavy_mixed,
               "p99_bound_ms": light_solo["p99_ms"] + 3 * heavy_solo["op_ms"],
               "heavy_throughput_ratio": heavy_mixed["matmuls_per_s"] / heavy_solo["matmuls_per_s"]}
