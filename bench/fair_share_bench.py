@@ -14,6 +14,8 @@ client waits for at most the heavy op in progress (and what is left of a 2 ms sl
 for the heavy client's whole queue. Prints one JSON object; docs/PERFORMANCE.md has the
 figures, before and after.
 
+  light + flood  the light client's p50 / p99 while another floods the worker with rounds of
+                 20000 dependent 128x128 adds
   pipelined      one client alone: 2000 dependent 64x64 adds, then a fetch (us per op)
 
   /usr/bin/python3 bench/fair_share_bench.py [--light-iters 200] [--heavy-seconds 6]
@@ -108,6 +110,27 @@ print(json.dumps({"matmuls_per_s": done / elapsed, "op_ms": op_ms[len(op_ms) // 
 """
 
 
+# A client that floods the worker with tiny ops: rounds of 20000 dependent 128x128 adds, then
+# a fetch, until the file argv[2] exists.
+FLOOD = r"""
+import json, os, sys, time
+import numpy as np
+import gt
+gt.connect(sys.argv[1])
+stop = sys.argv[2]
+a = gt.from_numpy(np.ones((128, 128), np.float32) * 1e-3)
+rounds, ops, t0 = 0, 0, time.perf_counter()
+while not os.path.exists(stop):
+    x = a
+    for _ in range(20000):
+        x = x + a
+    got = float(x.numpy()[0, 0])
+    assert abs(got - 20001e-3) < 1e-2, got
+    rounds, ops = rounds + 1, ops + 20000
+print(json.dumps({"rounds": rounds, "us_per_op": 1e6 * (time.perf_counter() - t0) / max(ops, 1)}))
+"""
+
+
 @contextlib.contextmanager
 def one_worker_cluster(dispatcher_manifest=None, env=None):
     """A gt-dispatcher on a free port and one gt-worker; yields "127.0.0.1:PORT"."""
@@ -159,6 +182,17 @@ def light_next_to_heavy(endpoint, light_iters, heavy_seconds, depth=40, env=None
         return light_result, result(heavy)
 
 
+def light_next_to_flood(endpoint, light_iters):
+    """The light client's latencies while a flooding client keeps the worker busy with tiny ops."""
+    with tempfile.TemporaryDirectory() as d:
+        stop = os.path.join(d, "stop")
+        flood = client(FLOOD, endpoint, stop)
+        time.sleep(3)  # connected and flooding
+        light = result(client(LIGHT, endpoint, light_iters, "", ""))
+        open(stop, "w").close()
+        return light, result(flood)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--light-iters", type=int, default=200)
@@ -169,8 +203,9 @@ def main():
         light_solo = result(client(LIGHT, endpoint, args.light_iters, "", ""))
         heavy_solo = result(client(HEAVY, endpoint, args.heavy_seconds, 40, ""))
         light_mixed, heavy_mixed = light_next_to_heavy(endpoint, args.light_iters, 600)
+        light_flooded, flood = light_next_to_flood(endpoint, args.light_iters)
     report = {"pipelined_solo": pipelined, "light_solo": light_solo, "heavy_solo": heavy_solo, "light_with_heavy": light_mixed,
-              "heavy_with_light": heavy_mixed,
+              "heavy_with_light": heavy_mixed, "light_with_flood": light_flooded, "flood": flood,
               "p99_bound_ms": light_solo["p99_ms"] + 3 * heavy_solo["op_ms"],
               "heavy_throughput_ratio": heavy_mixed["matmuls_per_s"] / heavy_solo["matmuls_per_s"]}
     print(json.dumps(report, indent=1))
