@@ -11,23 +11,14 @@
 #include <sstream>
 #include <thread>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 #include <boost/program_options.hpp>
-#include <boost/property_tree/json_parser.hpp>
-#include <boost/property_tree/ptree.hpp>
 
 #include "service_common.h"
 
 namespace gt::services {
 namespace {
 
-namespace asio = boost::asio;
 namespace po = boost::program_options;
-using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using Labels = std::map<std::string, std::string>;
 
@@ -197,6 +188,9 @@ void Print(const std::vector<Scrape>& before, const std::vector<Scrape>& after, 
   stages.set_text_columns(2);
   Table ops({"INSTANCE", "OP", "OPS/s", "MEAN", "P99"});
   ops.set_text_columns(2);
+  // Who uses which worker, how much (docs/METRICS.md, "Per-client use").
+  Table clients({"CLIENT", "WORKER", "BUSY", "INSTR/s", "MOVED/s", "QUEUED", "WEIGHT"});
+  clients.set_text_columns(2);
   std::vector<std::string> down;
 
   for (const Scrape& b : after) {
@@ -227,6 +221,14 @@ void Print(const std::vector<Scrape>& before, const std::vector<Scrape>& after, 
                   Duration(w.Quantile(0.5, "gt_stage_processing_seconds", stage)),
                   Duration(w.Quantile(0.99, "gt_stage_processing_seconds", stage))});
     }
+    for (const Labels& c : b.Series("gt_worker_client_compute_seconds_total", {"instance", "client"})) {
+      clients.Add({c.at("client"), c.at("instance"),
+                   Fixed(100 * w.Rate("gt_worker_client_compute_seconds_total", c), 1) + "%",
+                   Count(w.Rate("gt_worker_client_instructions_total", c)),
+                   Bytes(w.Rate("gt_worker_client_bytes_moved_total", c)),
+                   Count(b.Sum("gt_worker_client_queued_instructions", c)),
+                   Fixed(b.Sum("gt_worker_client_weight", c), 1)});
+    }
     for (const Labels& op : b.Series("gt_backend_op_seconds_count", {"instance", "op"})) {
       double n = w.Increase("gt_backend_op_seconds_count", op);
       if (n <= 0) continue;
@@ -243,6 +245,12 @@ void Print(const std::vector<Scrape>& before, const std::vector<Scrape>& after, 
     out << "no backend ops ran in this interval\n";
   } else {
     ops.Print(out);
+  }
+  out << "\n";
+  if (clients.empty()) {
+    out << "no client has run anything on these workers yet\n";
+  } else {
+    clients.Print(out);
   }
   for (const std::string& d : down) out << "unreachable: " << d << "\n";
 }
@@ -276,6 +284,16 @@ Round ScrapeAll(const std::string& discovery, const std::vector<std::string>& ex
   return round;
 }
 
+// Why there is nothing to show, and what to run instead.
+std::string NothingToWatch(const std::string& discovery) {
+  return "gt top: no metrics endpoint to watch" +
+         (discovery.empty() ? std::string() : " (none from discovery at " + discovery + ")") +
+         ". A plain `gt cluster` serves no metrics: start it with\n"
+         "  gt cluster --workers 2 --metrics-port 9100 --discovery 127.0.0.1:9099\n"
+         "and run `gt top --discovery 127.0.0.1:9099`, or pass --metrics HOST:PORT of a host that serves "
+         "/metrics (a dispatcher's or worker's `metrics:` / --metrics).\n";
+}
+
 bool SleepUnless(const std::atomic<bool>& stop, double seconds) {
   auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
   while (Clock::now() < until) {
@@ -285,137 +303,7 @@ bool SleepUnless(const std::atomic<bool>& stop, double seconds) {
   return !stop;
 }
 
-// Unescapes a label value of the exposition format (\\, \", \n).
-std::string Unescape(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 1 < s.size()) {
-      ++i;
-      out += s[i] == 'n' ? '\n' : s[i];
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace
-
-std::vector<MetricSample> ParseExposition(const std::string& text) {
-  std::vector<MetricSample> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty() || line[0] == '#') continue;
-    MetricSample s;
-    size_t i = line.find_first_of("{ ");
-    if (i == std::string::npos || i == 0) continue;
-    s.name = line.substr(0, i);
-    bool ok = true;
-    if (line[i] == '{') {
-      ++i;
-      while (ok && i < line.size() && line[i] != '}') {
-        size_t eq = line.find('=', i);
-        if (eq == std::string::npos || eq + 1 >= line.size() || line[eq + 1] != '"') {
-          ok = false;
-          break;
-        }
-        std::string key = line.substr(i, eq - i);
-        size_t j = eq + 2;
-        while (j < line.size() && line[j] != '"') j += line[j] == '\\' ? 2 : 1;
-        if (j >= line.size()) {
-          ok = false;
-          break;
-        }
-        s.labels[key] = Unescape(line.substr(eq + 2, j - eq - 2));
-        i = j + 1;
-        if (i < line.size() && line[i] == ',') ++i;
-      }
-      if (i >= line.size()) ok = false;
-      ++i;  // past '}'
-    }
-    if (!ok) continue;
-    std::istringstream value(line.substr(i));
-    std::string v;
-    value >> v;
-    if (v.empty()) continue;
-    if (v == "Nan" || v == "NaN") {
-      s.value = NAN;
-    } else if (v == "+Inf") {
-      s.value = INFINITY;
-    } else if (v == "-Inf") {
-      s.value = -INFINITY;
-    } else {
-      char* end = nullptr;
-      s.value = std::strtod(v.c_str(), &end);
-      if (end == v.c_str()) continue;
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-Result<std::vector<std::string>> ParseDiscoveryTargets(const std::string& json) {
-  namespace pt = boost::property_tree;
-  pt::ptree root;
-  try {
-    std::istringstream in(json);
-    pt::read_json(in, root);
-  } catch (const pt::json_parser_error& e) {
-    return InvalidArgument("not JSON: " + std::string(e.what()));
-  }
-  std::vector<std::string> out;
-  for (const auto& [key, group] : root) {
-    if (!key.empty()) return InvalidArgument("expected a JSON list of target groups");
-    auto targets = group.get_child_optional("targets");
-    if (!targets) return InvalidArgument("a target group has no \"targets\"");
-    for (const auto& [k, t] : *targets) out.push_back(t.get_value<std::string>());
-  }
-  return out;
-}
-
-Result<std::string> HttpGetBody(const std::string& address, const std::string& path, int timeout_ms) {
-  std::optional<HostPort> split = SplitHostPort(address);
-  if (!split) return InvalidArgument("'" + address + "' is not host:port");
-  const std::string& host = split->host;
-  const std::string& port = split->port;
-  asio::io_context io;
-  tcp::resolver resolver(io);
-  boost::system::error_code ec;
-  auto endpoints = resolver.resolve(host.empty() ? "127.0.0.1" : host, port, ec);
-  if (ec) return Unavailable("cannot resolve " + address + ": " + ec.message());
-  tcp::socket socket(io);
-  std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + address + "\r\nAccept: */*\r\n\r\n";
-  std::string response;
-  boost::system::error_code result = asio::error::would_block;
-  asio::async_connect(socket, endpoints, [&](const boost::system::error_code& e, const tcp::endpoint&) {
-    if (e) {
-      result = e;
-      return;
-    }
-    asio::async_write(socket, asio::buffer(request), [&](const boost::system::error_code& e2, size_t) {
-      if (e2) {
-        result = e2;
-        return;
-      }
-      asio::async_read(socket, asio::dynamic_buffer(response), [&](const boost::system::error_code& e3, size_t) {
-        result = e3 == asio::error::eof ? boost::system::error_code() : e3;
-      });
-    });
-  });
-  io.run_for(std::chrono::milliseconds(timeout_ms));
-  if (result == asio::error::would_block)
-    return Unavailable("http://" + address + path + ": no answer within " + std::to_string(timeout_ms) + " ms");
-  if (result) return Unavailable("http://" + address + path + ": " + result.message());
-  size_t head_end = response.find("\r\n\r\n");
-  std::istringstream status_line(response.substr(0, response.find("\r\n")));
-  std::string version;
-  int code = 0;
-  status_line >> version >> code;
-  if (head_end == std::string::npos || code != 200)
-    return Unavailable("http://" + address + path + ": HTTP status " + std::to_string(code));
-  return response.substr(head_end + 4);
-}
 
 int Top(int argc, char** argv) {
   po::options_description desc("gt top options");
@@ -459,6 +347,13 @@ int Top(int argc, char** argv) {
   for (;;) {
     if (!SleepUnless(stop, interval)) return 0;
     Round after = ScrapeAll(discovery, extra, std::cerr);
+    if (after.scrapes.empty()) {
+      // Issue 40: a plain `gt cluster` serves no metrics; an empty table said nothing.
+      std::cerr << NothingToWatch(discovery);
+      if (once) return 1;
+      before = std::move(after);
+      continue;
+    }
     std::ostringstream screen;
     if (!once) screen << "\033[H\033[2J";  // home, clear
     screen << "gt top  " << (discovery.empty() ? "" : "discovery " + discovery + "  ") << "interval "

@@ -9,7 +9,11 @@
 // two scrapes: one row per host (messages, bytes, clients, workers, tensors,
 // resident bytes, errors) and one per stage of every host (instructions in,
 // out, dropped, injected and rejected per second, queue depth, p50/p99 time),
-// then the backend ops each worker ran. `--metrics` adds an endpoint to
+// then the backend ops each worker ran, then one row per client and worker
+// (the `client` label of gt_worker_client_*: its share of the worker's
+// time, instructions and bytes moved per second, queued instructions and
+// weight). With nothing to scrape (a plain `gt cluster` serves no metrics)
+// it says which flags give it something to watch. `--metrics` adds an endpoint to
 // scrape (e.g. the dispatcher when it serves no discovery). `--once` prints
 // one snapshot and exits: 0 when every endpoint answered, 1 otherwise.
 #pragma once

@@ -22,3 +22,6 @@ target_link_libraries(exit_client PRIVATE gt_client)
 set_target_properties(exit_client PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin)
 gt_add_test(exit_test exit_test.cc)
 add_dependencies(exit_test exit_client gt-dispatcher gt-worker gt_torch)
+
+# The worker's fair queue on its own (core/worker/fair_queue.h).
+gt_add_test(fair_queue_test fair_queue_test.cc)

@@ -78,7 +78,7 @@ TEST(ManifestTest, ReportsEveryProblemInOneErrorWithPathAndLine) {
   const std::string& msg = m.status().message();
   EXPECT_THAT(msg, HasSubstr("many.yaml: 9 problems:"));
   const std::vector<std::string> expected = {
-      "many.yaml:2: colour: unknown key 'colour' (known: backend, connect, discovery, heartbeat_interval_ms, "
+      "many.yaml:2: colour: unknown key 'colour' (known: backend, clients, connect, discovery, heartbeat_interval_ms, "
       "heartbeat_timeout_ms, host, id, limits, listen, metrics, security, stages)",
       "many.yaml:8: stages[0].options.flush_every: option 'flush_every' expects int, got 'lots'",
       "many.yaml:9: stages[0].options.colour: unknown option 'colour' of plugin 'instruction_log' "

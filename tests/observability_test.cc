@@ -783,6 +783,8 @@ TEST(GtTopTest, OnceShowsEveryHostAndStageOfALiveCluster) {
   ASSERT_TRUE(std::regex_search(out, m, std::regex("\ndispatcher +router +([0-9.]+[kMG]?) "))) << out;
   EXPECT_NE(m[1].str(), "0") << out;
   EXPECT_TRUE(std::regex_search(out, std::regex("\nworker-[01] +matmul +[0-9.]+"))) << out;
+  // ... and who uses which worker (the workload's session), how much.
+  EXPECT_TRUE(std::regex_search(out, std::regex("\nsession-[0-9]+ +worker-[01] +[0-9.]+% "))) << out;
   EXPECT_EQ(out.find("unreachable"), std::string::npos) << out;
 }
 
@@ -793,6 +795,8 @@ TEST(GtTopTest, OnceFailsWhenNothingAnswers) {
   std::optional<int> status = top.Wait(30000);
   EXPECT_EQ(status, 1) << top.Output();
   EXPECT_NE(top.Output().find("discovery at 127.0.0.1:"), std::string::npos) << top.Output();
+  // Issue 40: against a plain `gt cluster` (no metrics) it says what to pass.
+  EXPECT_NE(top.Output().find("--metrics-port 9100 --discovery 127.0.0.1:9099"), std::string::npos) << top.Output();
 }
 
 }  // namespace

@@ -106,6 +106,7 @@ void ClientProtocol::HandleBatch(ClientState& c, WireMessage& msg) {
       continue;
     }
     if (inst->op == Op::kDefineUnit || inst->op == Op::kRunUnit) ClientTable::KeyUnitByContent(c, *inst);
+    if (placer_) placer_(c, *inst);
     if (hold_) backlog_.push_back(std::move(*inst));
     else pipeline_.Push(std::move(*inst));
   }

@@ -20,6 +20,8 @@
 // Thread-safety: the dispatcher's thread.
 #pragma once
 
+#include <functional>
+
 #include <chrono>
 #include <deque>
 #include <string>
@@ -53,6 +55,11 @@ class ClientProtocol {
   // (logged when the client is gone). The pipeline's error sink.
   void RecordError(const OpRef& ref, const Status& status);
 
+  // Called for every admitted instruction before the stages see it (the
+  // dispatcher names a new client's worker by load: PlaceByLoad).
+  using Placer = std::function<void(ClientState& c, Instruction& inst)>;
+  void set_placer(Placer placer) { placer_ = std::move(placer); }
+
   // Ends client `id`'s session (nothing when there is none). After
   // kGoodbye its connection is forgotten; otherwise remembered as closed
   // for `why`, which a client coming back is told.
@@ -82,6 +89,7 @@ class ClientProtocol {
   QuotaMetrics sessions_quota_;
   bool hold_ = true;                 // no worker yet: instructions wait in backlog_
   std::deque<Instruction> backlog_;  // client instructions that came before any worker
+  Placer placer_;
 };
 
 }  // namespace gt

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "dispatcher/client_protocol.h"
+#include "dispatcher/client_shares.h"
 #include "dispatcher/client_table.h"
 #include "dispatcher/dispatcher_events.h"
 #include "dispatcher/listener_security.h"
@@ -96,6 +97,8 @@ class Dispatcher::Impl {
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { clients_protocol_->RecordError(ref, s); });
     router_.set_events(&pipeline_->events());
     router_.set_host_description(DescribeHost(manifest_));
+    workers_.SetShareSource([this](ClientId id) { return ShareOf(manifest_, clients_.Find(id), id); });
+    clients_protocol_->set_placer([this](ClientState& c, Instruction& inst) { PlaceByLoad(workers_, c, inst); });
     return Status::Ok();
   }
 
@@ -229,6 +232,7 @@ Dispatcher::~Dispatcher() = default;
 Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const HostManifest& manifest, zmq::context_t& context,
                                                        prometheus::Registry& registry) {
   if (manifest.host != HostKind::kDispatcher) return InvalidArgument(manifest.source + ": not a dispatcher manifest");
+  if (Status s = CheckClientShares(manifest); !s.ok()) return s;  // after the command line's keys
   auto impl = std::make_unique<Impl>(manifest, context, registry);
   if (Status s = impl->Init(registry); !s.ok()) return s;
   return std::unique_ptr<Dispatcher>(new Dispatcher(std::move(impl)));

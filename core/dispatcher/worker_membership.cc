@@ -99,6 +99,7 @@ void WorkerMembership::Handle(size_t w, WireMessage& msg) {
   const wire::Envelope& env = msg.envelope;
   switch (env.kind()) {
     case wire::Envelope::HEARTBEAT:
+      if (std::optional<WorkerLoad> load = LoadIn(env)) workers_.ReportLoad(w, load->queued, load->resident_bytes);
       return;
     case wire::Envelope::SYNC_ACK:
       if (ClientState* c = clients_.Find(env.client())) syncs_.OnAck(*c, w, env);

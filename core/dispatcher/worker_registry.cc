@@ -103,19 +103,41 @@ std::vector<size_t> WorkerRegistry::Silent(Clock::time_point now, Clock::duratio
   return silent;
 }
 
+uint64_t WorkerRegistry::LoadScore(size_t w) const {
+  const WorkerState& worker = workers_[w];
+  return worker.queued + worker.placed_since_report + worker.resident_bytes / kBytesPerQueuedUnit;
+}
+
 std::optional<size_t> WorkerRegistry::NextPlacement() {
+  std::optional<size_t> best;
   for (size_t k = 0; k < workers_.size(); ++k) {
     const size_t w = (next_placement_ + k) % workers_.size();
-    if (!workers_[w].alive) continue;
-    next_placement_ = w + 1;
-    return w;
+    if (workers_[w].alive && (!best || LoadScore(w) < LoadScore(*best))) best = w;
   }
-  return std::nullopt;
+  if (!best) return std::nullopt;
+  next_placement_ = *best + 1;
+  ++workers_[*best].placed_since_report;
+  return best;
+}
+
+void WorkerRegistry::ReportLoad(size_t w, uint64_t queued, uint64_t resident_bytes) {
+  WorkerState& worker = workers_[w];
+  worker.queued = queued;
+  worker.resident_bytes = resident_bytes;
+  worker.placed_since_report = 0;
 }
 
 void WorkerRegistry::Enqueue(size_t w, const Instruction& inst) {
   WorkerState& worker = workers_[w];
   if (worker.outgoing.instructions_size() == 0) worker.outgoing.set_kind(wire::Envelope::BATCH);
+  if (inst.client != worker.last_told && inst.client != 0 && share_source_) {
+    if (worker.told.insert(inst.client).second) AddShare(share_source_(inst.client), worker.outgoing);
+    worker.last_told = inst.client;
+  }
+  if (inst.op == Op::kDropClient) {
+    worker.told.erase(inst.client);
+    worker.last_told = 0;
+  }
   EncodeInstruction(inst, worker.outgoing.add_instructions(), &worker.payloads);
   dirty_.insert(w);
 }

@@ -19,9 +19,11 @@
 #include <set>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gt/instruction.h"
+#include "host/fair_share_wire.h"
 #include "wire.pb.h"
 
 namespace gt {
@@ -56,6 +58,15 @@ struct WorkerState {
   bool alive = true;
   wire::Envelope outgoing;        // this pass's BATCH, sent by Flush()
   std::vector<BlobPtr> payloads;  // its payload frames
+  // Its load, from its last heartbeat (ReportLoad), and the clients placed
+  // on it since (a burst of new clients between two heartbeats spreads).
+  uint64_t queued = 0;
+  uint64_t resident_bytes = 0;
+  uint64_t placed_since_report = 0;
+  // The clients whose ClientShare it was sent (the first BATCH with their
+  // instructions carries it), until their kDropClient.
+  std::unordered_set<ClientId> told;
+  ClientId last_told = 0;  // Enqueue's cache: consecutive instructions are mostly one client's
 
   // Where control messages (STATS) go: the control connection once attached.
   const std::string& ControlRoute() const { return control_route.empty() ? route : control_route; }
@@ -102,8 +113,22 @@ class WorkerRegistry {
   std::vector<int64_t> LiveIndexes() const;
   // Live workers whose last message is older than `timeout`.
   std::vector<size_t> Silent(Clock::time_point now, Clock::duration timeout) const;
-  // The next live worker in round-robin order (where a new client's tensors go).
+  // Where a new client's tensors go: the live worker with the least load
+  // (LoadScore); among equals, the next in round-robin order.
   std::optional<size_t> NextPlacement();
+  // Worker w's heartbeat: instructions waiting in its fair queue and its
+  // backend's resident bytes.
+  void ReportLoad(size_t w, uint64_t queued, uint64_t resident_bytes);
+  // Queued instructions, plus the clients placed since its last report,
+  // plus one per kBytesPerQueuedUnit of resident memory.
+  static constexpr uint64_t kBytesPerQueuedUnit = 256ull << 20;
+  uint64_t LoadScore(size_t w) const;
+
+  // The ClientShare (weight, metrics label, compute quota) of a client,
+  // told to each worker with the first instruction of that client it is
+  // sent (host/fair_share_wire.h).
+  using ShareSource = std::function<ClientShare(ClientId)>;
+  void SetShareSource(ShareSource source) { share_source_ = std::move(source); }
 
   // Appends `inst` to worker w's batch for this pass.
   void Enqueue(size_t w, const Instruction& inst);
@@ -123,6 +148,7 @@ class WorkerRegistry {
   std::vector<WorkerState> workers_;  // never shrinks: indexes stay valid
   std::unordered_map<std::string, size_t> by_route_;
   size_t next_placement_ = 0;
+  ShareSource share_source_;
   std::set<size_t> dirty_;  // workers with a batch this pass
 
   mutable std::mutex endpoints_mutex_;

@@ -2,6 +2,11 @@
 
 #include "host/shipped_configs.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -9,6 +14,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "gt/settings.h"
+#include "net/curve_keys.h"
 
 namespace gt {
 namespace {
@@ -25,7 +31,7 @@ struct Checker {
 const std::set<std::string>& TopLevelKeys() {
   static const std::set<std::string> keys = {"host", "id", "listen", "connect", "metrics", "discovery",
                                              "heartbeat_interval_ms", "heartbeat_timeout_ms", "security", "limits",
-                                             "stages", "backend"};
+                                             "clients", "stages", "backend"};
   return keys;
 }
 
@@ -93,14 +99,110 @@ void CheckSecurity(Checker& c, const YAML::Node& root, std::optional<HostKind> h
   }
 }
 
+// The whole of `text` as a finite number; nullopt otherwise ("nan", "2x").
+std::optional<double> ParseNumber(const std::string& text) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
 void CheckLimits(Checker& c, const YAML::Node& root, std::optional<HostKind> host, ClientLimits* out) {
-  std::optional<YAML::Node> section = Section(c, root, "limits", {"max_live_tensors", "max_inflight", "max_sessions_per_key"});
+  std::optional<YAML::Node> section = Section(
+      c, root, "limits", {"max_live_tensors", "max_inflight", "max_sessions_per_key", "max_compute_seconds_per_minute"});
   if (!section) return;
   const YAML::Node& node = *section;
   if (host != HostKind::kDispatcher) return c.Add("limits", root["limits"], "only a dispatcher enforces client limits");
   ParseInt(c, node, "max_live_tensors", &out->max_live_tensors, "limits.max_live_tensors", 0, 9e15, "");
   ParseInt(c, node, "max_inflight", &out->max_inflight, "limits.max_inflight", 0, 9e15, "");
   ParseInt(c, node, "max_sessions_per_key", &out->max_sessions_per_key, "limits.max_sessions_per_key", 0, 1e6, "");
+  const std::string compute = "limits.max_compute_seconds_per_minute";
+  if (std::optional<std::string> text = ScalarAt(c, node, "max_compute_seconds_per_minute", compute)) {
+    std::optional<double> seconds = ParseNumber(*text);
+    if (!seconds || *seconds < 0 || *seconds > 60)
+      return c.Add(compute, node["max_compute_seconds_per_minute"],
+                   "expected seconds from 0 (no limit) to 60, got '" + *text + "'");
+    out->max_compute_seconds_per_minute = *seconds;
+  }
+}
+
+// A label value Prometheus and dashboards take as is.
+bool IsLabelName(const std::string& name) {
+  if (name.empty() || name.size() > 32) return false;
+  for (char ch : name)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '_' && ch != '.' && ch != '-') return false;
+  return true;
+}
+
+std::string UnknownKey(const ClientShareConfig& entry) {
+  return "'" + entry.file + "' is not a key on the security.clients allow-list: an unknown client";
+}
+
+// One `clients:` entry; `allowed` (when the manifest names it) is the security.clients allow-list.
+std::optional<ClientShareConfig> CheckClient(Checker& c, const YAML::Node& node, const std::string& path,
+                                             const std::vector<std::string>* allowed) {
+  if (!node.IsMap()) {
+    c.Add(path, node, "expected a map (key, weight, name)");
+    return std::nullopt;
+  }
+  for (const auto& kv : node) {
+    const std::string k = kv.first.as<std::string>();
+    if (k != "key" && k != "weight" && k != "name") c.Add(path + "." + k, kv.first, "unknown key '" + k + "' (known: key, name, weight)");
+  }
+  ClientShareConfig entry;
+  std::optional<std::string> file = ScalarAt(c, node, "key", path + ".key");
+  if (!file) {
+    c.Add(path, node, "missing 'key' (a client's public key file, as on the security.clients allow-list)");
+    return std::nullopt;
+  }
+  Result<CurveKeyPair> key = ReadCurveKeyFile(*file, false);
+  if (!key.ok()) {
+    c.Add(path + ".key", node["key"], key.status().message());
+    return std::nullopt;
+  }
+  entry.public_key = key->public_key;
+  entry.file = *file;
+  entry.line = node["key"].Mark().line + 1;
+  if (allowed && std::find(allowed->begin(), allowed->end(), entry.public_key) == allowed->end())
+    c.Add(path + ".key", node["key"], UnknownKey(entry));
+  if (std::optional<std::string> weight = ScalarAt(c, node, "weight", path + ".weight")) {
+    std::optional<double> w = ParseNumber(*weight);
+    if (!w || *w <= 0)
+      c.Add(path + ".weight", node["weight"], "a weight is a positive number, got '" + *weight + "'");
+    else
+      entry.weight = *w;
+  }
+  entry.name = std::filesystem::path(*file).stem().string();
+  entry.name = ScalarAt(c, node, "name", path + ".name").value_or(entry.name);
+  if (!IsLabelName(entry.name))
+    c.Add(path + (node["name"].IsDefined() ? ".name" : ".key"), node["name"].IsDefined() ? node["name"] : node["key"],
+          "a client's name (its metrics label) is 1 to 32 of A-Z a-z 0-9 _ . -, got '" + entry.name + "'");
+  return entry;
+}
+
+void CheckClients(Checker& c, const YAML::Node& root, std::optional<HostKind> host, const SecurityConfig& security,
+                  std::vector<ClientShareConfig>* out) {
+  const YAML::Node node = root["clients"];
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (host != HostKind::kDispatcher) return c.Add("clients", node, "only a dispatcher knows clients' shares");
+  if (!node.IsSequence()) return c.Add("clients", node, "expected a list of {key, weight, name}");
+  // Without security.clients here, the allow-list may come from the
+  // command line: CheckClientShares checks the keys against it later.
+  std::optional<std::vector<std::string>> allowed;
+  if (!security.client_keys.empty()) {
+    Result<std::vector<std::string>> keys = ReadCurvePublicKeys(security.client_keys);
+    if (!keys.ok()) return c.Add("clients", node, "cannot check the keys: " + keys.status().message());
+    allowed = std::move(*keys);
+  }
+  std::set<std::string> names, keys;
+  for (size_t i = 0; i < node.size(); ++i) {
+    const std::string path = "clients[" + std::to_string(i) + "]";
+    std::optional<ClientShareConfig> entry = CheckClient(c, node[i], path, allowed ? &*allowed : nullptr);
+    if (!entry) continue;
+    if (!keys.insert(entry->public_key).second) c.Add(path + ".key", node[i]["key"], "this key has an entry already");
+    if (!names.insert(entry->name).second) c.Add(path, node[i], "the name '" + entry->name + "' is taken by an earlier entry");
+    out->push_back(std::move(*entry));
+  }
 }
 
 OptionValues CheckOptions(Checker& c, const PluginDescriptor& d, const YAML::Node& options, const std::string& path) {
@@ -277,6 +379,7 @@ HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> e
   ParseInt(c, root, "heartbeat_timeout_ms", &m.heartbeat_timeout_ms);
   CheckSecurity(c, root, host, &m.security);
   CheckLimits(c, root, host, &m.limits);
+  CheckClients(c, root, host, m.security, &m.clients);
   CheckStages(c, root, host, keep, &m);
   CheckBackend(c, root, host, &m);
   return m;
@@ -304,6 +407,24 @@ std::vector<ManifestProblem> Run(std::string_view yaml, std::optional<HostKind> 
 }
 
 }  // namespace
+
+Status CheckClientShares(const HostManifest& manifest) {
+  if (manifest.clients.empty()) return Status::Ok();
+  const ClientShareConfig& first = manifest.clients.front();
+  if (manifest.security.client_keys.empty())
+    return InvalidArgument(manifest.source + ":" + std::to_string(first.line) +
+                           ": clients: client shares need CURVE keys (security.clients or --client-keys): "
+                           "without them the dispatcher cannot tell clients apart");
+  Result<std::vector<std::string>> allowed = ReadCurvePublicKeys(manifest.security.client_keys);
+  if (!allowed.ok()) return allowed.status();
+  for (size_t i = 0; i < manifest.clients.size(); ++i) {
+    const ClientShareConfig& entry = manifest.clients[i];
+    if (std::find(allowed->begin(), allowed->end(), entry.public_key) == allowed->end())
+      return InvalidArgument(manifest.source + ":" + std::to_string(entry.line) + ": clients[" + std::to_string(i) +
+                             "].key: " + UnknownKey(entry));
+  }
+  return Status::Ok();
+}
 
 Status ValidateSecurity(const SecurityConfig& security, HostKind host) {
   const bool dispatcher = host == HostKind::kDispatcher;

@@ -23,6 +23,11 @@
 //     max_live_tensors: 1000000  #   tensors a client holds on the workers at once
 //     max_inflight: 1000000      #   instructions a client sent that no sync has answered yet
 //     max_sessions_per_key: 16   #   sessions one client key holds at once (with CURVE keys)
+//     max_compute_seconds_per_minute: 0  # execution seconds one session may use per worker per minute (0: no limit)
+//   clients:                     # dispatcher: client keys' shares of the workers (fair queueing)
+//     - key: keys/clients/alice.pub  # a public key on the security.clients allow-list
+//       weight: 2                #   its share against others (default 1; > 0)
+//       name: alice              #   its metrics label (default: the key file's name)
 //   stages:                      # modifiers, in stream order
 //     - name: log                # unique within the manifest
 //       plugin: instruction_log
@@ -70,6 +75,20 @@ struct ClientLimits {
   // The limits above are per session; one key's sessions are capped so
   // that its share is bounded too.
   int64_t max_sessions_per_key = 16;
+  // Execution seconds one session may use on one worker in any minute
+  // (measured by the worker's fair queue; 0 = unlimited).
+  double max_compute_seconds_per_minute = 0;
+};
+
+// One entry of a dispatcher's `clients:` list: a client key's share of
+// every worker's time (core/worker/fair_queue.h). Sessions of keys without
+// an entry weigh 1 and are labelled "session-<id>" in metrics.
+struct ClientShareConfig {
+  std::string name;        // its `client` metrics label; [A-Za-z0-9_.-], unique
+  std::string public_key;  // Z85, read from the entry's key file
+  double weight = 1.0;     // > 0 and finite
+  std::string file;        // the key file, as written
+  int line = 0;            // of its `key:` in the manifest
 };
 
 struct HostManifest {
@@ -84,6 +103,7 @@ struct HostManifest {
   int64_t heartbeat_timeout_ms = 5000;
   SecurityConfig security;
   ClientLimits limits;
+  std::vector<ClientShareConfig> clients;  // dispatcher only
   std::vector<ManifestStage> stages;
   std::optional<ManifestStage> backend;
 };
@@ -112,6 +132,12 @@ Result<HostManifest> LoadShippedManifest(std::string_view name, HostKind expecte
 // dispatcher's key, the server's key with a worker's, ...): the manifest's
 // check, also applied after command-line flags changed it.
 Status ValidateSecurity(const SecurityConfig& security, HostKind host);
+
+// The `clients:` entries' keys against the allow-list the dispatcher runs
+// with (security.clients, perhaps from the command line): InvalidArgument
+// naming the manifest line of an entry whose key is not on it, or of the
+// list when there are no client keys at all.
+Status CheckClientShares(const HostManifest& manifest);
 
 // Same checks, returning the problems as data (empty when valid).
 std::vector<ManifestProblem> ValidateManifest(std::string_view yaml, std::optional<HostKind> expected);

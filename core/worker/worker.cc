@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gt/log.h"
+#include "host/fair_share_wire.h"
 #include "host/host_metrics.h"
 #include "host/host_snapshot.h"
 #include "host/pipeline.h"
@@ -18,6 +19,7 @@
 #include "net/curve_keys.h"
 #include "net/peer_address.h"
 #include "net/transport.h"
+#include "worker/fair_scheduler.h"
 #include "worker/worker_terminal.h"
 
 namespace gt {
@@ -67,6 +69,9 @@ class Worker::Impl {
     Result<std::unique_ptr<Pipeline>> pipeline = Pipeline::Build(manifest_, metrics_, registry);
     if (!pipeline.ok()) return pipeline.status();
     pipeline_ = std::move(*pipeline);
+    scheduler_ = std::make_unique<FairScheduler>(
+        *pipeline_, registry, manifest_.id,
+        [this](const Instruction& inst, const Status& why) { terminal_->Refuse(inst, why); });
     terminal_->Connect([this](const wire::Envelope& env, const std::vector<BlobPtr>& frames) { SendOnWork(env, frames); },
                        &pipeline_->events());
     pipeline_->SetTerminal(terminal_.get(), manifest_.backend->name);
@@ -170,11 +175,16 @@ class Worker::Impl {
     // The token names this worker: a control connection that ZeroMQ
     // reconnected is attached again by its heartbeats (Dispatcher).
     if (kind != wire::Envelope::BYE) env.set_token(token_);
+    // What the dispatcher places new clients by (WorkerRegistry::NextPlacement).
+    if (kind == wire::Envelope::HEARTBEAT && scheduler_)
+      AddLoad({scheduler_->queued(), static_cast<uint64_t>(metrics_.resident_bytes.Value())}, env);
     if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
   // Pipeline thread: a reply on the work connection.
   void SendOnWork(const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
+    if (env.kind() == wire::Envelope::DATA && !frames.empty() && frames[0])
+      scheduler_->CountBytesMoved(env.client(), frames[0]->size());
     if (Result<size_t> sent = SendEnvelope(*work_, "", env, frames); sent.ok())
       Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
@@ -283,25 +293,39 @@ class Worker::Impl {
       Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
-  // Pipeline thread: reads the work connection and runs what comes.
+  // Pipeline thread: reads the work connection, queues what comes and runs
+  // one client's turn at a time (FairScheduler). Between turns it takes in
+  // whatever arrived meanwhile, so a newcomer's instructions compete with
+  // the queued ones from the next turn on.
   void PipelineLoop(zmq::socket_t& work, const std::atomic<bool>& stop) {
     work_ = &work;
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
       zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
+      const bool idle = scheduler_->empty();
       // After a sync point the client's next batch is probably near.
-      const auto busy_wait = terminal_->TakeAcknowledgedSync() ? busy_wait_ : std::chrono::microseconds(0);
+      const auto busy_wait = idle && terminal_->TakeAcknowledgedSync() ? busy_wait_ : std::chrono::microseconds(0);
+      int ready = 0;
       try {
-        if (PollWithBusyWait(&item, 1, std::chrono::milliseconds(100), busy_wait) == 0) continue;
+        ready = PollWithBusyWait(&item, 1, std::chrono::milliseconds(idle ? 100 : 0), busy_wait);
       } catch (const zmq::error_t&) {
         break;
       }
+      if (ready > 0) ReceiveAvailable(work);
+      scheduler_->RunTurn();
+    }
+    work_ = nullptr;
+  }
+
+  // Every message waiting on the work connection (at most kMaxMessagesPerRound).
+  void ReceiveAvailable(zmq::socket_t& work) {
+    constexpr int kMaxMessagesPerRound = 256;
+    for (int n = 0; n < kMaxMessagesPerRound; ++n) {
       auto frames = ReceiveFrames(work, zmq::recv_flags::dontwait);
-      if (!frames) continue;
+      if (!frames) return;
       Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
       // Before the control connection attaches, STATS come here.
       if (!AnswerControl(work, *frames)) HandleFrames(std::move(*frames));
     }
-    work_ = nullptr;
   }
 
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
@@ -324,6 +348,8 @@ class Worker::Impl {
     }
     if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
     GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
+    if (msg->envelope.snapshots_size())
+      for (const ClientShare& share : SharesIn(msg->envelope)) scheduler_->SetShare(share);
     for (const wire::Instruction& wi : msg->envelope.instructions()) {
       Result<Instruction> inst = DecodeInstruction(wi, msg->frames);
       if (!inst.ok()) {
@@ -331,9 +357,9 @@ class Worker::Impl {
         terminal_->RecordError({wi.client(), wi.seq(), op}, inst.status());
         continue;
       }
-      pipeline_->Push(std::move(*inst));
+      if (inst->payload) scheduler_->CountBytesMoved(inst->client, inst->payload->size());
+      scheduler_->Push(std::move(*inst));
     }
-    pipeline_->EndBatch();
   }
 
   HostManifest manifest_;
@@ -344,6 +370,7 @@ class Worker::Impl {
   std::chrono::microseconds busy_wait_{0};  // after a sync (set_busy_wait)
   std::unique_ptr<WorkerTerminal> terminal_;  // the backend; before pipeline_, which holds it
   std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<FairScheduler> scheduler_;  // runs pipeline_; after it, which it holds
   uint64_t token_ = 0;  // shown by REGISTER, ATTACH and the heartbeats
   std::atomic<bool> welcomed_{false};  // the pipeline thread saw the WELCOME: time to attach
   mutable std::mutex refused_mutex_;

@@ -132,6 +132,13 @@ Status WorkerTerminal::AcknowledgeSync(const Instruction& inst) {
   return Status::Ok();
 }
 
+void WorkerTerminal::Refuse(const Instruction& inst, const Status& why) {
+  FailedTensors& failed = failed_[inst.client];
+  failed.RecordResults(inst, inst.seq);
+  if (inst.op == Op::kRunUnit) ReleaseConsumed(inst, failed);
+  RecordError(RefOf(inst), why);
+}
+
 void WorkerTerminal::RecordError(const OpRef& ref, const Status& status) {
   GT_LOG(kWorker, host_id_ << ": error " << status.ToString());
   if (ref.client == 0) {  // not about any client's instruction (e.g. a stage's end of batch)

@@ -65,6 +65,11 @@ class WorkerTerminal final : public Terminal, public ReplySink {
   // pipeline's error sink.
   void RecordError(const OpRef& ref, const Status& status);
 
+  // Answers `inst` with `why` without running it (a quota refused it): its
+  // results are recorded as failed (a later use names it), a kRunUnit's
+  // consumed operands are freed, and the error waits for the next sync.
+  void Refuse(const Instruction& inst, const Status& why);
+
   // Whether a sync was acknowledged since the last call: the client's next
   // batch is probably near.
   bool TakeAcknowledgedSync() { return std::exchange(acknowledged_sync_, false); }

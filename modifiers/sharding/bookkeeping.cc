@@ -6,9 +6,9 @@ namespace gt::sharding {
 
 std::vector<int> Workers::Of(const Config& config) const { return config.workers.empty() ? live_ : config.workers; }
 
-int Workers::DefaultFor(Client& c) {
+int Workers::DefaultFor(Client& c, int hint) {
   if (c.default_worker >= 0 && Contains(live_, c.default_worker)) return c.default_worker;
-  c.default_worker = live_[next_default_++ % live_.size()];
+  c.default_worker = hint >= 0 && Contains(live_, hint) ? hint : live_[next_default_++ % live_.size()];
   return c.default_worker;
 }
 

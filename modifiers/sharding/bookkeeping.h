@@ -77,7 +77,10 @@ class Workers {
   std::vector<int> Of(const Config& config) const;
   // `c`'s worker for its whole tensors: the one it has while that is live,
   // else the next live one in turn. REQUIRES: !empty().
-  int DefaultFor(Client& c);
+  // The dispatcher names the worker with the least load in `hint` (a new
+  // client's creations, WorkerRegistry::NextPlacement); a live hint becomes
+  // the client's default worker when it has none, else round robin.
+  int DefaultFor(Client& c, int hint = -1);
 
  private:
   std::vector<int> live_;  // live worker indexes, from kMembership

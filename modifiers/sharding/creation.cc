@@ -82,7 +82,7 @@ Result<Placement> Creation(Step& s, const Config* chosen, const TensorMeta& meta
     }
   }
   if (p.ids.empty()) {  // whole: no config, or nothing to split
-    p = Placement{Placement::Kind::kWhole, {s.workers->DefaultFor(*s.client)}, {result}, 0, {}};
+    p = Placement{Placement::Kind::kWhole, {s.workers->DefaultFor(*s.client, inst.worker)}, {result}, 0, {}};
     EmitOn(s, p.workers[0], inst);
   }
   return p;

@@ -132,7 +132,10 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
   }
   if (KindOf(inst.op) == OpKind::kCollective)
     return InvalidArgument(inst.Describe() + ": reserved for the dispatcher");
-  if (inst.worker >= 0) return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
+  // A creation's worker is the dispatcher's hint, the least loaded worker
+  // (PlaceByLoad; admission refused any a client set); DefaultFor takes it.
+  if (inst.worker >= 0 && KindOf(inst.op) != OpKind::kCreate)
+    return InvalidArgument(inst.Describe() + ": a client may not place instructions on workers");
   // The stage's shards and temporaries live in the client's namespace too:
   // a client that named one could free or overwrite a shard behind its back.
   for (const std::vector<TensorId>* ids : {&inst.results, &inst.operands})
@@ -173,7 +176,7 @@ Status ShardingStage::PassOn(Client& c, Instruction&& inst, Emitter& out) {
   // What takes no tensor is made where the client's tensors are (a unit of a
   // compile scope can take none).
   if (KindOf(inst.op) == OpKind::kCreate || (inst.op == Op::kRunUnit && inst.operands.empty()))
-    inst.worker = workers_.DefaultFor(c);
+    inst.worker = workers_.DefaultFor(c, inst.worker);
   out.Emit(std::move(inst));
   return Status::Ok();
 }
