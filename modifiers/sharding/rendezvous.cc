@@ -1,6 +1,11 @@
 #include "rendezvous.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -91,9 +96,18 @@ class StoreRendezvous final : public Rendezvous {
       socket_.set(zmq::sockopt::handshake_ivl, 5000);
       const bool ipv6 = host.find(':') != std::string::npos;
       if (ipv6) socket_.set(zmq::sockopt::ipv6, 1);
-      socket_.bind("tcp://" + (ipv6 ? "[" + host + "]" : host) + ":" + (port ? std::to_string(port) : "*"));
-      const std::string bound = socket_.get(zmq::sockopt::last_endpoint);
-      address_ = host + ":" + bound.substr(bound.rfind(':') + 1) + "/" + store_key_;
+      std::string bound_port = port ? std::to_string(port) : "*";
+      try {
+        bound_port = Bind(host, bound_port);
+      } catch (const zmq::error_t& e) {
+        // libzmq binds addresses and interfaces, not names: a name binds
+        // the addresses it resolves to (and only those).
+        if (e.num() != ENODEV) throw;
+        std::vector<std::string> addresses = Resolve(host);  // IPv4 ones: the workers connect over IPv4
+        if (addresses.empty()) throw;
+        for (const std::string& a : addresses) bound_port = Bind(a, bound_port);
+      }
+      address_ = host + ":" + bound_port + "/" + store_key_;
     } catch (const zmq::error_t& e) {
       return Unavailable("sharding: cannot host the rendezvous store on " + host + ":" + std::to_string(port) + ": " +
                          e.what());
@@ -103,6 +117,31 @@ class StoreRendezvous final : public Rendezvous {
   }
 
   const std::string& address() const override { return address_; }
+
+  // Binds `host`:`port` ("*": a free one); returns the port bound.
+  std::string Bind(const std::string& host, const std::string& port) {
+    const bool ipv6 = host.find(':') != std::string::npos;
+    socket_.bind("tcp://" + (ipv6 ? "[" + host + "]" : host) + ":" + port);
+    const std::string bound = socket_.get(zmq::sockopt::last_endpoint);
+    return bound.substr(bound.rfind(':') + 1);
+  }
+
+  // The numeric IPv4 addresses `host` resolves to.
+  static std::vector<std::string> Resolve(const std::string& host) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    std::vector<std::string> out;
+    if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return out;
+    for (addrinfo* a = found; a; a = a->ai_next) {
+      char text[NI_MAXHOST];
+      if (::getnameinfo(a->ai_addr, a->ai_addrlen, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) continue;
+      if (std::find(out.begin(), out.end(), text) == out.end()) out.emplace_back(text);
+    }
+    ::freeaddrinfo(found);
+    return out;
+  }
   void MarkLost(uint64_t generation, int worker) override {
     map_.Set(LostMemberKey(store_key_, worker), std::to_string(generation));
   }

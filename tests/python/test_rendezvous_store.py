@@ -47,13 +47,14 @@ def listening_addresses(port):
 
 
 class StoreCluster(Cluster):
-    def __init__(self, tmp_path, workers=2):
+    def __init__(self, tmp_path, workers=2, host=None):
         self.store_port = _free_port()
+        at = f", rendezvous_host: {host}" if host else ""
         manifest = tmp_path / "dispatcher.yaml"
         manifest.write_text(textwrap.dedent(f"""\
             host: dispatcher
             stages:
-              - {{name: sharding, plugin: sharding, options: {{rendezvous_port: {self.store_port}, explain: true}}}}
+              - {{name: sharding, plugin: sharding, options: {{rendezvous_port: {self.store_port}, explain: true{at}}}}}
         """))
         super().__init__(["--manifest", str(manifest)])
         for i in range(workers):
@@ -111,5 +112,24 @@ def test_a_stranger_on_the_store_port_gets_nothing_and_cannot_grow_the_dispatche
     say(total=(b * 2).sum().item())
 """)
         assert out["total"] == 36.0
+    finally:
+        c.stop()
+
+
+def test_a_store_named_by_host_name_binds_that_names_addresses_only(tmp_path):
+    """libzmq binds addresses, not names: `rendezvous_host: localhost` binds
+    what localhost resolves to (127.0.0.1), never every interface."""
+    require_services()
+    c = StoreCluster(tmp_path, host="localhost")
+    try:
+        assert listening_addresses(c.store_port) == ["0100007F"], listening_addresses(c.store_port)
+        out = run_client(c.endpoint, """
+    gt.register_config("rows", gt.SignalConfig(shard=gt.ShardConfig(axis=0, workers=[0, 1])))
+    with gt.signal.context("rows"):
+        a = gt.from_numpy(np.arange(8, dtype=np.float32).reshape(4, 2))
+    say(total=a.sum().item())
+""")
+        assert out["total"] == 28.0
+        assert "all_reduce" in open(c.log.name).read()
     finally:
         c.stop()
