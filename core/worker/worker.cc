@@ -348,7 +348,7 @@ class Worker::Impl {
   Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker
   std::atomic<bool> refused_flag_{false};
   std::optional<HandshakeVerdict> handshake_verdict_;  // I/O thread; made by Run()
-  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake failures (with keys)
+  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
 };
 
