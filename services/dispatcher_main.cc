@@ -6,6 +6,7 @@
 
 #include "discovery_server.h"
 #include "dispatcher/dispatcher.h"
+#include "dispatcher/listener_security.h"
 #include "service_common.h"
 
 namespace po = boost::program_options;
@@ -56,6 +57,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (manifest->listen.empty()) manifest->listen = "tcp://127.0.0.1:5555";
+  if (std::string warning = gt::InsecureListenWarning(manifest->security, manifest->listen); !warning.empty())
+    std::cerr << "gt-dispatcher: " << warning << std::endl;  // before anything else it says
 
   auto registry = std::make_shared<prometheus::Registry>();
   std::string metrics_bound;

@@ -22,6 +22,7 @@
 #include <boost/program_options.hpp>
 
 #include "gt/settings.h"
+#include "dispatcher/listener_security.h"
 #include "net/curve_keys.h"
 #include "host/manifest.h"
 #include "host/plugin_loader.h"
@@ -183,6 +184,20 @@ int Inspect(const std::vector<std::string>& args) {
   return 0;
 }
 
+// A dispatcher manifest's listen address as gt-dispatcher would refuse it:
+// beyond loopback without keys or security.insecure.
+gt::Status ListenExposure(const gt::HostManifest& m) {
+  if (m.host != gt::HostKind::kDispatcher) return gt::Status::Ok();
+  return gt::CheckExposure(m.security, gt::ToZmqEndpoint(m.listen));
+}
+
+// What an operator who opted out of authentication must hear: said by
+// `gt validate` and gt-dispatcher's first line alike.
+std::string InsecureWarning(const gt::HostManifest& m) {
+  if (m.host != gt::HostKind::kDispatcher) return "";
+  return gt::InsecureListenWarning(m.security, gt::ToZmqEndpoint(m.listen));
+}
+
 int Validate(const std::vector<std::string>& files) {
   if (files.empty()) {
     PrintUsage();
@@ -191,7 +206,11 @@ int Validate(const std::vector<std::string>& files) {
   int failures = 0;
   for (const std::string& f : files) {
     gt::Result<gt::HostManifest> m = gt::LoadManifestFile(f, std::nullopt);
-    if (m.ok()) {
+    if (gt::Status exposed = m.ok() ? ListenExposure(*m) : gt::Status::Ok(); !exposed.ok()) {
+      std::cout << f << ": " << exposed.message() << "\n";
+      ++failures;
+    } else if (m.ok()) {
+      if (std::string warning = InsecureWarning(*m); !warning.empty()) std::cout << f << ": " << warning << "\n";
       std::cout << f << ": ok (" << gt::HostKindName(m->host) << ", " << m->stages.size() << " stage(s)"
                 << (m->backend ? ", backend " + std::string(m->backend->plugin.descriptor->name) : "") << ")\n";
     } else {

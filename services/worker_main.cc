@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <zmq.hpp>
 
+#include "gt/log.h"
 #include "service_common.h"
 #include "worker/worker.h"
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
     std::cerr << "gt-worker: " << exposer.status().message() << "\n";
     return 1;
   }
+  gt::log::RouteProtobufLog();  // a malformed message must not write a line each (gt/log.h)
   zmq::context_t context(1);
   auto worker = gt::Worker::Create(*manifest, context, *registry);
   if (!worker.ok()) {

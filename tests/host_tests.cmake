@@ -12,6 +12,9 @@ target_compile_definitions(hotpath_test PRIVATE GT_TEST_PLUGIN_DIR="${GT_TEST_PL
 # Compiled-unit strategies in the torch backend, in-process.
 gt_add_test(unit_strategy_test unit_strategy_test.cc)
 target_link_libraries(unit_strategy_test PRIVATE gt_torch_runtime)
+# The unit cache budget's bookkeeping, without LibTorch.
+gt_add_test(unit_budget_test unit_budget_test.cc ${CMAKE_SOURCE_DIR}/plugins/torch/unit_budget.cc)
+target_include_directories(unit_budget_test PRIVATE ${CMAKE_SOURCE_DIR}/plugins/torch)
 # gt::worker_stats() against the hosts' /metrics (hotpath and compile in the dispatcher).
 gt_add_test(stats_test stats_test.cc)
 target_link_libraries(stats_test PRIVATE gt_client)

@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "gt/status.h"
+#include "net/handshake_verdict.h"
 
 namespace gt::client_internal {
 
@@ -26,8 +27,10 @@ class ConnectionWatch {
   // Watches `socket`, or nothing (an error) when the monitor cannot be
   // attached. REQUIRES: `socket` not connected yet (the first connection's
   // event must not be missed); `timeout` > 0.
+  // `endpoint` names it in errors; `zmq_endpoint` is what `socket` connects to.
   static Result<std::unique_ptr<ConnectionWatch>> Attach(zmq::context_t& context, zmq::socket_t& socket,
-                                                         std::string endpoint, std::chrono::milliseconds timeout);
+                                                         std::string endpoint, std::string zmq_endpoint,
+                                                         std::chrono::milliseconds timeout);
 
   // The monitor's socket, to poll beside the watched one.
   zmq::pollitem_t PollItem();
@@ -40,19 +43,14 @@ class ConnectionWatch {
   Status Check(Clock::time_point now) const;
 
  private:
-  ConnectionWatch(zmq::context_t& context, std::string endpoint, std::chrono::milliseconds timeout);
+  ConnectionWatch(zmq::context_t& context, std::string endpoint, std::string zmq_endpoint,
+                  std::chrono::milliseconds timeout);
 
   zmq::socket_t monitor_;
   std::string endpoint_;
   std::chrono::milliseconds timeout_;
   Clock::time_point started_;
-  bool connected_ = false;
-  bool closed_ = false;  // connected once, then the connection closed
-  std::string refused_;  // why a handshake failed for good (keys); empty: none did
-  // Connections closed before any handshake completed; this many means the
-  // dispatcher will not take this client's handshake.
-  int handshake_drops_ = 0;
-  static constexpr int kDropsBeforeRefused = 3;
+  HandshakeVerdict verdict_;  // what the monitor's events said so far
 };
 
 // GT_CONNECT_TIMEOUT in seconds (default 5); 0: wait forever (std::nullopt).

@@ -195,7 +195,8 @@ void Session::ConnectLocked(const std::string& endpoint,
     busy_wait_ = std::chrono::microseconds(OrThrow(IntSetting("GT_BUSY_WAIT_US")));
     if (connect_timeout) {
       Result<std::unique_ptr<ConnectionWatch>> watch = ConnectionWatch::Attach(
-          *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", *connect_timeout);
+          *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", endpoint,
+          *connect_timeout);
       if (watch.ok()) watch_ = std::move(*watch);
       else GT_LOG(kClient, "no connection watch: " << watch.status().message());  // then syncs wait as before
     }

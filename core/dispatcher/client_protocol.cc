@@ -1,6 +1,5 @@
 #include "dispatcher/client_protocol.h"
 
-#include <iostream>
 #include <optional>
 
 #include "gt/log.h"
@@ -116,7 +115,7 @@ void ClientProtocol::HandleBatch(ClientState& c, WireMessage& msg) {
 void ClientProtocol::RecordError(const OpRef& ref, const Status& status) {
   ClientState* c = clients_.Find(ref.client);
   if (!c) {
-    std::cerr << "dispatcher " << manifest_.id << ": " << status.ToString() << "\n";
+    log::Warn("dispatcher", manifest_.id + ": " + status.ToString());  // a departed client's, per message
     return;
   }
   c->errors.push_back(MakeOpError(ref, status, manifest_.id));

@@ -16,6 +16,7 @@
 #include "dispatcher/stats_fanout.h"
 #include "dispatcher/sync_tracker.h"
 #include "dispatcher/worker_membership.h"
+#include "gt/log.h"
 #include "host/host_metrics.h"
 #include "host/host_snapshot.h"
 #include "host/pipeline.h"
@@ -192,6 +193,14 @@ class Dispatcher::Impl {
     const int peer_fd = !worker && !frames.empty() ? PeerFd(frames.back()) : -1;
     const PeerRole role = frames.empty() ? PeerRole::kAny : PeerRoleOf(frames.back());
     const std::string peer_key = worker || frames.empty() ? std::string() : PeerKeyOf(frames.back());
+    // What this message makes anyone log is charged to its peer (gt/log.h).
+    // Without a key, an address: a peer reconnecting gets a new route, not a
+    // new budget (every ipc peer is one, this machine's users).
+    const std::string peer = worker              ? "worker #" + std::to_string(*worker)
+                             : !peer_key.empty() ? peer_key
+                             : !peer_ip.empty()  ? peer_ip
+                                                 : "local ipc";
+    log::WarningPeer charged(peer);
     Result<WireMessage> msg = DecodeFrames(std::move(frames), true);
     if (!msg.ok()) return outbox_.Reject(route, msg.status());
     metrics_.bytes_received.Increment(static_cast<double>(msg->bytes));
@@ -233,6 +242,7 @@ Result<std::unique_ptr<Dispatcher>> Dispatcher::Create(const HostManifest& manif
                                                        prometheus::Registry& registry) {
   if (manifest.host != HostKind::kDispatcher) return InvalidArgument(manifest.source + ": not a dispatcher manifest");
   if (Status s = CheckClientShares(manifest); !s.ok()) return s;  // after the command line's keys
+  log::RouteProtobufLog();  // a peer's malformed message must not write a line each (gt/log.h)
   auto impl = std::make_unique<Impl>(manifest, context, registry);
   if (Status s = impl->Init(registry); !s.ok()) return s;
   return std::unique_ptr<Dispatcher>(new Dispatcher(std::move(impl)));

@@ -36,6 +36,15 @@ Status CheckExposure(const SecurityConfig& security, const std::string& endpoint
                             "security: {insecure: true} (--insecure)");
 }
 
+std::string InsecureListenWarning(const SecurityConfig& security, const std::string& endpoint) {
+  if (security.enabled() || !security.insecure) return "";
+  const std::string host = TcpEndpointHost(endpoint);
+  if (host.empty() || IsLoopbackAddress(host)) return "";
+  return "WARNING: INSECURE (security.insecure / --insecure): " + endpoint +
+         " is served without authentication; anyone who reaches it can register as a worker and read every "
+         "client's tensors (docs/SECURITY.md)";
+}
+
 Status CheckRole(PeerRole role, wire::Envelope::Kind kind) {
   const bool registering = kind == wire::Envelope::REGISTER || kind == wire::Envelope::ATTACH;
   if (registering && role != PeerRole::kWorker)

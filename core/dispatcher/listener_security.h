@@ -37,6 +37,11 @@ Result<std::unique_ptr<ZapHandler>> SecureListener(const HostManifest& manifest,
 // `security.insecure`.
 Status CheckExposure(const SecurityConfig& security, const std::string& endpoint);
 
+// "WARNING: ..." when `endpoint` is served beyond loopback without keys
+// because `security.insecure` said so; "" otherwise. gt-dispatcher prints it
+// first, `gt validate` beside its ok.
+std::string InsecureListenWarning(const SecurityConfig& security, const std::string& endpoint);
+
 // With authentication on, a connection's role is the one its key was
 // admitted under: only a worker's key registers (REGISTER, ATTACH), and a
 // worker's key opens no client session (it could otherwise name itself a

@@ -115,8 +115,8 @@ void WorkerMembership::Handle(size_t w, WireMessage& msg) {
       return stats_.OnReply(w, env);
     default:
       metrics_.malformed_messages.Increment();
-      std::cerr << "dispatcher: unexpected " << wire::Envelope::Kind_Name(env.kind()) << " from worker "
-                << workers_.at(w).name << "\n";
+      log::Warn("dispatcher", manifest_.id + ": unexpected " + wire::Envelope::Kind_Name(env.kind()) +
+                                  " from worker " + workers_.at(w).name);
   }
 }
 

@@ -94,11 +94,16 @@ HostMetrics::HostMetrics(HostKind host, std::string instance, prometheus::Regist
                              .Add(HostLabels(host, instance))),
       heartbeats_missed(BuildCounter().Name("gt_host_heartbeats_missed_total").Help("Peers declared dead after missing heartbeats").Register(r)
                             .Add(HostLabels(host, instance))),
+      log_lines_suppressed(BuildCounter().Name("gt_log_lines_suppressed_total")
+                               .Help("Log lines this process held back (per-peer and overall rate limits)").Register(r)
+                               .Add(HostLabels(host, instance))),
       live_tensors(BuildGauge().Name("gt_worker_live_tensors").Help("Tensors held by the backend").Register(r)
                        .Add(HostLabels(host, instance))),
       resident_bytes(BuildGauge().Name("gt_worker_resident_bytes").Help("Bytes of tensor storage held by the backend").Register(r)
                          .Add(HostLabels(host, instance))),
-      labels_({{"host", std::string(HostKindName(host))}, {"instance", std::move(instance)}}) {
+      labels_({{"host", std::string(HostKindName(host))}, {"instance", std::move(instance)}}),
+      log_sink_([](void* counter, int64_t n) { static_cast<prometheus::Counter*>(counter)->Increment(static_cast<double>(n)); },
+                &log_lines_suppressed) {
   auto& op_family = BuildHistogram().Name("gt_backend_op_seconds").Help("Backend execution time per op").Register(r);
   if (host == HostKind::kWorker) {
     for (size_t i = 0; i < op_seconds_.size(); ++i)

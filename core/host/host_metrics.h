@@ -15,6 +15,8 @@
 //   gt_host_messages_received_total, gt_host_messages_sent_total    counters
 //   gt_host_malformed_messages_total                                counter
 //   gt_host_heartbeats_missed_total                                 counter (peers declared dead)
+//   gt_log_lines_suppressed_total                                   counter (this process's log
+//                                                                   lines held back, gt/log.h)
 //   gt_worker_live_tensors, gt_worker_resident_bytes                gauges (workers)
 //   gt_backend_op_seconds{op}                                       histogram (workers)
 // Quota family (labels host, instance, resource: live_tensors, inflight,
@@ -32,6 +34,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include "gt/log.h"
 #include "gt/metrics.h"
 #include "gt/op.h"
 #include "gt/stage.h"
@@ -68,12 +71,15 @@ class HostMetrics {
   prometheus::Counter& messages_sent;
   prometheus::Counter& malformed_messages;
   prometheus::Counter& heartbeats_missed;
+  prometheus::Counter& log_lines_suppressed;
   prometheus::Gauge& live_tensors;
   prometheus::Gauge& resident_bytes;
 
  private:
   prometheus::Labels labels_;
   prometheus::Registry* registry_ = nullptr;
+  // Adds what gt/log.h holds back to log_lines_suppressed, while this lives.
+  log::SuppressedSink log_sink_;
   std::array<prometheus::Histogram*, static_cast<size_t>(Op::kCount)> op_seconds_{};
 };
 

@@ -58,22 +58,7 @@ void Emit(Component c, std::string_view line) {
   const double seconds = std::chrono::duration<double>(Clock::now() - state().loaded).count();
   char prefix[64];
   const int n = std::snprintf(prefix, sizeof prefix, "gt:%s +%.3fs ", kNames[static_cast<size_t>(c)], seconds);
-  std::string out(prefix, n > 0 ? static_cast<size_t>(n) : 0);
-  // One event, one line: text from peers (a worker's name, a library's
-  // error) may hold newlines or escape sequences.
-  for (char ch : line) {
-    const auto byte = static_cast<unsigned char>(ch);
-    if (byte >= 0x20 && byte != 0x7f) {
-      out.push_back(ch);
-    } else {
-      char escaped[8];
-      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
-      out.append(escaped);
-    }
-  }
-  out.push_back('\n');
-  ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
-  (void)ignored;
+  detail::WriteLine(std::string_view(prefix, n > 0 ? static_cast<size_t>(n) : 0), line);
 }
 
 void ReportSuppressed(Component c, Window& w) {  // REQUIRES: w.mu held
@@ -99,6 +84,25 @@ struct FlushAtExit {
 
 namespace detail {
 std::atomic<uint32_t> enabled_mask{MaskFromEnvironment()};
+
+void WriteLine(std::string_view prefix, std::string_view line) {
+  std::string out(prefix);
+  // One event, one line: text from peers (a worker's name, a library's
+  // error) may hold newlines or escape sequences.
+  for (char ch : line) {
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out.push_back(ch);
+    } else {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", byte);
+      out.append(escaped);
+    }
+  }
+  out.push_back('\n');
+  ssize_t ignored = ::write(STDERR_FILENO, out.data(), out.size());
+  (void)ignored;
+}
 }  // namespace detail
 
 std::string_view ComponentName(Component c) { return kNames[static_cast<size_t>(c)]; }
@@ -115,6 +119,7 @@ void Write(Component c, std::string_view line) {
   }
   if (w.written >= kLinesPerSecond) {
     ++w.suppressed;
+    detail::CountSuppressed(1);
     return;
   }
   ++w.written;

@@ -17,6 +17,7 @@
 #include "host/pipeline.h"
 #include "ir/codec.h"
 #include "net/curve_keys.h"
+#include "net/handshake_verdict.h"
 #include "net/peer_address.h"
 #include "net/transport.h"
 #include "worker/fair_scheduler.h"
@@ -103,16 +104,15 @@ class Worker::Impl {
     // heartbeat attaches it again (or, for a worker the dispatcher lost,
     // gets the error that ends it).
     SetConnectionHeartbeats(control, static_cast<int>(manifest_.heartbeat_timeout_ms));
-    // With keys, a refused handshake ends the worker (libzmq would retry it forever).
+    // A refused handshake ends the worker (libzmq would retry it forever),
+    // with keys or without (a dispatcher that requires them).
     zmq::socket_t handshake_events(context_, zmq::socket_type::pair);
     handshake_events.set(zmq::sockopt::linger, 0);
-    if (manifest_.security.enabled()) {
-      const std::string events = UniqueInprocEndpoint("gt-worker-handshake");
-      if (zmq_socket_monitor(work.handle(), events.c_str(),
-                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) == 0) {
-        handshake_events.connect(events);
-        handshake_events_ = &handshake_events;
-      }
+    handshake_verdict_.emplace("worker", "--key, --server-key", "workers", dispatcher);
+    const std::string events = UniqueInprocEndpoint("gt-worker-handshake");
+    if (zmq_socket_monitor(work.handle(), events.c_str(), HandshakeVerdict::kEvents) == 0) {
+      handshake_events.connect(events);
+      handshake_events_ = &handshake_events;
     }
     if (Status s = CheckEndpoint(dispatcher); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
     try {
@@ -136,6 +136,9 @@ class Worker::Impl {
     pipeline_stop = true;
     pipeline_thread.join();
     handshake_events_ = nullptr;
+    // A dispatcher that never completed the handshake takes nothing: the
+    // goodbye must not hold the first SIGTERM up waiting for one.
+    work.set(zmq::sockopt::sndtimeo, 1000);
     if (stopping && !attached) SendControl(work, wire::Envelope::BYE);
     // A refusal after the goodbye (replies the dispatcher no longer takes) is
     // no failure of this worker.
@@ -247,19 +250,14 @@ class Worker::Impl {
     return attached;
   }
 
-  // A CURVE handshake the dispatcher refused: the worker's key is not on its
-  // workers list, or the two disagree on keys.
+  // A handshake the dispatcher refused (the worker's key is not on its
+  // workers list, the two disagree on keys) or nothing that speaks ZeroMQ:
+  // the same verdict a client reaches (net/handshake_verdict.h).
   void CheckHandshake() {
-    zmq::message_t event;
-    while (handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
-      uint16_t id = 0;
-      if (event.size() >= sizeof(id)) std::memcpy(&id, event.data(), sizeof(id));
-      while (event.more() && handshake_events_->recv(event, zmq::recv_flags::dontwait)) {
-      }
-      if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        Refuse(Unavailable("the dispatcher refused this worker's key (its .pub is not on the workers list)"));
-      else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-        Refuse(Unavailable("the CURVE handshake failed: a wrong --server-key, or a dispatcher without keys"));
+    for (uint16_t event = 0; ReadMonitorEvent(handshake_events_->handle(), &event);) {
+      handshake_verdict_->Observe(event);
+      if (!handshake_verdict_->connected() && !handshake_verdict_->refused().empty())
+        Refuse(Unavailable(handshake_verdict_->refused()));
     }
   }
 
@@ -376,7 +374,8 @@ class Worker::Impl {
   mutable std::mutex refused_mutex_;
   Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker
   std::atomic<bool> refused_flag_{false};
-  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake failures (with keys)
+  std::optional<HandshakeVerdict> handshake_verdict_;  // I/O thread; made by Run()
+  zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
 };
 

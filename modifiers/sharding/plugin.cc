@@ -14,7 +14,7 @@ namespace {
 // The one place each option's type, default, unit, doc and range are written.
 constexpr OptionSpec kOptions[] = {
     {kOptionRendezvousHost, OptionType::kString, "", "",
-     "address the collective rendezvous store (c10d TCPStore) is announced at; workers connect to it. Empty: the host "
+     "address the collective rendezvous store binds and is announced at; workers connect to it. Empty: the host "
      "of the dispatcher's listen endpoint (a wildcard one: the address each worker reached the dispatcher at; "
      "inproc: 127.0.0.1)", 0, 0},
     {kOptionRendezvousPort, OptionType::kInt, "0", "port", "port of the rendezvous store; 0 picks a free one", 0, 65535},
@@ -26,7 +26,7 @@ constexpr OptionSpec kOptions[] = {
 };
 
 Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) {
-  return ShardingStage::Create(context, &StartTcpStore);
+  return ShardingStage::Create(context, &StartStore);
 }
 
 const PluginDescriptor kDescriptor = {

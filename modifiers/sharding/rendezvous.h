@@ -1,14 +1,17 @@
 // The collective rendezvous: the store the members of a collective group
-// meet at (LibTorch's c10d::TCPStore, hosted by the dispatcher's sharding
-// stage). The stage only names its address in every collective it emits;
-// the workers' backends connect to it.
+// meet at (a bounded key/value store hosted by the dispatcher's sharding
+// stage, net/rendezvous_protocol.h; the workers reach it through c10d's
+// Store interface). The stage only names its address in every collective
+// it emits; the workers' backends connect to it.
 //
-// Only rendezvous.cc includes LibTorch: the stage receives a Rendezvous
-// through StartRendezvous, so the runtime library (gt_sharding_runtime) and
-// its tests build without LibTorch, and the plugin (gt_sharding) links it.
+// The store binds only the host it is announced at (the dispatcher's listen
+// host unless rendezvous_host says otherwise), answers only requests that
+// carry its secret (the store key, which only workers are told), and bounds
+// what it keeps. The stage receives a Rendezvous through StartRendezvous, so
+// its tests can stand one in.
 //
-// Thread-safety: a Rendezvous is immutable once started; the store serves
-// its clients on its own threads.
+// Thread-safety: a Rendezvous's address is immutable once started; the store
+// serves on a thread of its own, and MarkLost may be called from any.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +40,8 @@ class Rendezvous {
 // host and port when it cannot listen.
 using StartRendezvous = Result<std::unique_ptr<Rendezvous>> (*)(const std::string& host, int64_t port);
 
-// The c10d::TCPStore server. Defined in rendezvous.cc (the plugin only).
-Result<std::unique_ptr<Rendezvous>> StartTcpStore(const std::string& host, int64_t port);
+// The store server (rendezvous_protocol.h). Defined in rendezvous.cc (the
+// plugin only).
+Result<std::unique_ptr<Rendezvous>> StartStore(const std::string& host, int64_t port);
 
 }  // namespace gt::sharding

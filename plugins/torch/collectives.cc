@@ -3,7 +3,6 @@
 #define USE_C10D_GLOO 1
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <prometheus/counter.h>
 
@@ -19,6 +18,7 @@
 
 #include "gt/instruction_errors.h"
 #include "gt/endpoint.h"
+#include "rendezvous_store.h"
 
 namespace gt::torch_backend {
 
@@ -130,15 +130,12 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
     return it->second.get();
   }
   ForgetOlderGenerations(rendezvous, spec.generation);
-  c10d::TCPStoreOptions store_options;
   const HostPort at = SplitHostPort(rendezvous).value_or(HostPort{});  // checked by ReadCollective
-  store_options.port = static_cast<uint16_t>(ParsePortNumber(at.port).value_or(0));
-  store_options.isServer = false;
-  store_options.waitWorkers = false;
-  store_options.timeout = options_.timeout;
   std::string store_host = at.host;
   if (store_host == "0.0.0.0" || store_host == "*") store_host = options_.dispatcher_host;
-  auto store = c10::make_intrusive<c10d::TCPStore>(store_host, store_options);
+  // The dispatcher's store answers only requests with its key (issue 39).
+  auto store = c10::make_intrusive<RendezvousStore>(
+      store_host, static_cast<uint16_t>(ParsePortNumber(at.port).value_or(0)), spec.store_key, options_.timeout);
   auto group = std::make_unique<Group>();
   auto prefixed =
       c10::make_intrusive<c10d::PrefixStore>("gt/" + spec.store_key + "/group/" + generation + "/" + members, store);

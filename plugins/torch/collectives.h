@@ -4,8 +4,9 @@
 // newer generation (a worker lost or joined since) drops the older groups:
 // a replacement worker under a lost one's index meets the others anew.
 //
-// The dispatcher's sharding modifier hosts the rendezvous store (a
-// c10d::TCPStore) and names it in every collective instruction (see
+// The dispatcher's sharding modifier hosts the rendezvous store (reached
+// through RendezvousStore, rendezvous_store.h) and names it in every
+// collective instruction (see
 // gt/op.h, "Collectives"); each member connects to it, the Gloo pairs are
 // set up worker to worker, and tensor bytes then flow only between workers.
 //

@@ -38,8 +38,13 @@ constexpr OptionSpec kOptions[] = {
      "false interprets units as sent",
      0, 0},
     {"max_client_mib", OptionType::kInt, "0", "MiB",
-     "tensor storage one client may hold on this worker; an op past it fails with resource_exhausted and stores "
-     "nothing. 0: half of this machine's memory",
+     "tensor storage (and compiled units it defined) one client may hold on this worker; an op past it fails with "
+     "resource_exhausted and stores nothing. 0: half of this machine's memory",
+     0, 1 << 30},
+    {"unit_cache_mib", OptionType::kInt, "1024", "MiB",
+     "compiled units (templates, plans, folded constants, graphs) all clients together may hold on this worker; past "
+     "it the least recently run lose their compiled state, rebuilt on their next run, and a definition that cannot "
+     "fit fails with resource_exhausted. 0: no limit",
      0, 1 << 30},
 };
 
@@ -132,7 +137,8 @@ Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
                         OrDefault(context.dispatcher_host, ""),
                         std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
       context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs"),
-      context.options->GetBool("plan_units"), max_client_bytes, MakeQuotaCounter(context, max_client_bytes)};
+      context.options->GetBool("plan_units"), max_client_bytes, MakeQuotaCounter(context, max_client_bytes),
+      static_cast<uint64_t>(context.options->GetInt("unit_cache_mib")) << 20};
   try {
     return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context), MakeUnitCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin

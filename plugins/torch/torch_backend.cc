@@ -58,7 +58,7 @@ TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounter
     : max_client_bytes_(options.max_client_bytes),
       client_bytes_refusals_(options.client_bytes_refusals),
       collectives_(std::make_unique<Collectives>(options.collectives, counters)),
-      units_(*collectives_, options.unit_trial_runs, options.plan_units, units) {
+      units_(*collectives_, options.unit_trial_runs, options.plan_units, units, options.unit_cache_bytes) {
   if (options.intra_op_threads > 0) {
     at::set_num_threads(static_cast<int>(options.intra_op_threads));
     SetBlasThreads(static_cast<int>(options.intra_op_threads));
@@ -105,10 +105,13 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kFetch: return Fetch(inst, operands, replies);
     case Op::kFree: return tensors_.Free(inst);
     case Op::kSync: return Status::Ok();  // ops already run in order
-    case Op::kDropClient: tensors_.Drop(inst.client); return Status::Ok();
+    case Op::kDropClient:
+      tensors_.Drop(inst.client);
+      units_.DropClient(inst.client);  // the units only it defined
+      return Status::Ok();
     case Op::kHotStart:
     case Op::kHotEnd: return Status::Ok();  // markers are for stages
-    case Op::kDefineUnit: return units_.Define(inst);
+    case Op::kDefineUnit: return units_.Define(inst, ClientRoom(inst.client));
     case Op::kSettle: return Status::Ok();  // nothing is pending without a sharding stage
     case Op::kInspect:
       return InvalidArgument(inst.Describe() + ": inspect is answered by the dispatcher's sharding stage, and this "
@@ -163,19 +166,28 @@ Status TorchBackend::CheckAllocationQuota(const Instruction& inst) const {
   Result<std::optional<double>> bytes = AllocationBytes(inst);
   if (!bytes.ok()) return Status(bytes.status().code(), inst.Describe() + ": " + bytes.status().message());
   if (!*bytes) return Status::Ok();
-  const TensorTable::Namespace* held = tensors_.Find(inst.client);
-  const double after = (held ? static_cast<double>(held->bytes()) : 0) + **bytes;
+  const double after = static_cast<double>(ClientBytes(inst.client)) + **bytes;
   return after > static_cast<double>(max_client_bytes_) ? OverQuota(inst, after) : Status::Ok();
 }
 
 Status TorchBackend::CheckResidentQuota(const Instruction& inst) {
   if (max_client_bytes_ == 0 || inst.results.empty()) return Status::Ok();
-  const TensorTable::Namespace* held = tensors_.Find(inst.client);
-  if (!held || held->bytes() <= max_client_bytes_) return Status::Ok();
-  const double bytes = static_cast<double>(held->bytes());
+  if (ClientBytes(inst.client) <= max_client_bytes_) return Status::Ok();
+  const double bytes = static_cast<double>(ClientBytes(inst.client));
   TensorTable::Namespace& tensors = tensors_.Open(inst.client);
   for (TensorId id : inst.results) tensors_.Erase(tensors, id);
   return OverQuota(inst, bytes);
+}
+
+uint64_t TorchBackend::ClientBytes(ClientId client) const {
+  const TensorTable::Namespace* held = tensors_.Find(client);
+  return (held ? held->bytes() : 0) + units_.ChargedTo(client);
+}
+
+std::optional<uint64_t> TorchBackend::ClientRoom(ClientId client) const {
+  if (max_client_bytes_ == 0) return std::nullopt;
+  const uint64_t used = ClientBytes(client);
+  return used >= max_client_bytes_ ? 0 : max_client_bytes_ - used;
 }
 
 Status TorchBackend::OverQuota(const Instruction& inst, double bytes) const {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "collectives.h"
 #include "gt/backend.h"
@@ -66,6 +67,9 @@ struct TorchBackendOptions {
   uint64_t max_client_bytes = 0;
   // Counts the refusals (null: not counted).
   prometheus::Counter* client_bytes_refusals = nullptr;
+  // Bytes all compiled units together may hold on this worker (unit_budget.h);
+  // 0: no limit. Default: plugin.cc.
+  uint64_t unit_cache_bytes = 0;
 };
 
 class TorchBackend final : public gt::Backend {
@@ -120,6 +124,11 @@ class TorchBackend final : public gt::Backend {
   Result<std::optional<double>> AllocationBytes(const Instruction& inst) const;
   Status CheckResidentQuota(const Instruction& inst);
   Status OverQuota(const Instruction& inst, double bytes) const;
+  // What counts toward `client`'s max_client_mib: its tensors' storage and
+  // the compiled units charged to it.
+  uint64_t ClientBytes(ClientId client) const;
+  // The bytes `client` may still be charged; nullopt: no limit.
+  std::optional<uint64_t> ClientRoom(ClientId client) const;
 
   const uint64_t max_client_bytes_;
   prometheus::Counter* const client_bytes_refusals_;

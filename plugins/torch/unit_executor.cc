@@ -1,5 +1,6 @@
 #include "unit_executor.h"
 
+#include <malloc.h>
 #include <prometheus/counter.h>
 
 #include <algorithm>
@@ -48,6 +49,9 @@ struct UnitExecutor::CompiledUnit {
   UnitPlan plan;            // what the interpreter runs (unit_plan.h)
   // The plan's constants, made by its prologue on the first interpreted run.
   mutable std::vector<at::Tensor> constants;
+  // What they hold: the prologue's peak until made, then their storages.
+  uint64_t constant_bytes = 0;
+  bool constants_measured = false;
 
   // Strategy choice. Until `decided`, runs are trials: each strategy still
   // `available` runs once untimed, then `trial_runs` times timed, in the
@@ -80,31 +84,58 @@ struct UnitExecutor::CompiledUnit {
 };
 
 
-UnitExecutor::UnitExecutor(Collectives& collectives, int64_t trial_runs, bool plan_units, UnitCounters counters)
-    : collectives_(collectives), trial_runs_(trial_runs), plan_units_(plan_units), counters_(counters) {}
+UnitExecutor::UnitExecutor(Collectives& collectives, int64_t trial_runs, bool plan_units, UnitCounters counters,
+                           uint64_t cache_bytes)
+    : collectives_(collectives), trial_runs_(trial_runs), plan_units_(plan_units), counters_(counters),
+      budget_(cache_bytes) {}
 
 UnitExecutor::~UnitExecutor() = default;
 
-Status UnitExecutor::Define(const Instruction& inst) {
+Status UnitExecutor::Define(const Instruction& inst, std::optional<uint64_t> client_room) {
   if (!inst.payload) return Invalid(inst, "no unit template");
   std::string bytes(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size());
-  if (auto it = units_.find(inst.attrs.seed); it != units_.end()) {
+  if (auto it = templates_.find(inst.attrs.seed); it != templates_.end()) {
     // Every client's units share this cache: a key names one template for
     // good, so no definition can change what another client's runs execute.
-    if (it->second->bytes != bytes)
+    if (it->second != bytes)
       return Invalid(inst, "a different template is already defined under this key (a key names one template)");
+    budget_.AddDefiner(inst.attrs.seed, inst.client);  // it stays while this client's session does
     ++stats_.redefinitions;
     Bump(counters_.cache_hits);
     return Status::Ok();
   }
-  Result<UnitTemplate> unit = DecodeUnit(*inst.payload);
-  if (!unit.ok()) return Invalid(inst, unit.status().message());
+  Result<std::shared_ptr<CompiledUnit>> compiled = Compile(bytes);
+  if (!compiled.ok()) return Invalid(inst, compiled.status().message());
+  const uint64_t charge = ChargeOf(**compiled);
+  if (std::optional<std::string> why = budget_.Refusal(bytes.size(), charge))
+    return ResourceExhausted(inst.Describe() + ": " + *why + ": run fewer distinct units or raise the limit");
+  if (client_room && bytes.size() + charge > *client_room)
+    return QuotaRefusal(inst, "would be charged " + std::to_string(bytes.size() + charge) + " bytes for this unit",
+                        "past its limit (torch backend option max_client_mib, which units count toward)",
+                        "free some tensors first");
+  MakeRoom(bytes.size() + charge, std::nullopt);
+  budget_.Add(inst.attrs.seed, inst.client, bytes.size());
+  budget_.SetCompiled(inst.attrs.seed, charge);
+  if ((*compiled)->decided) {
+    ++stats_.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)];
+    Bump(counters_.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)]);
+  }
+  ++stats_.defined;
+  Bump(counters_.cache_misses);
+  templates_[inst.attrs.seed] = std::move(bytes);
+  units_[inst.attrs.seed] = std::move(compiled).value();
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<UnitExecutor::CompiledUnit>> UnitExecutor::Compile(const std::string& bytes) {
+  Result<UnitTemplate> unit = DecodeUnit(*CopyToBlob(bytes.data(), bytes.size()));
+  if (!unit.ok()) return unit.status();
   for (const Instruction& body : unit->body)
-    if (Status s = CheckEnums(body); !s.ok()) return Invalid(inst, s.message());
+    if (Status s = CheckEnums(body); !s.ok()) return s;
   Result<UnitInterface> interface = AnalyzeUnit(*unit);
-  if (!interface.ok()) return Invalid(inst, interface.status().message());
+  if (!interface.ok()) return interface.status();
   auto compiled = std::make_shared<CompiledUnit>();
-  compiled->bytes = std::move(bytes);
+  compiled->bytes = bytes;
   compiled->unit = std::move(*unit);
   compiled->interface = std::move(*interface);
   compiled->instructions = compiled->unit.body.size();
@@ -130,14 +161,84 @@ Status UnitExecutor::Define(const Instruction& inst) {
     stats_.compile_seconds += SecondsSince(start);
     Bump(counters_.compile_seconds, SecondsSince(start));
   }
-  if (compiled->decided) {
-    ++stats_.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)];
-    Bump(counters_.chosen[static_cast<size_t>(UnitStrategy::kInterpreted)]);
+  // Before its first run, its constants are bounded by its prologue's peak
+  // (they depend on no input: any inputs of the right count do).
+  if (!compiled->plan.prologue.empty()) {
+    const UnitTemplate prologue{compiled->unit.inputs, compiled->plan.prologue};
+    const std::vector<at::Tensor> none(compiled->unit.inputs, at::empty({0}));
+    Result<std::optional<double>> peak = UnitPeakBytes(prologue, none);
+    compiled->constant_bytes = peak.ok() && *peak ? static_cast<uint64_t>(**peak) : 0;
   }
-  ++stats_.defined;
-  Bump(counters_.cache_misses);
-  units_[inst.attrs.seed] = std::move(compiled);
-  return Status::Ok();
+  return compiled;
+}
+
+uint64_t UnitExecutor::ChargeOf(const CompiledUnit& unit) const {
+  // The decoded template and the plan: a few times the template's bytes;
+  // a TorchScript graph and its executor: tens of KiB. Estimates, stated
+  // as such in docs/SECURITY.md; the constants are measured once made.
+  constexpr uint64_t kGraphBytes = 64 << 10;
+  uint64_t bytes = 4 * unit.bytes.size() + unit.constant_bytes;
+  if (unit.graph) bytes += kGraphBytes;
+  if (unit.fused) bytes += kGraphBytes;
+  return bytes;
+}
+
+void UnitExecutor::MakeRoom(uint64_t room, std::optional<uint64_t> keep) {
+  const uint64_t before = budget_.held();
+  for (uint64_t key : budget_.Evict(room, keep)) {
+    units_.erase(key);
+    ++stats_.evictions;
+  }
+  // glibc keeps what it freed among live blocks (a heap does not shrink
+  // from the middle): a flood of evicted units held about 190 KiB each
+  // that way. Every kTrimEvery bytes evicted, it goes back to the system.
+  constexpr uint64_t kTrimEvery = 32 << 20;
+  evicted_since_trim_ += before - budget_.held();
+  if (evicted_since_trim_ >= kTrimEvery) {
+    evicted_since_trim_ = 0;
+    malloc_trim(0);
+  }
+}
+
+std::shared_ptr<UnitExecutor::CompiledUnit> UnitExecutor::Compiled(uint64_t key) {
+  if (auto it = units_.find(key); it != units_.end()) {
+    budget_.Touch(key);
+    return it->second;
+  }
+  auto held = templates_.find(key);
+  if (held == templates_.end()) return nullptr;
+  Result<std::shared_ptr<CompiledUnit>> compiled = Compile(held->second);
+  if (!compiled.ok()) return nullptr;  // it compiled when defined: not expected
+  ++stats_.recompiles;
+  const uint64_t charge = ChargeOf(**compiled);
+  MakeRoom(charge, key);
+  budget_.SetCompiled(key, charge);
+  return units_[key] = std::move(compiled).value();
+}
+
+void UnitExecutor::ChargeConstants(uint64_t key, CompiledUnit& unit) {
+  if (unit.constants_measured || unit.constants.empty()) return;
+  unit.constants_measured = true;
+  uint64_t bytes = 0;
+  for (const at::Tensor& t : unit.constants) bytes += t.defined() ? t.storage().nbytes() : 0;
+  unit.constant_bytes = bytes;
+  budget_.SetCompiled(key, ChargeOf(unit));
+  MakeRoom(0, key);
+  if (budget_.limit() != 0 && budget_.held() > budget_.limit()) {
+    // Alone past the budget (its estimate was low): its constants are made
+    // again on each run rather than kept.
+    unit.constants.clear();
+    unit.constants_measured = false;
+    unit.constant_bytes = 0;
+    budget_.SetCompiled(key, ChargeOf(unit));
+  }
+}
+
+void UnitExecutor::DropClient(ClientId client) {
+  for (uint64_t key : budget_.DropClient(client)) {
+    units_.erase(key);
+    templates_.erase(key);
+  }
 }
 
 Status UnitExecutor::RunBody(const Instruction& run, const std::vector<Instruction>& instructions,
@@ -303,7 +404,15 @@ Result<std::vector<at::Tensor>> UnitExecutor::RunStrategy(const Instruction& run
 
 Result<std::optional<double>> UnitExecutor::PeakBytes(const Instruction& inst, const TensorTable& table) const {
   auto it = units_.find(inst.attrs.seed);
-  if (it == units_.end()) return std::optional<double>();
+  if (it == units_.end()) {
+    auto held = templates_.find(inst.attrs.seed);
+    if (held == templates_.end()) return std::optional<double>();
+    // Evicted: bounded from its template, as Run() will rebuild it.
+    Result<UnitTemplate> unit = DecodeUnit(*CopyToBlob(held->second.data(), held->second.size()));
+    Result<std::vector<at::Tensor>> inputs = Operands(inst, inst.operands.size(), TensorSource(table.Find(inst.client)));
+    if (!unit.ok() || !inputs.ok()) return std::optional<double>();
+    return UnitPeakBytes(*unit, *inputs);
+  }
   const CompiledUnit& unit = *it->second;
   Result<std::vector<at::Tensor>> inputs = Operands(inst, inst.operands.size(), TensorSource(table.Find(inst.client)));
   if (!inputs.ok()) return std::optional<double>();
@@ -321,9 +430,8 @@ Result<std::optional<double>> UnitExecutor::PeakBytes(const Instruction& inst, c
 }
 
 Status UnitExecutor::Run(const Instruction& inst, TensorTable& table) {
-  auto it = units_.find(inst.attrs.seed);
-  if (it == units_.end()) return NotFound(inst.Describe() + ": no unit was defined under this key");
-  std::shared_ptr<CompiledUnit> unit = it->second;
+  std::shared_ptr<CompiledUnit> unit = Compiled(inst.attrs.seed);
+  if (!unit) return NotFound(inst.Describe() + ": no unit was defined under this key");
   const UnitInterface& interface = unit->interface;
   if (inst.operands.size() != interface.inputs)
     return Invalid(inst, "the unit takes " + std::to_string(interface.inputs) + " input(s), got " +
@@ -342,6 +450,7 @@ Status UnitExecutor::Run(const Instruction& inst, TensorTable& table) {
   stats_.instructions += unit->instructions;
   Result<std::vector<at::Tensor>> outputs = RunStrategy(inst, *unit, *inputs);
   inputs->clear();
+  ChargeConstants(inst.attrs.seed, *unit);
   Status status = outputs.status();
   if (status.ok()) {
     for (const at::Tensor& t : *outputs) {

@@ -3,6 +3,12 @@
 // clients; a key names one template for good, so no client's definition can
 // change what another's runs execute.
 //
+// Units are held within a budget (unit_budget.h): each is charged to a client
+// that defined it and forgotten when the last such client's session ends;
+// past the budget the least recently run units lose their compiled state
+// (plan, folded constants, graphs), rebuilt from the template on their next
+// run, and a definition that cannot fit is refused.
+//
 // Each unit has up to three strategies (unit_graph.h): its plan interpreted
 // op by op on the same kernels as eager execution (kernels.h, unit_plan.h),
 // its TorchScript graph, and that graph through the legacy fuser. The first
@@ -30,6 +36,7 @@
 #include "kernels.h"
 #include "tensor_table.h"
 #include "unit_graph.h"
+#include "unit_budget.h"
 #include "unit_plan.h"
 
 namespace prometheus {
@@ -45,6 +52,8 @@ struct UnitStats {
   uint64_t runs = 0;               // kRunUnit executed
   uint64_t instructions = 0;       // body instructions those runs stood for
   double compile_seconds = 0;      // building graphs and their first (compiling) runs
+  uint64_t evictions = 0;          // compiled states dropped to stay within the budget
+  uint64_t recompiles = 0;         // runs that rebuilt an evicted unit from its template
   // By UnitStrategy: units that settled on it, and instructions run with it.
   uint64_t chosen[static_cast<size_t>(UnitStrategy::kCount)] = {};
   uint64_t instructions_by[static_cast<size_t>(UnitStrategy::kCount)] = {};
@@ -70,7 +79,9 @@ class UnitExecutor {
   // fastest, 0: always interpret. `plan_units`: interpret each unit's plan
   // (unit_plan.h) rather than its body as sent. `counters`: null entries are
   // not counted.
-  UnitExecutor(Collectives& collectives, int64_t trial_runs, bool plan_units, UnitCounters counters);
+  // `cache_bytes`: the budget of all units together (0: none).
+  UnitExecutor(Collectives& collectives, int64_t trial_runs, bool plan_units, UnitCounters counters,
+               uint64_t cache_bytes = 0);
   ~UnitExecutor();
   UnitExecutor(const UnitExecutor&) = delete;
   UnitExecutor& operator=(const UnitExecutor&) = delete;
@@ -79,7 +90,16 @@ class UnitExecutor {
   // and builds its strategies. OK for a repeat of the template held under
   // that key; InvalidArgument for a different one, a template that does not
   // decode or analyze, or a body instruction outside the enums.
-  Status Define(const Instruction& inst);
+  // ResourceExhausted naming the limit when the unit cannot fit the budget,
+  // or when its charge would take `inst.client` past `client_room` bytes
+  // (the room its max_client_mib leaves; nullopt: no limit).
+  Status Define(const Instruction& inst, std::optional<uint64_t> client_room = std::nullopt);
+  // `client`'s session ended: the units only it defined are forgotten.
+  void DropClient(ClientId client);
+  // Bytes of units charged to `client`, counted in its max_client_mib.
+  uint64_t ChargedTo(ClientId client) const { return budget_.ChargedTo(client); }
+  // Bytes all units hold now (templates and compiled states).
+  uint64_t HeldBytes() const { return budget_.held(); }
 
   // kRunUnit: runs the unit `inst.attrs.seed` on `inst.operands` from
   // `inst.client`'s namespace in `tensors` and stores its outputs there under
@@ -102,6 +122,19 @@ class UnitExecutor {
 
  private:
   struct CompiledUnit;
+  // Decodes, checks and plans a template, and builds its graphs.
+  Result<std::shared_ptr<CompiledUnit>> Compile(const std::string& bytes);
+  // What a compiled unit is charged: its template, plan and graphs
+  // (estimated) and its folded constants (once made; estimated before).
+  uint64_t ChargeOf(const CompiledUnit& unit) const;
+  // After a run: charges the constants `unit` (under `key`) made, measured;
+  // a unit whose constants alone do not fit keeps none.
+  void ChargeConstants(uint64_t key, CompiledUnit& unit);
+  // Evicts other units' compiled states until `room` more bytes fit.
+  void MakeRoom(uint64_t room, std::optional<uint64_t> keep);
+  // Unit `key`'s compiled state, rebuilt from its template if evicted; null
+  // when no unit is held under `key`.
+  std::shared_ptr<CompiledUnit> Compiled(uint64_t key);
 
   // Runs `instructions` on `env` (inputs filled in, sized for every
   // placeholder); `fusions` is empty or says, per instruction, which fused
@@ -123,9 +156,12 @@ class UnitExecutor {
   Collectives& collectives_;
   const int64_t trial_runs_;
   const bool plan_units_;
-  std::unordered_map<uint64_t, std::shared_ptr<CompiledUnit>> units_;  // by key
+  std::unordered_map<uint64_t, std::string> templates_;                 // by key: every unit held
+  std::unordered_map<uint64_t, std::shared_ptr<CompiledUnit>> units_;  // by key: those not evicted
   UnitStats stats_;
   UnitCounters counters_;
+  UnitBudget budget_;
+  uint64_t evicted_since_trim_ = 0;  // bytes evicted since the last malloc_trim
 };
 
 }  // namespace gt::torch_backend

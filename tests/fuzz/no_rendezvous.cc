@@ -1,5 +1,5 @@
 // The sharding plugin's rendezvous for the fuzz tree: an address and no
-// store. The real one (rendezvous.cc) hosts LibTorch's TCPStore, which the
+// store. The real one (rendezvous.cc) hosts the rendezvous store (a thread and a socket), which the
 // fuzz tree does not build; the dispatcher target's workers run no
 // collective, so nothing ever connects to it.
 #include "rendezvous.h"
@@ -18,7 +18,7 @@ class NoRendezvous final : public Rendezvous {
 
 }  // namespace
 
-Result<std::unique_ptr<Rendezvous>> StartTcpStore(const std::string&, int64_t) {
+Result<std::unique_ptr<Rendezvous>> StartStore(const std::string&, int64_t) {
   return std::unique_ptr<Rendezvous>(new NoRendezvous());
 }
 

@@ -165,6 +165,9 @@ def test_a_non_loopback_listen_needs_keys_or_insecure():
     accepted = subprocess.Popen([str(BIN_DIR / "gt-dispatcher"), "--listen", "tcp://0.0.0.0:0", "--insecure"],
                                 env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        # Said first, loudly, before the address it serves (issue 39).
+        first = accepted.stdout.readline()
+        assert first.startswith("gt-dispatcher: WARNING: INSECURE") and "tcp://0.0.0.0" in first, first
         assert "listening on" in accepted.stdout.readline()
     finally:
         stop_processes([accepted])
