@@ -41,7 +41,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     _check_reduction(reduction, "cross_entropy")
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    if isinstance(target, Tensor) and target.dtype.is_floating_point:
+    if isinstance(target, Tensor) and target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
         return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
     if weight is None and reduction == "mean" and label_smoothing == 0.0 and input.ndim == 2:
         # one fused op each way
