@@ -99,16 +99,18 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     if input.ndim != 2 or target.ndim != 1 or target.shape[0] != input.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim else 1}) to match target "
                          f"batch_size ({target.shape[0] if target.ndim else 1}).")
-    kept = target != ignore_index
-    safe = target.masked_fill(~kept, 0)
-    picked = input.gather(1, safe.unsqueeze(1)).squeeze(1)
-    rows_weight = kept.to(input.dtype) if weight is None else weight.index_select(0, safe).masked_fill(~kept, 0.0)
-    losses = -(picked * rows_weight)
+    dropped = target == ignore_index
+    picked = input.gather(1, target.masked_fill(dropped, 0).unsqueeze(1)).squeeze(1)
+    if weight is None:  # the fewest ops: a dropped row's loss is 0 and it is not counted
+        losses, rows_weight = -picked.masked_fill(dropped, 0.0), None
+    else:
+        rows_weight = weight.index_select(0, target.masked_fill(dropped, 0)).masked_fill(dropped, 0.0)
+        losses = -(picked * rows_weight)
     if reduction == "none":
         return losses if rows_shape is None else losses.reshape(*rows_shape)
     if reduction == "sum":
         return losses.sum()
-    return losses.sum() / rows_weight.sum()
+    return losses.sum() / ((~dropped).sum() if rows_weight is None else rows_weight.sum())
 
 
 def linear(input, weight, bias=None):
