@@ -370,7 +370,7 @@ TEST(OpTableTest, NamesRoundTripForEveryOp) {
   }
   EXPECT_FALSE(ParseOp("").has_value());
   EXPECT_FALSE(ParseOp("ADD").has_value());
-  EXPECT_FALSE(ParseOp("conv2d").has_value());
+  EXPECT_FALSE(ParseOp("conv3d").has_value());
 }
 
 TEST(OpTableTest, KindsAndNames) {
