@@ -6,10 +6,11 @@
 namespace gt::nn {
 namespace {
 
-Tensor IssueWith(Op op, std::vector<int64_t> axes, const std::vector<Tensor>& operands) {
+Tensor IssueWith(Op op, std::vector<int64_t> axes, const std::vector<Tensor>& operands, double scalar = 0) {
   Instruction inst;
   inst.op = op;
   inst.attrs.axes = std::move(axes);
+  inst.attrs.scalar = scalar;
   return client_internal::Issue(std::move(inst), operands);
 }
 
@@ -26,10 +27,13 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, Pair st
 
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, Pair dilation, bool ceil_mode) {
   stride = OrKernel(stride, kernel);
+  // scalar 1: the autograd records this pooling, so the worker keeps the
+  // window positions for its backward instead of finding them again.
+  const bool recorded = is_grad_enabled() && x.requires_grad();
   return IssueWith(Op::kMaxPool2d,
                    {kernel[0], kernel[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
                     ceil_mode ? 1 : 0},
-                   {x});
+                   {x}, recorded ? 1 : 0);
 }
 
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride, Pair padding, bool ceil_mode, bool count_include_pad) {

@@ -4,6 +4,8 @@
 // (ir/shape_rules_conv.cc), which runs here first: an instruction that did
 // not come from gt's client gets gt's error, not an index out of range.
 #include <array>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -63,11 +65,61 @@ Result<at::Tensor> ConvBackward(const Instruction& inst, const std::vector<at::T
   return weight_grad ? std::get<1>(grads) : LikeInput(std::get<0>(grads), t[1]);
 }
 
+// The window positions of the max poolings the autograd recorded (their
+// instruction's scalar is 1), kept for the backward, which gets only {grad,
+// x}: finding them again costs as much as the forward (a tenth of a CNN
+// step). An entry is x's identity (its TensorImpl, while alive, and its
+// version: an in-place change makes it stale) and the pooling's attributes;
+// the backward takes it. At most kKeep entries, the oldest dropped (a forward
+// whose backward never runs); a miss recomputes. Leaked on purpose: no
+// LibTorch destructor runs after the process's finalization.
+class PoolPositions {
+ public:
+  static PoolPositions& Get() {
+    static PoolPositions* positions = new PoolPositions;
+    return *positions;
+  }
+
+  void Put(const at::Tensor& x, const std::vector<int64_t>& attrs, at::Tensor positions) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_.size() == kKeep) entries_.pop_front();
+    entries_.push_back({Weak(x.getIntrusivePtr()), x._version(), attrs, std::move(positions)});
+  }
+
+  std::optional<at::Tensor> Take(const at::Tensor& x, const std::vector<int64_t>& attrs) {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->x.lock().get() != x.unsafeGetTensorImpl() || it->version != x._version() || it->attrs != attrs) continue;
+      at::Tensor positions = std::move(it->positions);
+      entries_.erase(it);
+      return positions;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  using Weak = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+  struct Entry {
+    Weak x;
+    int64_t version;
+    std::vector<int64_t> attrs;
+    at::Tensor positions;
+  };
+  static constexpr size_t kKeep = 16;
+  std::mutex mu_;
+  std::deque<Entry> entries_;  // GUARDED_BY(mu_)
+};
+
 Result<at::Tensor> PoolForward(const Instruction& inst, const at::Tensor& x) {
   const std::vector<int64_t>& a = inst.attrs.axes;
   switch (inst.op) {
-    case Op::kMaxPool2d:
-      return at::max_pool2d(x, {a[0], a[1]}, {a[2], a[3]}, {a[4], a[5]}, {a[6], a[7]}, a[8] != 0);
+    case Op::kMaxPool2d: {
+      const std::array<int64_t, 2> kernel = {a[0], a[1]}, stride = {a[2], a[3]}, pad = {a[4], a[5]}, dil = {a[6], a[7]};
+      if (inst.attrs.scalar != 1) return at::max_pool2d(x, kernel, stride, pad, dil, a[8] != 0);
+      auto [values, positions] = at::max_pool2d_with_indices(x, kernel, stride, pad, dil, a[8] != 0);
+      PoolPositions::Get().Put(x, a, std::move(positions));
+      return values;
+    }
     case Op::kAvgPool2d:
       return at::avg_pool2d(x, {a[0], a[1]}, {a[2], a[3]}, {a[4], a[5]}, a[6] != 0, a[7] != 0);
     case Op::kAdaptiveAvgPool2d: return at::adaptive_avg_pool2d(x, {a[0], a[1]});
@@ -76,16 +128,16 @@ Result<at::Tensor> PoolForward(const Instruction& inst, const at::Tensor& x) {
   return Internal("not a pooling: " + inst.Describe());
 }
 
-// {grad, x}: the max pooling's positions are found again from x (ATen's
-// backward takes them; keeping them from the forward would be a second
-// result per op).
+// {grad, x}: the max pooling's positions are those its recorded forward
+// kept (PoolPositions), else found again from x.
 Result<at::Tensor> PoolBackward(const Instruction& inst, const at::Tensor& g, const at::Tensor& x) {
   const std::vector<int64_t>& a = inst.attrs.axes;
   switch (inst.op) {
     case Op::kMaxPool2dBackward: {
       const std::array<int64_t, 2> kernel = {a[0], a[1]}, stride = {a[2], a[3]}, pad = {a[4], a[5]}, dil = {a[6], a[7]};
-      const at::Tensor positions = std::get<1>(at::max_pool2d_with_indices(x, kernel, stride, pad, dil, a[8] != 0));
-      return at::max_pool2d_with_indices_backward(g, x, kernel, stride, pad, dil, a[8] != 0, positions);
+      std::optional<at::Tensor> positions = PoolPositions::Get().Take(x, a);
+      if (!positions) positions = std::get<1>(at::max_pool2d_with_indices(x, kernel, stride, pad, dil, a[8] != 0));
+      return at::max_pool2d_with_indices_backward(g, x, kernel, stride, pad, dil, a[8] != 0, *positions);
     }
     case Op::kAvgPool2dBackward:
       return at::avg_pool2d_backward(g, x, {a[0], a[1]}, {a[2], a[3]}, {a[4], a[5]}, a[6] != 0, a[7] != 0, c10::nullopt);

@@ -180,3 +180,19 @@ def test_small_cnn_forward_backward_matches_torch():
     ours_grads = dict(ours.named_parameters())
     for name, p in theirs.named_parameters():
         _close(ours_grads[name].grad, p.grad, rtol=1e-3, atol=1e-5)
+
+
+def test_max_pool2d_backward_with_positions_kept_and_recomputed():
+    """The worker keeps a recorded pooling's window positions for its backward (16 at most): twenty
+    poolings before one backward take both paths, kept and found again, with torch's gradient."""
+    x = torch.randn(2, 3, 8, 8, requires_grad=True)
+    gx = _gt(x, requires_grad=True)
+    theirs = sum(TF.max_pool2d(x * (i + 1), 2, padding=i % 2).sum() for i in range(20))
+    ours = F.max_pool2d(gx * 1, 2).sum()
+    for i in range(1, 20):
+        ours = ours + F.max_pool2d(gx * (i + 1), 2, padding=i % 2).sum()
+    theirs.backward()
+    ours.backward()
+    _close(gx.grad, x.grad, rtol=1e-5, atol=1e-5)
+    with gt.no_grad():  # not recorded: nothing kept
+        _close(F.max_pool2d(gx, 3), TF.max_pool2d(x, 3))
