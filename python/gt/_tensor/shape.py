@@ -1,8 +1,6 @@
 """gt.Tensor shape and movement ops: reshape, transpose / permute, squeeze,
 split / chunk, and basic indexing (each index a select / slice / unsqueeze,
-a view of the tensor on its worker)."""
-
-import numpy as np
+a view of the tensor on its worker), and advanced indexing (advanced_index.py)."""
 
 from . import advanced_index
 from .args import as_index, dim_arg, shape_args
