@@ -650,6 +650,9 @@ TEST(StrategyTable, RowsNameTheirStrategies) {
   EXPECT_NE(StrategyFor(Op::kSum), &Whole);
   EXPECT_NE(StrategyFor(Op::kReshape), &Whole);
   EXPECT_NE(StrategyFor(Op::kSlice), &Whole);
+  for (Op op : {Op::kConv2d, Op::kConv2dBackward, Op::kMaxPool2d, Op::kAvgPool2dBackward, Op::kAdaptiveAvgPool2d})
+    EXPECT_EQ(StrategyFor(op), &Batch) << OpName(op) << " runs per sample";
+  EXPECT_EQ(StrategyFor(Op::kVar), &Whole) << "a variance over a cut dim needs every piece";
 }
 
 }  // namespace
