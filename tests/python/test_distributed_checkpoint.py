@@ -1,0 +1,210 @@
+"""gt.distributed.checkpoint (PyTorch's DCP names) against the values it was given: saved by
+the workers holding the pieces on 4 workers, loaded in a new process on 2 workers and on a
+2 x 2 mesh, bit for bit, each tensor keeping the placement the loading program gave it; on the
+embedded default and on a process cluster. Then the bad inputs: a path outside the
+dispatcher's checkpoint_root, a worker that cannot write (the error names the worker and the
+path), a missing or cut piece, a damaged or missing metadata file, shape and dtype mismatches
+(each naming the tensor, the state dict left as it was), and a failed save leaving no metadata.
+"""
+
+import json
+import os
+import pathlib
+
+import numpy as np
+import pytest
+
+PRELUDE = r"""
+import json, os, sys, time
+import numpy as np
+import gt
+import gt.distributed.checkpoint as dcp
+from gt.distributed.checkpoint.state_dict import get_state_dict
+from gt.distributed import DeviceMesh, Shard, Replicate, distribute_tensor
+from gt import _C
+
+if ADDRESS:
+    gt.connect(ADDRESS)
+    deadline = time.monotonic() + 30
+    while len([h for h in gt.debug.get_worker_stats().values() if h and h["host"] == "worker"]) < WORKERS:
+        assert time.monotonic() < deadline, "workers did not register"
+        time.sleep(0.1)
+
+
+def arrays():
+    rng = np.random.default_rng(7)
+    return {"w": rng.standard_normal((8, 6)).astype(np.float32),
+            "b": np.arange(5, dtype=np.int64) * 7 - 3,        # 5 rows over 4 workers: pieces 2, 2, 1
+            "s": np.array(2.5),                                 # 0-d float64
+            "mask": rng.standard_normal((4, 3)) > 0,
+            "deep": {"v": rng.standard_normal((9, 2, 3)), "i": np.arange(6, dtype=np.int32).reshape(2, 3)}}
+
+
+def flat(tree, prefix=""):
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out.update(flat(v, prefix + k + "."))
+        else:
+            out[prefix + k] = v
+    return out
+
+
+def placed(tree, mesh, placements, zero=False):
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict):
+            out[k] = placed(v, mesh, placements, zero)
+            continue
+        a = np.zeros_like(v) if zero else np.array(v)  # (np.ascontiguousarray would make a 0-d array 1-d)
+        p = placements.get(k, placements["*"])
+        out[k] = distribute_tensor(gt.from_numpy(a), mesh, p(a.ndim) if callable(p) else p)
+    return out
+
+
+def layouts(tree):
+    return {k: [list(x) if isinstance(x, (list, tuple)) else x for x in _C.layout(v._c)]
+            for k, v in flat(tree).items() if isinstance(v, gt.Tensor)}
+"""
+
+SAVE_ON_4 = r"""
+mesh = DeviceMesh([0, 1, 2, 3])
+state = placed(arrays(), mesh, {"*": lambda nd: [Shard(0)] if nd else [Replicate()]})
+state["step"] = 12
+state["betas"] = (0.9, 0.999)
+dcp.save(state, checkpoint_id=CKPT)
+meta = json.loads(open(os.path.join(ROOT, CKPT, ".metadata")).read())
+print(json.dumps({"pieces": {k: len(v["pieces"]) for k, v in meta["tensors"].items()},
+                  "files": [p["file"] for v in meta["tensors"].values() for p in v["pieces"]]}))
+"""
+
+LOAD = r"""
+state = placed(arrays(), MESH, PLACEMENTS, zero=True)
+state["step"] = 0
+state["betas"] = (0.0, 0.0)
+before = layouts(state)
+dcp.load(state, checkpoint_id=CKPT)
+expected = flat(arrays())
+equal = {k: bool(np.array_equal(v.numpy(), expected[k]) and v.numpy().dtype == expected[k].dtype)
+         for k, v in flat(state).items() if k in expected}
+print(json.dumps({"equal": equal, "same_layouts": layouts(state) == before, "step": state["step"],
+                  "betas": list(state["betas"]), "betas_tuple": isinstance(state["betas"], tuple)}))
+"""
+
+ON_TWO = "MESH = DeviceMesh([0, 1])\nPLACEMENTS = {'*': lambda nd: [Shard(0)] if nd else [Replicate()]}\n"
+ON_2X2 = ("MESH = DeviceMesh([[0, 1], [2, 3]])\n"
+          "PLACEMENTS = {'w': [Shard(0), Shard(1)], 'b': [Replicate(), Shard(0)], 'mask': [Shard(1), Replicate()],\n"
+          "              'v': [Shard(2), Shard(0)], 'i': [Shard(1), Shard(0)], 's': [Replicate(), Replicate()],\n"
+          "              '*': [Replicate(), Replicate()]}\n")
+
+
+def run(python, program, root, workers, ckpt="run1/step3", address=None, timeout=240):
+    head = f"ADDRESS = {address!r}\nWORKERS = {workers}\nROOT = {str(root)!r}\nCKPT = {ckpt!r}\n"
+    env = {"GT_WORKERS": str(workers), "GT_CHECKPOINT_ROOT": str(root)}
+    r = python(head + PRELUDE + program, env=env, timeout=timeout)
+    return r
+
+
+def last_json(r):
+    assert r.returncode == 0, r.stderr[-4000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def check_loaded(out):
+    assert out["equal"] and all(out["equal"].values()), out["equal"]
+    assert len(out["equal"]) == 6
+    assert out["same_layouts"], "a loaded tensor changed its placement"
+    assert out["step"] == 12 and out["betas"] == [0.9, 0.999] and out["betas_tuple"]
+
+
+def test_saved_on_four_workers_loads_on_two_and_on_a_2x2_mesh(python, tmp_path):
+    saved = last_json(run(python, SAVE_ON_4, tmp_path, 4))
+    # Shard(0) over 4 workers as torch.chunk: w 4 pieces, b 3 (2, 2, 1), deep.v 3 (3 each), a 0-d tensor one.
+    assert saved["pieces"] == {"w": 4, "b": 3, "s": 1, "mask": 4, "deep.v": 3, "deep.i": 2}
+    for f in saved["files"]:
+        assert (tmp_path / "run1/step3" / f).is_file(), f"the metadata names {f}, which is not there"
+    # The workers wrote the pieces as raw bytes: w's first piece is its first two rows.
+    first_w = (tmp_path / "run1/step3" / saved["files"][0]).read_bytes()
+    w = np.frombuffer(first_w, dtype=np.float32).reshape(2, 6)
+    rng = np.random.default_rng(7)
+    assert np.array_equal(w, rng.standard_normal((8, 6)).astype(np.float32)[:2])
+    check_loaded(last_json(run(python, ON_TWO + LOAD, tmp_path, 2)))
+    check_loaded(last_json(run(python, ON_2X2 + LOAD, tmp_path, 4)))
+
+
+def test_on_a_process_cluster(python, processes, tmp_path):
+    with processes(workers=4, env={"GT_CHECKPOINT_ROOT": str(tmp_path)}) as port:
+        last_json(run(python, SAVE_ON_4, tmp_path, 4, address=f"127.0.0.1:{port}"))
+        check_loaded(last_json(run(python, ON_2X2 + LOAD, tmp_path, 4, address=f"127.0.0.1:{port}")))
+
+
+BAD = r"""
+mesh = DeviceMesh([0, 1, 2, 3])
+state = placed(arrays(), mesh, {"*": lambda nd: [Shard(0)] if nd else [Replicate()]})
+results = {}
+
+def attempt(name, fn):
+    try:
+        fn()
+        results[name] = "no error"
+    except Exception as e:
+        results[name] = type(e).__name__ + ": " + str(e)
+
+attempt("etc", lambda: dcp.save(state, checkpoint_id="/etc/gt-evil"))
+attempt("dotdot", lambda: dcp.save(state, checkpoint_id="../escape"))
+open(os.path.join(ROOT, "blocker"), "w").write("a file where a directory would go")
+attempt("unwritable", lambda: dcp.save(state, checkpoint_id="blocker/ck"))
+results["unwritable_left_metadata"] = os.path.exists(os.path.join(ROOT, "blocker/ck/.metadata"))
+attempt("no_metadata", lambda: dcp.load(state, checkpoint_id="nothing-here"))
+
+dcp.save(state, checkpoint_id="good")
+meta = json.loads(open(os.path.join(ROOT, "good/.metadata")).read())
+target = placed(arrays(), DeviceMesh([0, 1]), {"*": lambda nd: [Shard(0)] if nd else [Replicate()]}, zero=True)
+w_file = os.path.join(ROOT, "good", meta["tensors"]["w"]["pieces"][1]["file"])
+whole = open(w_file, "rb").read()
+open(w_file, "wb").write(whole[: len(whole) // 2])
+attempt("cut", lambda: dcp.load(target, checkpoint_id="good"))
+results["cut_unchanged"] = all(not v.numpy().any() for v in flat(target).values())
+os.remove(w_file)
+attempt("missing", lambda: dcp.load(target, checkpoint_id="good"))
+results["missing_unchanged"] = all(not v.numpy().any() for v in flat(target).values())
+open(w_file, "wb").write(whole)
+
+wrong = placed(arrays(), DeviceMesh([0, 1]), {"*": [Replicate()]}, zero=True)
+wrong["w"] = gt.zeros(8, 5)
+wrong["deep"]["i"] = gt.zeros(2, 3, dtype=gt.int64)
+wrong["extra"] = gt.zeros(2)
+attempt("mismatch", lambda: dcp.load(wrong, checkpoint_id="good"))
+results["mismatch_unchanged"] = all(not v.numpy().any() for v in flat(wrong).values())
+
+text = open(os.path.join(ROOT, "good/.metadata"), "rb").read()
+open(os.path.join(ROOT, "good/.metadata"), "wb").write(text[: len(text) // 2])
+attempt("metadata_cut", lambda: dcp.load(target, checkpoint_id="good"))
+flipped = bytearray(text)
+for at in (0, len(text) // 3, len(text) - 2):
+    flipped[at] ^= 0x5A
+open(os.path.join(ROOT, "good/.metadata"), "wb").write(bytes(flipped))
+attempt("metadata_flipped", lambda: dcp.load(target, checkpoint_id="good"))
+print(json.dumps(results))
+"""
+
+
+def test_bad_inputs_are_clear_errors_and_leave_the_state_as_it_was(python, tmp_path):
+    out = last_json(run(python, BAD, tmp_path, 4))
+    for name in ("etc", "dotdot"):
+        assert "outside the dispatcher's checkpoint_root" in out[name] and str(tmp_path) in out[name], out[name]
+    assert not (pathlib.Path("/etc/gt-evil").exists())
+    assert "worker" in out["unwritable"] and str(tmp_path / "blocker") in out["unwritable"], out["unwritable"]
+    assert out["unwritable_left_metadata"] is False
+    assert "no checkpoint metadata at" in out["no_metadata"] and "nothing-here" in out["no_metadata"]
+    assert "holds" in out["cut"] and "expected" in out["cut"] and ".bin" in out["cut"], out["cut"]
+    assert "worker" in out["cut"]
+    assert "cannot read" in out["missing"] and ".bin" in out["missing"], out["missing"]
+    assert out["cut_unchanged"] and out["missing_unchanged"]
+    m = out["mismatch"]
+    assert "w: the checkpoint's shape is [8, 6], the state dict's [8, 5]" in m, m
+    assert "deep.i: the checkpoint holds int32, the state dict int64" in m, m
+    assert "extra: not in the checkpoint" in m, m
+    assert out["mismatch_unchanged"]
+    for name in ("metadata_cut", "metadata_flipped"):
+        assert "is not a gt checkpoint's metadata" in out[name], out[name]
