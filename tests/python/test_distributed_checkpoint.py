@@ -208,3 +208,107 @@ def test_bad_inputs_are_clear_errors_and_leave_the_state_as_it_was(python, tmp_p
     assert out["mismatch_unchanged"]
     for name in ("metadata_cut", "metadata_flipped"):
         assert "is not a gt checkpoint's metadata" in out[name], out[name]
+
+
+MODEL = r"""
+from gt.distributed.checkpoint.state_dict import set_state_dict
+from gt.distributed import fully_shard
+
+def build():
+    return gt.nn.Sequential(gt.nn.Linear(6, 8), gt.nn.LayerNorm(8), gt.nn.ReLU(), gt.nn.Linear(8, 3))
+
+x = np.random.default_rng(3).standard_normal((4, 6)).astype(np.float32)
+"""
+
+SAVE_MODEL = r"""
+model = fully_shard(build(), DeviceMesh([0, 1, 2, 3]))
+model_sd, optim_sd = get_state_dict(model)
+dcp.save({"model": model_sd, "step": 7}, checkpoint_id=CKPT)
+np.savez(os.path.join(ROOT, "reference.npz"), **{k: v.numpy() for k, v in model_sd.items()})
+print(json.dumps({"y": model(gt.from_numpy(x)).numpy().tolist(), "optim": optim_sd}))
+"""
+
+LOAD_MODEL = r"""
+model = fully_shard(build(), MESH)  # another initialisation, another worker count
+model_sd, _ = get_state_dict(model)
+before = layouts(model_sd)
+state = {"model": model_sd, "step": 0}
+dcp.load(state, checkpoint_id=CKPT)
+set_state_dict(model, model_state_dict=state["model"], optim_state_dict=None)
+reference = np.load(os.path.join(ROOT, "reference.npz"))
+sd = model.state_dict()
+print(json.dumps({"y": model(gt.from_numpy(x)).numpy().tolist(), "step": state["step"],
+                  "same": all(np.array_equal(sd[k].numpy(), reference[k]) for k in reference.files),
+                  "keys": sorted(sd) == sorted(reference.files), "same_layouts": layouts(sd) == before}))
+"""
+
+
+def test_a_fully_sharded_model_resumes_on_another_worker_count(python, tmp_path):
+    saved = last_json(run(python, MODEL + SAVE_MODEL, tmp_path, 4))
+    assert saved["optim"] == {"state": {}, "param_groups": []}  # no optimizer given
+    loaded = last_json(run(python, "MESH = DeviceMesh([0, 1])\n" + MODEL + LOAD_MODEL, tmp_path, 2))
+    assert loaded["same"] and loaded["keys"] and loaded["same_layouts"] and loaded["step"] == 7
+    np.testing.assert_allclose(loaded["y"], saved["y"], rtol=1e-6, atol=1e-6)
+
+
+OPTIMIZER_LAYER = r"""
+# A stand-in with PyTorch's optimizer interface (state_dict in PyTorch's layout), for the layer
+# that renames parameters by their model keys; gt's optimizers gain state_dict() separately.
+class Momentum:
+    def __init__(self, params, lr):
+        self.param_groups = [{"params": list(params), "lr": lr, "momentum": 0.9}]
+        self.state = {}
+
+    def step(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                buf = self.state.setdefault(p, {"momentum_buffer": gt.zeros_like(p)})["momentum_buffer"]
+                buf.mul_(0.9).add_(p.grad)
+                with gt.no_grad():
+                    p.add_(buf * -group["lr"])
+
+    def state_dict(self):
+        index = {id(p): i for i, p in enumerate(p for g in self.param_groups for p in g["params"])}
+        return {"state": {index[id(p)]: dict(s) for p, s in self.state.items()},
+                "param_groups": [{**{k: v for k, v in g.items() if k != "params"},
+                                  "params": [index[id(p)] for p in g["params"]]} for g in self.param_groups]}
+
+    def load_state_dict(self, sd):
+        params = [p for g in self.param_groups for p in g["params"]]
+        self.state = {params[i]: dict(s) for i, s in sd["state"].items()}
+        for g, saved in zip(self.param_groups, sd["param_groups"]):
+            g.update({k: v for k, v in saved.items() if k != "params"})
+
+model = build()
+opt = Momentum(model.parameters(), lr=0.1)
+"""
+
+OPT_SAVE = r"""
+model_sd, optim_sd = get_state_dict(model, opt)   # no state yet: made by a step with lr 0
+first = {k: v.numpy().tolist() for k, v in model.state_dict().items()}
+names = sorted(optim_sd["state"])
+for k, s in optim_sd["state"].items():
+    s["momentum_buffer"].copy_(gt.full(tuple(s["momentum_buffer"].shape), float(len(k))))
+dcp.save({"model": model_sd, "optim": optim_sd}, checkpoint_id=CKPT)
+print(json.dumps({"names": names, "groups": optim_sd["param_groups"],
+                  "unchanged": all(np.array_equal(model.state_dict()[k].numpy(), np.array(v)) for k, v in first.items())}))
+"""
+
+OPT_LOAD = r"""
+model_sd, optim_sd = get_state_dict(model, opt)
+state = {"model": model_sd, "optim": optim_sd}
+dcp.load(state, checkpoint_id=CKPT)
+from gt.distributed.checkpoint.state_dict import set_state_dict
+set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+names = {id(p): n for n, p in model.named_parameters()}
+print(json.dumps({n: float(opt.state[p]["momentum_buffer"].numpy().ravel()[0]) for p in opt.state for n in [names[id(p)]]}))
+"""
+
+
+def test_optimizer_state_is_named_by_model_keys_and_loads_in_place(python, tmp_path):
+    saved = last_json(run(python, MODEL + OPTIMIZER_LAYER + OPT_SAVE, tmp_path, 4))
+    assert saved["names"] == ["0.bias", "0.weight", "1.bias", "1.weight", "3.bias", "3.weight"]
+    assert saved["groups"][0]["params"] == ["0.weight", "0.bias", "1.weight", "1.bias", "3.weight", "3.bias"]
+    assert saved["unchanged"], "the lr-0 step that made the optimizer's state changed the model"
+    loaded = last_json(run(python, MODEL + OPTIMIZER_LAYER + OPT_LOAD, tmp_path, 2))
+    assert loaded == {name: float(len(name)) for name in saved["names"]}
