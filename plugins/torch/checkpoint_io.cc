@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -27,8 +29,42 @@ Result<Plan> PlanOf(const Instruction& inst) {
       std::string_view(reinterpret_cast<const char*>(inst.payload->data()), inst.payload->size()));
 }
 
-// `size` bytes at `data` to `path`, through a temporary name renamed when whole.
-Status WriteFile(const std::string& path, const void* data, size_t size) {
+// A piece file ends with this trailer: "gtc1" and the CRC-32 of the bytes
+// before it (little-endian), so that a read of the whole file can tell a
+// damaged one. Ranged reads (another placement) read only their bytes and
+// cannot check it.
+constexpr size_t kTrailerBytes = 8;
+constexpr char kTrailerMagic[4] = {'g', 't', 'c', '1'};
+
+// zlib's CRC-32 (Python's zlib.crc32), continuing from `crc`.
+uint32_t Crc32(const void* data, size_t size, uint32_t crc = 0) {
+  return static_cast<uint32_t>(::crc32_z(crc, static_cast<const Bytef*>(data), size));
+}
+
+std::array<char, kTrailerBytes> TrailerOf(uint32_t crc) {
+  std::array<char, kTrailerBytes> out{};
+  std::memcpy(out.data(), kTrailerMagic, 4);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+  return out;
+}
+
+bool WriteAll(int fd, const char* at, size_t left, int& error) {
+  while (left > 0) {
+    const ssize_t n = ::write(fd, at, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : EIO;
+      return false;
+    }
+    at += n;
+    left -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// `size` bytes at `data` (and the piece trailer when `trailer`) to `path`,
+// through a temporary name renamed when whole.
+Status WriteFile(const std::string& path, const void* data, size_t size, bool trailer) {
   std::error_code ec;
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   std::filesystem::create_directories(parent, ec);
@@ -36,26 +72,21 @@ Status WriteFile(const std::string& path, const void* data, size_t size) {
   const std::string temporary = path + ".tmp" + std::to_string(::getpid());
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Failed("write", path, errno);
-  const char* at = static_cast<const char*>(data);
-  size_t left = size;
-  while (left > 0) {
-    const ssize_t n = ::write(fd, at, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = n < 0 ? errno : EIO;
-      ::close(fd);
-      ::unlink(temporary.c_str());
-      return Failed("write", path, error);
-    }
-    at += n;
-    left -= static_cast<size_t>(n);
+  int error = 0;
+  const std::array<char, kTrailerBytes> end = TrailerOf(trailer ? Crc32(data, size) : 0);
+  bool ok = WriteAll(fd, static_cast<const char*>(data), size, error) &&
+            (!trailer || WriteAll(fd, end.data(), end.size(), error));
+  if (::close(fd) != 0 && ok) {
+    ok = false;
+    error = errno;
   }
-  if (::close(fd) != 0 || ::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    ::unlink(temporary.c_str());
-    return Failed("write", path, error);
+  if (ok && ::rename(temporary.c_str(), path.c_str()) != 0) {
+    ok = false;
+    error = errno;
   }
-  return Status::Ok();
+  if (ok) return Status::Ok();
+  ::unlink(temporary.c_str());
+  return Failed("write", path, error);
 }
 
 // Row-major strides, in elements.
@@ -79,6 +110,16 @@ Status ReadAt(int fd, char* to, size_t size, off_t offset, const std::string& pa
   return Status::Ok();
 }
 
+// The trailer at `offset` of a piece file whose bytes have CRC-32 `crc`.
+Status CheckTrailer(int fd, uint64_t offset, uint32_t crc, const std::string& path) {
+  std::array<char, kTrailerBytes> end{};
+  if (Status s = ReadAt(fd, end.data(), end.size(), static_cast<off_t>(offset), path); !s.ok()) return s;
+  if (end != TrailerOf(crc))
+    return InvalidArgument(path + " is damaged: its bytes do not match the CRC-32 its save wrote (or it is not a "
+                                  "gt checkpoint's piece)");
+  return Status::Ok();
+}
+
 // The box of `line` from its file into `into` (contiguous, on the CPU): one
 // read per run of contiguous bytes, the dims the box covers whole in both
 // tensors folded into the run, so only the bytes needed are read.
@@ -92,11 +133,12 @@ Status ReadBox(const PlanLine& line, at::Tensor& into) {
   const int fd = ::open(line.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Failed("read", line.path, errno);
   struct stat st {};
-  const uint64_t expected = static_cast<uint64_t>(NumElements(line.file_shape)) * element;
+  const uint64_t data_bytes = static_cast<uint64_t>(NumElements(line.file_shape)) * element;
+  const uint64_t expected = data_bytes + kTrailerBytes;
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != expected) {
     ::close(fd);
     return InvalidArgument(line.path + " holds " + std::to_string(st.st_size) + " bytes, expected " +
-                    std::to_string(expected) + " for a piece of shape " + ShapeToString(line.file_shape) +
+                    std::to_string(expected) + " for a piece of shape " + ShapeToString(line.file_shape) + " and its trailer" +
                     " (cut short, or not this checkpoint's file)");
   }
   size_t k = ndim == 0 ? 0 : ndim - 1;  // dims k.. are one run
@@ -105,6 +147,9 @@ Status ReadBox(const PlanLine& line, at::Tensor& into) {
   const Shape src_strides = StridesOf(line.file_shape), dst_strides = StridesOf(dst_shape);
   Shape index(k, 0);  // over dims 0..k-1 of the box
   char* base = static_cast<char*>(into.data_ptr());
+  // A box that is the whole file is read in file order: its CRC is checked.
+  const bool whole = line.size == line.file_shape;
+  uint32_t crc = 0;
   Status status = Status::Ok();
   for (bool more = NumElements(line.size) > 0; more && status.ok();) {
     int64_t src = 0, dst = 0;
@@ -115,6 +160,7 @@ Status ReadBox(const PlanLine& line, at::Tensor& into) {
     }
     status = ReadAt(fd, base + dst * static_cast<int64_t>(element), static_cast<size_t>(run) * element,
                     static_cast<off_t>(src * static_cast<int64_t>(element)), line.path);
+    if (whole && status.ok()) crc = Crc32(base + dst * static_cast<int64_t>(element), static_cast<size_t>(run) * element, crc);
     more = false;
     for (size_t d = k; d-- > 0;) {  // the next index, last dim fastest
       if (++index[d] < line.size[d]) {
@@ -124,6 +170,7 @@ Status ReadBox(const PlanLine& line, at::Tensor& into) {
       index[d] = 0;
     }
   }
+  if (status.ok() && whole) status = CheckTrailer(fd, data_bytes, crc, line.path);
   ::close(fd);
   return status;
 }
@@ -153,11 +200,12 @@ Status CheckpointWrite(const Instruction& inst, const at::Tensor* piece) {
   if (!plan.ok()) return plan.status();
   if (!piece) {
     if (plan->lines.size() != 1) return InvalidArgument(inst.Describe() + ": expected one metadata line");
-    return WriteFile(plan->lines[0].path, plan->content.data(), plan->content.size());
+    return WriteFile(plan->lines[0].path, plan->content.data(), plan->content.size(), false);
   }
   const at::Tensor bytes = piece->to(at::kCPU).contiguous();
   for (const PlanLine& line : plan->lines)
-    if (Status s = WriteFile(line.path, bytes.data_ptr(), bytes.numel() * bytes.element_size()); !s.ok()) return s;
+    if (Status s = WriteFile(line.path, bytes.data_ptr(), bytes.numel() * bytes.element_size(), true); !s.ok())
+      return s;
   return Status::Ok();
 }
 

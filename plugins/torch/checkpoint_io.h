@@ -5,7 +5,9 @@
 // arrives with absolute paths already checked by the dispatcher's sharding
 // stage against its checkpoint_root.
 //
-// Files are the pieces' raw bytes, row-major, native byte order. Every file
+// Files are the pieces' raw bytes, row-major, native byte order, then an
+// 8-byte trailer ("gtc1" and their CRC-32), checked when a read takes the
+// whole file (a ranged read cannot check it). Every file
 // is written under a temporary name and renamed when complete, so a file
 // with its final name is always whole. Errors name the path and what failed
 // (the client's error names this worker's host).

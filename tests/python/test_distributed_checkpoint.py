@@ -10,6 +10,7 @@ path), a missing or cut piece, a damaged or missing metadata file, shape and dty
 import json
 import os
 import pathlib
+import zlib
 
 import numpy as np
 import pytest
@@ -123,9 +124,12 @@ def test_saved_on_four_workers_loads_on_two_and_on_a_2x2_mesh(python, tmp_path):
     assert saved["pieces"] == {"w": 4, "b": 3, "s": 1, "mask": 4, "deep.v": 3, "deep.i": 2}
     for f in saved["files"]:
         assert (tmp_path / "run1/step3" / f).is_file(), f"the metadata names {f}, which is not there"
-    # The workers wrote the pieces as raw bytes: w's first piece is its first two rows.
+    # The workers wrote the pieces as raw bytes: w's first piece is its first two rows, then the
+    # trailer ("gtc1" and the CRC-32 of those bytes).
     first_w = (tmp_path / "run1/step3" / saved["files"][0]).read_bytes()
-    w = np.frombuffer(first_w, dtype=np.float32).reshape(2, 6)
+    assert len(first_w) == 2 * 6 * 4 + 8 and first_w[48:52] == b"gtc1"
+    assert int.from_bytes(first_w[52:], "little") == zlib.crc32(first_w[:48])
+    w = np.frombuffer(first_w[:48], dtype=np.float32).reshape(2, 6)
     rng = np.random.default_rng(7)
     assert np.array_equal(w, rng.standard_normal((8, 6)).astype(np.float32)[:2])
     check_loaded(last_json(run(python, ON_TWO + LOAD, tmp_path, 2)))
@@ -162,6 +166,12 @@ meta = json.loads(open(os.path.join(ROOT, "good/.metadata")).read())
 target = placed(arrays(), DeviceMesh([0, 1]), {"*": lambda nd: [Shard(0)] if nd else [Replicate()]}, zero=True)
 w_file = os.path.join(ROOT, "good", meta["tensors"]["w"]["pieces"][1]["file"])
 whole = open(w_file, "rb").read()
+flipped = bytearray(whole)
+for at in (0, len(whole) // 3, len(whole) - 12):
+    flipped[at] ^= 0x5A
+open(w_file, "wb").write(bytes(flipped))
+attempt("flipped", lambda: dcp.load(target, checkpoint_id="good"))
+results["flipped_unchanged"] = all(not v.numpy().any() for v in flat(target).values())
 open(w_file, "wb").write(whole[: len(whole) // 2])
 attempt("cut", lambda: dcp.load(target, checkpoint_id="good"))
 results["cut_unchanged"] = all(not v.numpy().any() for v in flat(target).values())
@@ -200,7 +210,8 @@ def test_bad_inputs_are_clear_errors_and_leave_the_state_as_it_was(python, tmp_p
     assert "holds" in out["cut"] and "expected" in out["cut"] and ".bin" in out["cut"], out["cut"]
     assert "worker" in out["cut"]
     assert "cannot read" in out["missing"] and ".bin" in out["missing"], out["missing"]
-    assert out["cut_unchanged"] and out["missing_unchanged"]
+    assert "is damaged" in out["flipped"] and ".bin" in out["flipped"], out["flipped"]
+    assert out["cut_unchanged"] and out["missing_unchanged"] and out["flipped_unchanged"]
     m = out["mismatch"]
     assert "w: the checkpoint's shape is [8, 6], the state dict's [8, 5]" in m, m
     assert "deep.i: the checkpoint holds int32, the state dict int64" in m, m
