@@ -15,6 +15,7 @@ machines, a shared filesystem. The format and its limits: docs/CHECKPOINTS.md.
 """
 
 import json
+import math
 import os
 import uuid
 
@@ -74,7 +75,7 @@ def _whole_placed(tensor):
     from .. import distributed as gd
     mesh, placements = gd._layout(tensor)
     placed = [gd.Replicate() if p.is_partial() else p for p in placements]
-    settled = gd.redistribute(tensor, mesh, placed)
+    settled = tensor.redistribute(mesh, placed)
     return settled, _C.layout(settled._c)
 
 
@@ -86,7 +87,8 @@ def save(state_dict, *, checkpoint_id, storage_writer=None, planner=None, proces
     del storage_writer, planner, process_group, no_dist
     directory = os.fspath(checkpoint_id)
     save_id = uuid.uuid4().hex[:12]
-    tensors, objects, keep = {}, {}, []
+    tensors, objects = {}, {}
+    keep = []  # settled copies of pending sums, alive until their pieces are written
     for index, (key, _, _, value) in enumerate(_leaves(state_dict)):
         if not isinstance(value, Tensor):
             objects[key] = _json_value(key, value)
@@ -124,9 +126,9 @@ def read_metadata(checkpoint_id):
         metadata = json.loads(text)
     except ValueError as e:
         raise RuntimeError(f"{path} is not a gt checkpoint's metadata: {e}") from None
-    if not isinstance(metadata, dict) or metadata.get("format") != FORMAT:
-        raise RuntimeError(f"{path} is not a gt checkpoint's metadata (format {metadata.get('format')!r})"
-                           if isinstance(metadata, dict) else f"{path} is not a gt checkpoint's metadata")
+    found = metadata.get("format") if isinstance(metadata, dict) else type(metadata).__name__
+    if found != FORMAT:
+        raise RuntimeError(f"{path} is not a gt checkpoint's metadata (found {found!r}, not {FORMAT!r})")
     return metadata
 
 
@@ -187,17 +189,10 @@ def _read_into_copy(key, value, entry, directory):
     for piece, offsets, sizes in _plan.pieces(value.shape, layout):
         lines, covered = _plan.read_lines(piece, offsets, sizes, entry["pieces"],
                                           lambda name: os.path.join(directory, name))
-        if covered != _prod(sizes):
+        if covered != math.prod(sizes):
             raise RuntimeError(f"dcp.load: {key}: the checkpoint's pieces cover {covered} of the "
-                               f"{_prod(sizes)} elements piece {piece} needs ({directory} is damaged)")
+                               f"{math.prod(sizes)} elements piece {piece} needs ({directory} is damaged)")
         plan += "".join(lines)
     if plan:
         _C.checkpoint_read(temporary._c, plan)
     return temporary
-
-
-def _prod(sizes):
-    out = 1
-    for s in sizes:
-        out *= s
-    return out
