@@ -385,7 +385,7 @@ TEST(OpTableTest, KindsAndNames) {
   EXPECT_EQ(KindOf(Op::kTranspose), OpKind::kMovement);
   const std::set<Op> control = {Op::kFetch,    Op::kFree,   Op::kSync,       Op::kDropClient, Op::kHotStart,
                                  Op::kHotEnd,   Op::kDefineUnit, Op::kRunUnit, Op::kConfigure, Op::kMembership,
-                                 Op::kInspect,  Op::kSettle};
+                                 Op::kInspect,  Op::kSettle, Op::kCheckpointWrite, Op::kCheckpointRead};
   const std::set<Op> mutate = {Op::kCopyInto, Op::kFill, Op::kAdamStep, Op::kMulInto, Op::kAddInto};
   for (size_t i = 0; i < static_cast<size_t>(Op::kCount); ++i) {
     Op op = static_cast<Op>(i);

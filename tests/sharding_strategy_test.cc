@@ -71,6 +71,7 @@ class ShardingStrategyTest : public ::testing::Test {
     options_.Set(kOptionRendezvousPort, int64_t{0});
     options_.Set(kOptionExplain, false);
     options_.Set(kOptionAutoShard, false);
+    options_.Set(kOptionCheckpointRoot, std::string("/srv/ckpt"));
     const StageContext context{HostKind::kDispatcher, "dispatcher-test", "sharding", &options_, nullptr};
     Result<std::unique_ptr<Stage>> stage = ShardingStage::Create(context, &StartAddressOnlyRendezvousForTest);
     ASSERT_TRUE(stage.ok()) << stage.status().ToString();

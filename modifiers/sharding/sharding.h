@@ -149,5 +149,6 @@ inline constexpr const char* kOptionRendezvousHost = "rendezvous_host";
 inline constexpr const char* kOptionRendezvousPort = "rendezvous_port";
 inline constexpr const char* kOptionExplain = "explain";
 inline constexpr const char* kOptionAutoShard = "auto_shard";
+inline constexpr const char* kOptionCheckpointRoot = "checkpoint_root";
 
 }  // namespace gt::sharding
