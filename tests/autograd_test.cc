@@ -478,6 +478,11 @@ TEST_F(AutogradTest, ReductionGradientsMatchFiniteDifferences) { RunCases(Reduce
 TEST_F(AutogradTest, MovementGradientsMatchFiniteDifferences) { RunCases(MovementCases()); }
 TEST_F(AutogradTest, CompositeGradientsMatchFiniteDifferences) { RunCases(CompositeCases()); }
 
+// conv2d, the poolings and var (split out for length).
+#include "autograd_conv_cases.h"
+
+TEST_F(AutogradTest, ConvPoolAndVarGradientsMatchFiniteDifferences) { RunCases(ConvCases()); }
+
 // A redistribute makes the session one that places tensors, for good: from
 // then on cross_entropy and mse_loss are their composites, whose
 // pieces the sharding stage can run where the rows are. These cases run last
@@ -503,7 +508,7 @@ std::vector<GradCase> PlacingCases() {
 TEST_F(AutogradTest, EveryDifferentiableOpHasAGradientCase) {
   std::set<std::string> recorded;
   for (const auto& group : {BinaryCases(), MatmulCases(), UnaryCases(), ReduceCases(), MovementCases(),
-                            CompositeCases(), PlacingCases()}) {
+                            CompositeCases(), ConvCases(), PlacingCases()}) {
     for (const GradCase& c : group) {
       std::vector<gt::Tensor> leaves;
       for (size_t i = 0; i < c.inputs.size(); ++i) {

@@ -115,6 +115,9 @@ std::vector<int64_t> AllDims(const at::Tensor& t) {
   return dims;
 }
 
+// The convolution's, the poolings' and var's cases (split out for length).
+#include "conformance_conv_cases.h"
+
 std::vector<Case> Cases() {
   using V = std::vector<gt::Tensor>;
   using A = std::vector<at::Tensor>;
@@ -706,6 +709,7 @@ std::vector<Case> Cases() {
       [](const A& a) { return at::cross_entropy_loss(a[0], a[1]); });
   add("mse_loss_composite_once_placing", {Op::kSub, Op::kMean}, {Normal({4, 6}, 139), Normal({4, 6}, 140)},
       [](const V& v) { return gt::nn::mse_loss(v[0], v[1]); }, [](const A& a) { return at::mse_loss(a[0], a[1]); });
+  AddConvCases(add);
   return cases;
 }
 

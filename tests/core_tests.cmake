@@ -7,6 +7,9 @@ gt_add_test(ir_test ir_test.cc)
 # The layout codec (gt/layout.h) and the inspect attribute, round trips and malformed input.
 gt_add_test(layout_codec_test layout_codec_test.cc)
 
+# The distributed checkpoint's plan (gt/checkpoint_plan.h): line forms and checkpoint_root paths.
+gt_add_test(checkpoint_plan_test checkpoint_plan_test.cc)
+
 gt_add_test(conformance_test conformance_test.cc)
 target_link_libraries(conformance_test PRIVATE gt_client gt_libtorch)
 # The hosts it starts and the backend plugin they load come from the build tree.

@@ -71,6 +71,7 @@ class ShardingStrategyTest : public ::testing::Test {
     options_.Set(kOptionRendezvousPort, int64_t{0});
     options_.Set(kOptionExplain, false);
     options_.Set(kOptionAutoShard, false);
+    options_.Set(kOptionCheckpointRoot, std::string("/srv/ckpt"));
     const StageContext context{HostKind::kDispatcher, "dispatcher-test", "sharding", &options_, nullptr};
     Result<std::unique_ptr<Stage>> stage = ShardingStage::Create(context, &StartAddressOnlyRendezvousForTest);
     ASSERT_TRUE(stage.ok()) << stage.status().ToString();
@@ -650,6 +651,9 @@ TEST(StrategyTable, RowsNameTheirStrategies) {
   EXPECT_NE(StrategyFor(Op::kSum), &Whole);
   EXPECT_NE(StrategyFor(Op::kReshape), &Whole);
   EXPECT_NE(StrategyFor(Op::kSlice), &Whole);
+  for (Op op : {Op::kConv2d, Op::kConv2dBackward, Op::kMaxPool2d, Op::kAvgPool2dBackward, Op::kAdaptiveAvgPool2d})
+    EXPECT_EQ(StrategyFor(op), &Batch) << OpName(op) << " runs per sample";
+  EXPECT_EQ(StrategyFor(Op::kVar), &Whole) << "a variance over a cut dim needs every piece";
 }
 
 }  // namespace

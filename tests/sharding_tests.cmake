@@ -15,6 +15,10 @@ add_dependencies(sharding_session_test gt-dispatcher gt-worker gt_torch gt_shard
 gt_add_test(sharding_strategy_test sharding_strategy_test.cc)
 target_link_libraries(sharding_strategy_test PRIVATE gt_sharding_runtime)
 
+# The stage's part of a distributed checkpoint: plans split by piece, paths kept under checkpoint_root.
+gt_add_test(sharding_checkpoint_test sharding_checkpoint_test.cc)
+target_link_libraries(sharding_checkpoint_test PRIVATE gt_sharding_runtime)
+
 # redistribute / inspect from a raw-wire client that lies about its tensors,
 # on four worker processes.
 gt_add_test(redistribute_wire_test redistribute_wire_test.cc)

@@ -244,6 +244,10 @@ std::vector<Tensor> ReduceGrads(const Node& n, const Tensor& g) {
   switch (n.op) {
     case Op::kSum: return {ExpandTo(spread, x.shape())};
     case Op::kMean: return {ExpandTo(spread, x.shape()) / static_cast<double>(ReducedCount(n.attrs, x.shape()))};
+    case Op::kVar: {  // 2 (x - mean) / (N - correction), as PyTorch's var_backward
+      const double dof = static_cast<double>(ReducedCount(n.attrs, x.shape())) - n.attrs.scalar;
+      return {spread * (x - x.mean(n.attrs.axes, true)) * (2.0 / dof)};
+    }
     case Op::kMax:
     case Op::kMin: {
       // Ties share the gradient evenly.
@@ -413,6 +417,7 @@ const Node* TransposedWeight(const Node& n) {
 
 // REQUIRES: Differentiable(n.op) (only such ops are recorded on the tape).
 std::vector<Tensor> InputGrads(const Node& n, const Tensor& g) {
+  if (ShapeRuleOf(n.op) == ShapeRule::kConv || ShapeRuleOf(n.op) == ShapeRule::kPool) return ConvOrPoolGrads(n, g);
   switch (KindOf(n.op)) {
     case OpKind::kBinary: return BinaryGrads(n, g);
     case OpKind::kContract: return MatmulGrads(n, g);

@@ -18,6 +18,10 @@ namespace gt::client_internal {
 // REQUIRES: Differentiable(n.op) (only such ops are recorded on the tape).
 std::vector<Tensor> InputGrads(const Node& n, const Tensor& g);
 
+// conv2d's and the poolings' (grad_formulas_conv.cc).
+// REQUIRES: ShapeRuleOf(n.op) is kConv or kPool, n.op a forward op.
+std::vector<Tensor> ConvOrPoolGrads(const Node& n, const Tensor& g);
+
 // A matmul's input gradients. With `weight_grad` (input 1 is W.t() for a
 // 2-D W: TransposedWeight), the second is W's gradient G^T A, not W.t()'s.
 std::vector<Tensor> MatmulGrads(const Node& n, const Tensor& g, bool weight_grad = false);

@@ -44,6 +44,14 @@ Tensor Tensor::neg() const { return Unary(*this, Op::kNeg); }
 
 Tensor Tensor::sum(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kSum, std::move(axes), keepdims); }
 Tensor Tensor::mean(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMean, std::move(axes), keepdims); }
+Tensor Tensor::var(std::vector<int64_t> axes, int64_t correction, bool keepdims) const {
+  Instruction inst;
+  inst.op = Op::kVar;
+  inst.attrs.axes = std::move(axes);
+  inst.attrs.keepdims = keepdims;
+  inst.attrs.scalar = static_cast<double>(correction);
+  return Issue(std::move(inst), {*this});
+}
 Tensor Tensor::max(std::vector<int64_t> axes, bool keepdims) const { return Reduce(*this, Op::kMax, std::move(axes), keepdims); }
 
 Tensor Tensor::reshape(Shape shape) const {

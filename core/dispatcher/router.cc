@@ -52,6 +52,12 @@ Status Router::Accept(Instruction inst) {
   }
   if (inst.op == Op::kDefineUnit) return DefineUnit(c, std::move(inst));
   if (inst.op == Op::kInspect) return AnswerInspect(c, inst);
+  // Only the sharding stage checks a checkpoint's paths against the
+  // operator's checkpoint_root, and it names the worker: one naming none
+  // would let a client write anywhere a worker can.
+  if ((inst.op == Op::kCheckpointWrite || inst.op == Op::kCheckpointRead) && inst.worker < 0)
+    return Refuse(c, inst, Unimplemented(inst.Describe() + ": a distributed checkpoint needs the sharding stage; " +
+                                         host_description_ + " does not run one"));
   // A free of what was never made, or was lost with a worker, frees nothing.
   if (inst.op == Op::kFree && !c.failed.empty()) {
     std::erase_if(inst.operands, [&](TensorId id) { return c.failed.Forget(id); });

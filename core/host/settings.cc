@@ -38,6 +38,10 @@ constexpr SettingSpec kSettings[] = {
     {"GT_EXPLAIN", SettingType::kSwitch, nullptr, kNoRange, kNoRange, "sharding explain",
      "switch: the sharding stage logs each op's input placements, output placement and collectives to stderr as "
      "`gt explain:` lines"},
+    {"GT_CHECKPOINT_ROOT", SettingType::kText, "/tmp/gt-checkpoints", kNoRange, kNoRange, "sharding checkpoint_root",
+     "directory: workers write and read distributed checkpoints (gt.distributed.checkpoint) only under it; a "
+     "checkpoint_id outside it is refused. Every worker must reach it at the same path (a shared filesystem across "
+     "machines)"},
     {"GT_INSTRUCTION_LOG", SettingType::kText, nullptr, kNoRange, kNoRange, "instruction_log path",
      "file: the embedded dispatcher runs the instruction-log stage and writes every instruction there; elsewhere it "
      "replaces the stage's `path`"},

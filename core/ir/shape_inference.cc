@@ -91,6 +91,8 @@ Result<TensorMeta> InferByRule(const Instruction& inst, const std::vector<const 
     case ShapeRule::kCat: return InferCat(inst, in);
     case ShapeRule::kIndexVector:
     case ShapeRule::kIndexTensor: return InferIndexing(inst, in);
+    case ShapeRule::kConv: return InferConv(inst, in);
+    case ShapeRule::kPool: return InferPool(inst, in);
     // Mutations change their operands and make nothing; collectives are made
     // only by dispatcher stages, which know their shapes.
     case ShapeRule::kNone: break;

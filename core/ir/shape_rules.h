@@ -1,6 +1,7 @@
 // The shape and dtype rules behind InferResult (ir/shape_inference.h), one
 // entry point per ShapeRule of gt/ops.def, in three files by family:
-// shape_rules_elementwise.cc, shape_rules_reduce.cc, shape_rules_movement.cc.
+// shape_rules_elementwise.cc, shape_rules_reduce.cc, shape_rules_movement.cc,
+// shape_rules_conv.cc.
 // Internal to the IR: callers use InferResult, which picks the rule.
 //
 // Each rule checks its operand count and attributes and fails with
@@ -46,5 +47,9 @@ Result<TensorMeta> InferMseLoss(const Instruction& inst, const Operands& in);
 Result<TensorMeta> InferMovement(const Instruction& inst, const TensorMeta& in);  // one operand
 Result<TensorMeta> InferCat(const Instruction& inst, const Operands& in);
 Result<TensorMeta> InferIndexing(const Instruction& inst, const Operands& in);
+
+// shape_rules_conv.cc
+Result<TensorMeta> InferConv(const Instruction& inst, const Operands& in);  // conv2d and its backward
+Result<TensorMeta> InferPool(const Instruction& inst, const Operands& in);  // the poolings and their backwards
 
 }  // namespace gt::shape_rules

@@ -38,8 +38,8 @@ Result<TensorMeta> InferReduce(const Instruction& inst, const std::vector<const 
   }
   DType dtype = in[0]->dtype;
   if (inst.op == Op::kSum && !IsFloatingPoint(dtype)) dtype = DType::kInt64;
-  if (inst.op == Op::kMean && !IsFloatingPoint(dtype))
-    return InvalidArgument("mean: needs a floating point tensor, got " + std::string(DTypeName(dtype)));
+  if ((inst.op == Op::kMean || inst.op == Op::kVar) && !IsFloatingPoint(dtype))
+    return InvalidArgument(Where(inst) + ": needs a floating point tensor, got " + std::string(DTypeName(dtype)));
   if ((inst.op == Op::kMax || inst.op == Op::kMin) && NumElements(shape) == 0) return InvalidArgument("max: tensor of shape " + ShapeToString(shape) + " is empty");
   return TensorMeta{out, dtype};
 }

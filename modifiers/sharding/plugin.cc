@@ -23,6 +23,10 @@ constexpr OptionSpec kOptions[] = {
     {kOptionAutoShard, OptionType::kBool, "false", "",
      "tensors created outside any configured scope are sharded on axis 0 over every live worker when that size "
      "divides evenly, else replicated", 0, 0, "GT_AUTO_SHARD"},
+    {kOptionCheckpointRoot, OptionType::kString, "/tmp/gt-checkpoints", "",
+     "the directory workers write and read distributed checkpoints under (gt.distributed.checkpoint); a "
+     "checkpoint_id outside it is refused. Every worker must reach it (a shared filesystem across machines). "
+     "Empty: checkpoints are off", 0, 0, "GT_CHECKPOINT_ROOT"},
 };
 
 Result<std::unique_ptr<Stage>> CreateStage(const StageContext& context) {

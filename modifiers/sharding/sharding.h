@@ -70,6 +70,11 @@
 //     or columns                          first row (+) or column (-)
 //   any of these on replicas only         on every replica
 //
+//   Batch (conv2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, their backwards)
+//   a 4-D input (or gradient) cut on     shard-local, the weight copied to each worker;
+//     dim 0                              the conv's weight gradient a pending sum
+//   anything else                        whole
+//
 //   Elementwise also runs where (condition, a, b), and adam_step when its
 //   parameter and optimizer state are laid out alike (else an error).
 //
@@ -144,5 +149,6 @@ inline constexpr const char* kOptionRendezvousHost = "rendezvous_host";
 inline constexpr const char* kOptionRendezvousPort = "rendezvous_port";
 inline constexpr const char* kOptionExplain = "explain";
 inline constexpr const char* kOptionAutoShard = "auto_shard";
+inline constexpr const char* kOptionCheckpointRoot = "checkpoint_root";
 
 }  // namespace gt::sharding

@@ -30,6 +30,7 @@ Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context
   const int64_t port = context.options->GetInt(kOptionRendezvousPort);
   const bool explain = context.options->GetBool(kOptionExplain);
   const bool auto_shard = context.options->GetBool(kOptionAutoShard);
+  const std::string checkpoint_root = context.options->GetString(kOptionCheckpointRoot);
   Result<std::unique_ptr<Rendezvous>> rendezvous = start(host, port);
   if (!rendezvous.ok()) return rendezvous.status();
   Gauges gauges;
@@ -46,14 +47,16 @@ Result<std::unique_ptr<Stage>> ShardingStage::Create(const StageContext& context
       return PluginError(std::string("sharding: cannot register metrics: ") + e.what());
     }
   }
-  return std::unique_ptr<Stage>(new ShardingStage(std::move(*rendezvous), explain, auto_shard, gauges));
+  return std::unique_ptr<Stage>(new ShardingStage(std::move(*rendezvous), explain, auto_shard, gauges, checkpoint_root));
 }
 
-ShardingStage::ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges)
+ShardingStage::ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges,
+                             std::string checkpoint_root)
     : rendezvous_(std::move(rendezvous)),
       rendezvous_address_(rendezvous_->address()),
       explain_(explain),
       auto_shard_(auto_shard),
+      checkpoint_root_(std::move(checkpoint_root)),
       gauges_(gauges) {}
 ShardingStage::~ShardingStage() = default;
 
@@ -148,6 +151,7 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
   }
   if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
   if (inst.op == Op::kSettle) return SettleTogether(c, std::move(inst), out);
+  if (inst.op == Op::kCheckpointWrite || inst.op == Op::kCheckpointRead) return Checkpoint(c, std::move(inst), out);
   // A redistributed tensor has a record, so the client's later tensors need them too.
   if (inst.op == Op::kRedistribute) c.placing = true;
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);

@@ -54,7 +54,8 @@ class ShardingStage final : public Stage {
     prometheus::Gauge* tensors = nullptr;
   };
 
-  ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges);
+  ShardingStage(std::unique_ptr<Rendezvous> rendezvous, bool explain, bool auto_shard, Gauges gauges,
+                std::string checkpoint_root);
 
   Status Handle(Instruction&& inst, Emitter& out);
   // The live workers; on a loss, the rendezvous told and ForgetLost.
@@ -78,6 +79,10 @@ class ShardingStage final : public Stage {
   // without a record is whole on the client's worker: its id is left on the
   // query for the router to check; a recorded one's is taken off.
   Status AnswerLayout(Client& c, Instruction&& inst, Emitter& out);
+  // kCheckpointWrite / kCheckpointRead (stage_checkpoint.cc): the plan's
+  // paths resolved under checkpoint_root_, and each piece's lines sent to
+  // the worker holding it (the metadata's to the client's worker).
+  Status Checkpoint(Client& c, Instruction&& inst, Emitter& out);
   // The pending sums among `inst`'s operands all-reduced (their records
   // become replicated): an op that needs their values, not their addends.
   void Settle(Client& c, Step& s, const Instruction& inst);
@@ -142,7 +147,8 @@ class ShardingStage final : public Stage {
   std::unique_ptr<Rendezvous> rendezvous_;
   std::string rendezvous_address_;  // rendezvous_->address(), named in every collective
   bool explain_;
-  bool auto_shard_;  // creation without a config: axis 0 over every live worker when it divides, else replicated
+  bool auto_shard_;
+  std::string checkpoint_root_;  // workers write and read checkpoints only under it (kOptionCheckpointRoot)  // creation without a config: axis 0 over every live worker when it divides, else replicated
   Gauges gauges_;
   Workers workers_;
   std::unordered_map<ClientId, Client> clients_;

@@ -11,6 +11,7 @@
 //                           permute), SliceOrSelect, Redistribute
 //   indexing_strategies.cc  IndexSelect, IndexAdd, GatherOrScatter, Triangle
 //   creation.cc             Creation (creation ops in a scope with a config)
+//   batch_strategies.cc     Batch (conv2d, pooling)
 //
 // REQUIRES (every strategy): `in` holds the op's operands in order, with
 // records (none is an unrecorded tensor); `meta` is the result's inferred
@@ -69,6 +70,11 @@ Result<Placement> IndexSelect(Step& s, const std::vector<const Tensor*>& in, con
 Result<Placement> IndexAdd(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 Result<Placement> GatherOrScatter(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 Result<Placement> Triangle(Step& s, const Tensor& t, const TensorMeta& meta);
+
+// conv2d, the poolings and their backwards (batch_strategies.cc): a 4-D
+// input cut along dim 0 stays cut, weights copied to its workers; a conv's
+// weight gradient is then a pending sum. Anything else: Whole.
+Result<Placement> Batch(Step& s, const std::vector<const Tensor*>& in, const TensorMeta& meta);
 
 // Pending sums carried through an op linear in them (CarriesPartial): the
 // op on every member's addend, a pending sum again.

@@ -71,6 +71,8 @@ Strategy StrategyFor(Op op) {
     case ShardRule::kTriangle: return &TriangleRow;
     // many operands reduced to one number: a pending sum of each worker's part
     case ShardRule::kSumOfSquares: return &SumOfSquares;
+    // computed per sample: a batch cut along dim 0 stays cut, weights copied
+    case ShardRule::kBatch: return &Batch;
     // anything else: operands assembled whole on one worker. The stage
     // handles creation, control ops, collectives and redistribute before a
     // strategy could see them (the markers take no operand); the losses come

@@ -155,6 +155,8 @@ Result<at::Tensor> Compute(const Instruction& inst, TensorSource source, Collect
     case ShapeRule::kCat: return kernels::Cat(inst, source);
     case ShapeRule::kIndexVector:
     case ShapeRule::kIndexTensor: return kernels::Indexing(inst, source);
+    case ShapeRule::kConv: return kernels::Conv(inst, source);
+    case ShapeRule::kPool: return kernels::Pool(inst, source);
     // Collectives have no shape rule (their stages know the shapes); the
     // rest make no tensor of their own: Mutate(), or the backend's control path.
     case ShapeRule::kNone:

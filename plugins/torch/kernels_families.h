@@ -1,6 +1,6 @@
 // The torch backend's kernels by family, one function per kind of op that
 // Compute() (kernels.h) routes to by the op's ShapeRule (gt/ops.def):
-// kernels_elementwise.cc and kernels_shape.cc. Each reads its operands from
+// kernels_elementwise.cc, kernels_shape.cc and kernels_conv.cc. Each reads its operands from
 // `source`, checks what ATen would not, and makes the result with ATen
 // calls; an op outside its family gives Internal. May throw c10::Error.
 //
@@ -26,5 +26,9 @@ Result<at::Tensor> SumOfSquares(const Instruction& inst, TensorSource source);
 Result<at::Tensor> Movement(const Instruction& inst, TensorSource source);  // one operand
 Result<at::Tensor> Cat(const Instruction& inst, TensorSource source);
 Result<at::Tensor> Indexing(const Instruction& inst, TensorSource source);
+
+// kernels_conv.cc
+Result<at::Tensor> Conv(const Instruction& inst, TensorSource source);  // conv2d and its backward
+Result<at::Tensor> Pool(const Instruction& inst, TensorSource source);  // the poolings and their backwards
 
 }  // namespace gt::torch_backend::kernels

@@ -24,6 +24,9 @@ Result<at::Tensor> Transpose(const Instruction& inst, const at::Tensor& a) {
   return at::transpose(a, -2, -1);
 }
 
+// var's correction: an integer as PyTorch's (correction=1 is Bessel's).
+c10::optional<int64_t> ScalarOfCorrection(double correction) { return static_cast<int64_t>(correction); }
+
 }  // namespace
 
 // ---- reductions and movement -------------------------------------------------
@@ -47,6 +50,7 @@ Result<at::Tensor> Reduce(const Instruction& inst, TensorSource source) {
     case Op::kMean: return at::mean(a, at::IntArrayRef(dims), keepdim);
     case Op::kMax: return at::amax(a, at::IntArrayRef(dims), keepdim);
     case Op::kMin: return at::amin(a, at::IntArrayRef(dims), keepdim);
+    case Op::kVar: return at::var(a, at::OptionalIntArrayRef(dims), ScalarOfCorrection(inst.attrs.scalar), keepdim);
     default: break;  // Compute() routes only reductions here
   }
   return Internal("not a reduction: " + inst.Describe());

@@ -1,5 +1,7 @@
 #include "torch_backend.h"
 
+#include "checkpoint_io.h"
+
 #include <ATen/Parallel.h>  // at::set_num_threads; not pulled in by ATen.h
 #include <dlfcn.h>
 #include <malloc.h>
@@ -117,9 +119,23 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
       return InvalidArgument(inst.Describe() + ": inspect is answered by the dispatcher's sharding stage, and this "
                              "cluster's dispatcher manifest has none");
     case Op::kRunUnit: return units_.Run(inst, tensors_);
+    case Op::kCheckpointWrite:
+    case Op::kCheckpointRead: return Checkpoint(inst, replies);
     default: break;  // kConfigure, kMembership: the dispatcher's stages consume them, none reaches a worker
   }
   return Internal("not a control op: " + inst.Describe());
+}
+
+// A checkpoint op's operand, when it has one, is the piece it writes or fills.
+Status TorchBackend::Checkpoint(const Instruction& inst, ReplySink& replies) {
+  const at::Tensor* piece = nullptr;
+  if (!inst.operands.empty()) {
+    const TensorTable::Namespace* held = tensors_.Find(inst.client);
+    piece = held ? held->Find(inst.operands[0]) : nullptr;
+    if (!piece) return NotFound(inst.Describe() + ": no tensor " + IdName(inst.operands[0]));
+  }
+  if (inst.op == Op::kCheckpointWrite) return CheckpointWrite(inst, piece);
+  return CheckpointRead(inst, piece, replies);
 }
 
 Status TorchBackend::CheckResults(const Instruction& inst, const TensorTable::Namespace* tensors) const {

@@ -113,6 +113,8 @@ class TorchBackend final : public gt::Backend {
   // gt cannot express (nothing is stored then).
   Status ComputeAndStore(const Instruction& inst, TensorSource operands);
   Status Fetch(const Instruction& inst, TensorSource operands, ReplySink& replies) const;
+  // kCheckpointWrite / kCheckpointRead (checkpoint_io.h) on the operand's tensor, if any.
+  Status Checkpoint(const Instruction& inst, ReplySink& replies);
   // The client's resident-bytes quota: before an op whose size is known
   // from its attributes (creation) or its operands' shapes (broadcasting,
   // contraction, concatenation, a unit's body at its peak), so that a huge

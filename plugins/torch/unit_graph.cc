@@ -72,7 +72,8 @@ class GraphBuilder {
         if (AtenSymbol(inst.op) && in.size() == 1) return Insert(*AtenSymbol(inst.op), {in[0]});
         return nullptr;
       case OpKind::kContract:
-        return in.size() == 2 ? Insert(jit::aten::matmul, {in[0], in[1]}) : nullptr;
+        // conv2d is a contraction too: interpreted
+        return inst.op == Op::kMatmul && in.size() == 2 ? Insert(jit::aten::matmul, {in[0], in[1]}) : nullptr;
       case OpKind::kReduce: {
         if (in.size() != 1 || axes.empty()) return nullptr;  // "all dims" needs the rank
         // argmax / argmin / sum_of_squares / the losses have none: interpreted

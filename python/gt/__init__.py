@@ -23,8 +23,8 @@ from . import _C, _dtype
 from ._C import Error
 from ._dtype import dtype, float32, float64, int32, int64
 from ._grad import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
-from ._tensor import (MinMax, Tensor, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
-                      randn, randn_like, stack, tensor, tril, triu, where, zeros, zeros_like)
+from ._tensor import (MinMax, Tensor, arange, cat, eye, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
+                      randn, randn_like, randperm, stack, tensor, tril, triu, where, zeros, zeros_like)
 from . import config, debug, distributed, nn, optim, signal
 from ._tensor.device import device
 from .serialization import load, save
@@ -44,7 +44,8 @@ __all__ = [
     "config", "debug", "nn", "optim", "signal", "device", "save", "load",
     "matmul", "exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "maximum",
     "minimum", "softmax", "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone", "detach",
-    "split", "chunk", "flatten", "index_select", "gather",
+    "split", "chunk", "flatten", "index_select", "gather", "var", "std", "norm", "clamp", "clip", "argmax", "argmin",
+    "eye", "randperm",
 ]
 
 
@@ -89,7 +90,8 @@ def _method(name):
 
 for _name in ("exp", "log", "sqrt", "relu", "sigmoid", "tanh", "abs", "erf", "sum", "mean", "max", "min", "maximum",
               "minimum", "softmax", "log_softmax", "reshape", "transpose", "permute", "unsqueeze", "squeeze", "clone",
-              "detach", "split", "chunk", "flatten", "index_select", "gather"):
+              "detach", "split", "chunk", "flatten", "index_select", "gather", "var", "std", "norm", "clamp", "clip",
+              "argmax", "argmin"):
     globals()[_name] = _method(_name)
 del _name
 

@@ -457,3 +457,13 @@ def explain(step_fn, *args, **kwargs):
     with record() as r:
         step_fn(*args, **kwargs)
     return r
+
+
+# ---- gt.distributed.checkpoint ------------------------------------------------------
+# PyTorch's torch.distributed.checkpoint lives in its own package; importing it here, and
+# naming it in sys.modules, makes `import gt.distributed.checkpoint as dcp` and
+# `from gt.distributed.checkpoint.state_dict import get_state_dict` work.
+from . import distributed_checkpoint as checkpoint  # noqa: E402
+
+sys.modules[__name__ + ".checkpoint"] = checkpoint
+sys.modules[__name__ + ".checkpoint.state_dict"] = checkpoint.state_dict

@@ -23,5 +23,7 @@ void BindConfig(pybind11::module_& m);
 void BindStats(pybind11::module_& m);
 // gt::distributed (meshes, placements, layouts, recording) over plain values.
 void BindDistributed(pybind11::module_& m);
+// gt::checkpoint: the distributed checkpoint's plans queued (gt.distributed.checkpoint).
+void BindCheckpoint(pybind11::module_& m);
 
 }  // namespace gt::python

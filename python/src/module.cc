@@ -13,6 +13,7 @@ PYBIND11_MODULE(_C, m) {
   gt::python::BindConfig(m);
   gt::python::BindStats(m);
   gt::python::BindDistributed(m);
+  gt::python::BindCheckpoint(m);
   // The Python layer reads its GT_* variables through gt's one list
   // (gt/settings.h): the text of a declared one, None when unset or empty.
   m.def("_setting", [](const std::string& name) {

@@ -15,6 +15,7 @@
 
 #include "bindings.h"
 #include "gt/gt.h"
+#include "gt/nn.h"
 
 namespace py = pybind11;
 
@@ -177,6 +178,7 @@ void BindTensor(py::module_& m) {
       .def("mean", &Tensor::mean, py::arg("axes"), py::arg("keepdims"))
       .def("max", static_cast<Reduction>(&Tensor::max), py::arg("axes"), py::arg("keepdims"))
       .def("min", static_cast<Reduction>(&Tensor::min), py::arg("axes"), py::arg("keepdims"))
+      .def("var", &Tensor::var, py::arg("axes"), py::arg("correction"), py::arg("keepdims"))
       .def("argmax", &Tensor::argmax, py::arg("dim"), py::arg("keepdims"))
       .def("argmin", &Tensor::argmin, py::arg("dim"), py::arg("keepdims"))
       .def("softmax", &Tensor::softmax)
@@ -239,6 +241,21 @@ void BindTensor(py::module_& m) {
   m.def("where", py::overload_cast<const Tensor&, double, const Tensor&>(&where));
   m.def("where", py::overload_cast<const Tensor&, const Tensor&, double>(&where));
   m.def("from_numpy", &FromNumpy, py::arg("array"), py::arg("shape"), py::arg("dtype"));
+
+  // Convolution and pooling (gt/nn.h); pairs are (height, width).
+  m.def(
+      "conv2d",
+      [](const Tensor& x, const Tensor& weight, std::optional<Tensor> bias, nn::Pair stride, nn::Pair padding,
+         nn::Pair dilation, int64_t groups) {
+        return nn::conv2d(x, weight, bias ? *bias : Tensor(), stride, padding, dilation, groups);
+      },
+      py::arg("x"), py::arg("weight"), py::arg("bias"), py::arg("stride"), py::arg("padding"),
+        py::arg("dilation"), py::arg("groups"));
+  m.def("max_pool2d", &nn::max_pool2d, py::arg("x"), py::arg("kernel"), py::arg("stride"), py::arg("padding"),
+        py::arg("dilation"), py::arg("ceil_mode"));
+  m.def("avg_pool2d", &nn::avg_pool2d, py::arg("x"), py::arg("kernel"), py::arg("stride"), py::arg("padding"),
+        py::arg("ceil_mode"), py::arg("count_include_pad"));
+  m.def("adaptive_avg_pool2d", &nn::adaptive_avg_pool2d, py::arg("x"), py::arg("output_size"));
 
   // Grad mode, signal scopes, the tape.
   m.def("is_grad_enabled", &is_grad_enabled);

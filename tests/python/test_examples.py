@@ -58,6 +58,8 @@ def test_every_python_example_has_a_test():
     assert {p.name for p in EXAMPLES.glob("*.py")} == tested
     # examples/gpt: train.py below; model.py also in test_gpt.py against PyTorch.
     assert {p.name for p in (EXAMPLES / "gpt").glob("*.py")} == {"train.py", "model.py"}
+    # examples/cnn: main.py below (test_cnn_example_*).
+    assert {p.name for p in (EXAMPLES / "cnn").glob("*.py")} == {"main.py"}
 
 
 def test_gpt_train_loss_falls_and_it_samples():
@@ -226,3 +228,75 @@ def test_simple_launch():
     got = [float(v) for v in re.search(r"first values \[(.*)\]", line).group(1).split(",")]
     np.testing.assert_allclose(got, first, rtol=1e-4, atol=1e-3)
     assert out.rstrip().endswith("stopped the server and workers")
+
+
+# ---- examples/cnn: PyTorch's MNIST example with gt's names ------------------------------
+
+
+def _cnn_example_module(monkeypatch):
+    import importlib.util
+    import types
+    if not hasattr(gt.optim, "lr_scheduler"):
+        # Only the model is compared here: a build without the optim work's schedulers still imports it.
+        monkeypatch.setitem(sys.modules, "gt.optim.lr_scheduler", types.SimpleNamespace(StepLR=None))
+    spec = importlib.util.spec_from_file_location("cnn_example", EXAMPLES / "cnn" / "main.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _needs_adadelta():
+    if not hasattr(gt.optim, "Adadelta") or not hasattr(getattr(gt.optim, "lr_scheduler", None), "StepLR"):
+        pytest.skip("gt.optim.Adadelta / gt.optim.lr_scheduler.StepLR are not in this build (the optim work)")
+
+
+def test_cnn_example_trains_and_tests():
+    _needs_adadelta()
+    out = run_example("cnn/main.py", "--epochs", "1", "--train-size", "256", "--test-size", "200",
+                      "--batch-size", "32", "--log-interval", "4", timeout=600).stdout
+    assert line_starting(out, "Train Epoch: 1 [0/256 (0%)]")
+    test_line = line_starting(out, "Test set: Average loss:")
+    correct = int(re.search(r"Accuracy: (\d+)/200", test_line).group(1))
+    assert correct > 60, out  # well above chance (20 of 200) after one epoch on patterned classes
+
+
+def test_cnn_example_model_matches_torch(monkeypatch):
+    """The example's Net against the same network in PyTorch with its weights copied in: log-probabilities,
+    the NLL loss and every parameter's gradient (dropout off: eval mode on both sides)."""
+    torch = pytest.importorskip("torch")
+    example = _cnn_example_module(monkeypatch)
+    ours = example.Net()
+
+    class TorchNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1, self.conv2 = torch.nn.Conv2d(1, 32, 3, 1), torch.nn.Conv2d(32, 64, 3, 1)
+            self.fc1, self.fc2 = torch.nn.Linear(9216, 128), torch.nn.Linear(128, 10)
+
+        def forward(self, x):
+            x = torch.nn.functional.max_pool2d(self.conv2(self.conv1(x).relu()).relu(), 2)
+            x = self.fc2(self.fc1(torch.flatten(x, 1)).relu())
+            return torch.nn.functional.log_softmax(x, dim=1)
+
+    theirs = TorchNet()
+    params = dict(ours.named_parameters())
+    assert sorted(params) == sorted(n for n, _ in theirs.named_parameters())
+    for name, p in theirs.named_parameters():
+        assert tuple(params[name].shape) == tuple(p.shape), name
+        with gt.no_grad():
+            params[name].copy_(gt.tensor(p.detach().numpy()))
+    ours.eval()
+    data = example.SyntheticMNIST(16, seed=3)
+    out_g = ours(gt.tensor(data.data))
+    out_t = theirs(torch.tensor(data.data))
+    np.testing.assert_allclose(out_g.numpy(), out_t.detach().numpy(), rtol=1e-4, atol=1e-4)
+    loss_g = example.F.nll_loss(out_g, gt.tensor(data.targets))
+    loss_t = torch.nn.functional.nll_loss(out_t, torch.tensor(data.targets))
+    np.testing.assert_allclose(loss_g.item(), loss_t.item(), rtol=1e-5)
+    loss_g.backward()
+    loss_t.backward()
+    for name, p in theirs.named_parameters():
+        np.testing.assert_allclose(params[name].grad.numpy(), p.grad.numpy(), rtol=1e-3, atol=1e-5, err_msg=name)
+    pred = out_g.argmax(dim=1, keepdim=True)
+    correct = pred.eq(gt.tensor(data.targets).view_as(pred)).sum().item()
+    assert correct == int((out_t.argmax(dim=1) == torch.tensor(data.targets)).sum())

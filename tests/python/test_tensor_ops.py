@@ -464,10 +464,13 @@ def test_indexing_errors():
         x[..., ...]
     with pytest.raises(ValueError, match="step"):
         x[::-1]
-    with pytest.raises(TypeError, match="basic indices"):
-        x[gt.tensor([0, 1])]
-    with pytest.raises(TypeError, match="basic indices"):
-        x[gt.tensor([0, 1])] = 1.0
+    # Advanced indices (test_losses_and_indexing.py): one, with full slices around it.
+    with pytest.raises(IndexError, match="must be long, int, byte or bool"):
+        x[gt.tensor([0.0, 1.0])]
+    with pytest.raises(TypeError, match="one advanced index"):
+        x[gt.tensor([0, 1]), 1:]
+    with pytest.raises(TypeError, match="one advanced index"):
+        x[gt.tensor([0, 1]), 1:] = 1.0
 
 
 @pytest.mark.parametrize("key", INDEX_CASES, ids=[repr(k) for k in INDEX_CASES])

@@ -91,6 +91,9 @@ class Tensor {
   // `axes` empty reduces over every dimension.
   Tensor sum(std::vector<int64_t> axes = {}, bool keepdims = false) const;
   Tensor mean(std::vector<int64_t> axes = {}, bool keepdims = false) const;
+  // Variance over `axes` (empty: all), divided by N - correction (1:
+  // unbiased, 0: biased), as torch.var(dim, correction=, keepdim=).
+  Tensor var(std::vector<int64_t> axes = {}, int64_t correction = 1, bool keepdims = false) const;
   Tensor max(std::vector<int64_t> axes = {}, bool keepdims = false) const;
   // Positions (int64) of the first maximum / minimum along `dim`, or in the
   // flattened tensor without one (a 0-d result; `keepdims` then ignored).

@@ -3,6 +3,7 @@
 // it runs remotely and is recorded for autograd like user code.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -35,6 +36,19 @@ Tensor layer_norm(const Tensor& x, size_t dims, const Tensor& weight = Tensor(),
 // Training: each element zeroed with probability p, the rest scaled by
 // 1/(1-p), the mask drawn from `seed` (0: the workers' generators). Else x.
 Tensor dropout(const Tensor& x, double p, bool training, uint64_t seed = 0);
+
+// Convolution and pooling over [N, C, H, W] (or one sample [C, H, W]), with
+// torch.nn.functional's semantics; pairs are (height, width). conv2d's
+// weight is [C_out, C_in / groups, kH, kW], its bias [C_out] or undefined.
+using Pair = std::array<int64_t, 2>;
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(), Pair stride = {1, 1},
+              Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+// `stride` {0, 0}: the kernel size (PyTorch's default).
+Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0}, Pair dilation = {1, 1},
+                  bool ceil_mode = false);
+Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0}, bool ceil_mode = false,
+                  bool count_include_pad = true);
+Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 
 // Mean of (pred - target)^2.
 Tensor mse_loss(const Tensor& pred, const Tensor& target);

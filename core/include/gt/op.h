@@ -40,6 +40,8 @@ enum class ShapeRule : uint8_t {
   kCat,
   kIndexVector,   // a 1-D index along a dim (index_select, index_add)
   kIndexTensor,   // an index of the tensor's rank (gather, scatter_add)
+  kConv,          // conv2d and its backward
+  kPool,          // the 2-D poolings and their backwards
 };
 
 // The result type of a kUnary or kBinary rule.
@@ -81,6 +83,7 @@ enum class ShardRule : uint8_t {
   kGatherOrScatter,
   kTriangle,
   kSumOfSquares,
+  kBatch,  // samples along dim 0 each computed alone; the other operands (weights) copied
 };
 
 // Who may send an op to the dispatcher. The dispatcher admits from a client

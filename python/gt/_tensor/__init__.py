@@ -14,10 +14,10 @@ indexing, varargs shapes, NumPy inputs) into calls on the C++ client:
     autograd.py     requires_grad, grad, backward, detach
     interop.py      NumPy on tensors: __array__, ufuncs, np.mean(t) and the like
     core.py         Tensor (the mixins joined): metadata, dtype conversion, data access
-    creation.py     tensor, from_numpy, randn, zeros, ..., cat, stack, where, tril, triu, manual_seed
+    creation.py     tensor, from_numpy, randn, zeros, eye, randperm, ..., cat, stack, where, tril, triu, manual_seed
 """
 
 from .core import Tensor, _wrap
-from .creation import (_next_seed, arange, cat, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like, randn,
-                       randn_like, stack, tensor, tril, triu, where, zeros, zeros_like)
+from .creation import (_next_seed, arange, cat, eye, from_numpy, full, manual_seed, ones, ones_like, rand, rand_like,
+                       randn, randn_like, randperm, stack, tensor, tril, triu, where, zeros, zeros_like)
 from .reductions import MinMax

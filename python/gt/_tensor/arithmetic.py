@@ -243,6 +243,29 @@ class ArithmeticOps:
         """The smaller of self and other elementwise, broadcasting (torch.minimum): NaN where either is NaN."""
         return self._wrap(self._c.minimum(_tensor_operand(other, self, "minimum")))
 
+    def clamp(self, min=None, max=None):
+        """Each element held within [min, max] (numbers or tensors, broadcasting; torch.clamp): the
+        gradient passes where the element was kept, NaN stays NaN."""
+        if min is None and max is None:
+            raise ValueError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        from .creation import where
+        out = self
+        if min is not None:
+            out = where(out < min, min, out)
+        if max is not None:
+            out = where(out > max, max, out)
+        return out
+
+    clip = clamp
+
+    def view_as(self, other):
+        """This tensor in other's shape (a reshape)."""
+        return self.reshape(*other.shape)
+
+    def type_as(self, other):
+        """This tensor converted to other's dtype."""
+        return self.to(other.dtype)
+
     def tril(self, diagonal=0):
         """The lower triangle of the last two dims from `diagonal` on, zeros elsewhere (torch.tril)."""
         return self._wrap(self._c.tril(int(diagonal)))

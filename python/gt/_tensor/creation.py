@@ -196,3 +196,29 @@ def stack(tensors, dim=None, *, axis=None):
     """Joins tensors along a new dimension, `dim` (or NumPy's `axis`; 0 when neither is given)."""
     d = dim_arg(dim, axis, "stack", 0)
     return _wrap(_C.cat([c.unsqueeze(d) for c in _tensors(tensors, "stack")], d))
+
+
+def eye(n, m=None, dtype=None, requires_grad=False):
+    """The n x m identity (ones on the diagonal), m defaulting to n."""
+    n = as_index(n, "eye")
+    m = n if m is None else as_index(m, "eye")
+    if n < 0 or m < 0:
+        raise RuntimeError(f"n and m must be non-negative, got n={n}, m={m}")
+    mask = arange(n).unsqueeze(1) == arange(m).unsqueeze(0)
+    target = _default_dtype(dtype)
+    out = _wrap(_C.zeros([n, m], target._c))
+    out._c.copy_(mask._c)
+    return _finish(out, requires_grad)
+
+
+def randperm(n, dtype=None, requires_grad=False, seed=None):
+    """A random permutation of 0..n-1 (int64 by default). Drawn on the client from `seed`, else the
+    sequence gt.manual_seed set (reproducible), else fresh entropy, and sent."""
+    n = as_index(n, "randperm")
+    if n < 0:
+        raise RuntimeError(f"randperm: n must be non-negative, got {n}")
+    if seed is None:
+        seed = _next_seed()
+    rng = np.random.default_rng(None if seed == 0 else seed)
+    target = _dtype.int64 if dtype is None else _dtype.resolve(dtype)
+    return _finish(from_numpy(rng.permutation(n).astype(_C.numpy_dtype(target._c))), requires_grad)

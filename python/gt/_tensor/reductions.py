@@ -1,4 +1,4 @@
-"""gt.Tensor reductions: sum, mean, max / min (and their arg forms), softmax.
+"""gt.Tensor reductions: sum, mean, var / std, norm, max / min (and their arg forms), softmax.
 
 dim (or NumPy's axis; giving both is a TypeError): None for every dimension,
 an int, or a tuple of ints. keepdim (or keepdims) keeps reduced dimensions.
@@ -46,6 +46,36 @@ class ReductionOps:
             indices = getattr(self._c, "arg" + which)(int(dim), keep)
             return MinMax(self._wrap(values), self._wrap(indices))
         return self._wrap(getattr(self._c, which)(dims_arg(dim, axis, which), keep))
+
+    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+        """Variance over `dim` (None: every dim), divided by N - correction: `correction` 1 (or
+        unbiased=True, the default) is Bessel's, 0 (unbiased=False) the biased variance."""
+        if isinstance(dim, bool):  # x.var(False): PyTorch's var(unbiased) overload
+            dim, unbiased = None, dim
+        if unbiased is not None and correction is not None:
+            raise TypeError("var: give unbiased or correction, not both")
+        corr = int(correction) if correction is not None else (0 if unbiased is False else 1)
+        return self._wrap(self._c.var(dims_arg(dim, axis, "var"), corr, keepdims_arg(keepdim, keepdims)))
+
+    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None, axis=None, keepdims=None):
+        """The square root of var(...) (same arguments)."""
+        return self.var(dim, unbiased, keepdim, correction=correction, axis=axis, keepdims=keepdims).sqrt()
+
+    def norm(self, p="fro", dim=None, keepdim=False):
+        """The p-norm over `dim` (None: every element): 'fro' / 2, 1, inf, -inf, 0 or any other number."""
+        if p == "fro" or p == 2:
+            return (self * self).sum(dim, keepdim).sqrt()
+        if p == 1:
+            return self.abs().sum(dim, keepdim)
+        if p == float("inf"):
+            return self.abs().max(axis=dim, keepdims=keepdim)  # axis=: the values only
+        if p == float("-inf"):
+            return self.abs().min(axis=dim, keepdims=keepdim)
+        if p == 0:
+            return (self != 0).to(self.dtype).sum(dim, keepdim)
+        if isinstance(p, numbers.Real) and not isinstance(p, bool):
+            return self.abs().pow(float(p)).sum(dim, keepdim).pow(1.0 / float(p))
+        raise ValueError(f"norm: unsupported p {p!r}")
 
     def argmax(self, dim=None, keepdim=False, *, axis=None, keepdims=None):
         """Positions (int64) of the first maximum along `dim`, or in the flattened tensor."""

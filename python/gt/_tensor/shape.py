@@ -1,9 +1,8 @@
 """gt.Tensor shape and movement ops: reshape, transpose / permute, squeeze,
 split / chunk, and basic indexing (each index a select / slice / unsqueeze,
-a view of the tensor on its worker)."""
+a view of the tensor on its worker), and advanced indexing (advanced_index.py)."""
 
-import numpy as np
-
+from . import advanced_index
 from .args import as_index, dim_arg, shape_args
 from .base import TensorBase
 
@@ -111,9 +110,12 @@ class ShapeOps:
     def __getitem__(self, key):
         """Basic indexing: ints (negative count from the end), slices with a
         positive step, None (a new dimension of size 1) and one Ellipsis,
-        decomposed into select / slice / unsqueeze."""
+        decomposed into select / slice / unsqueeze; or one advanced index
+        (advanced_index.py)."""
         if not isinstance(key, tuple):
             key = (key,)
+        if any(advanced_index.is_advanced(k) for k in key):
+            return advanced_index.get(self, key)
         ndim = self.ndim
         ellipses = sum(1 for k in key if k is Ellipsis)
         if ellipses > 1:
@@ -138,9 +140,6 @@ class ShapeOps:
                 if not (start is None and stop is None and step == 1):
                     out = out.slice(dim, start, stop, step)
                 dim += 1
-            elif isinstance(k, (TensorBase, np.ndarray, list, bool, np.bool_)):
-                raise TypeError("gt tensors take basic indices only (int, slice, None, ...); "
-                                f"got {type(k).__name__}")
             else:
                 i = as_index(k, "index")
                 size = out.shape[dim]
@@ -152,7 +151,11 @@ class ShapeOps:
     def __setitem__(self, key, value):
         """`x[key] = value` for the basic indices __getitem__ takes: `value` (a
         tensor, array or scalar that broadcasts to the indexed part) is written
-        into x's data in place; x[key] is a view of x on its worker."""
+        into x's data in place; x[key] is a view of x on its worker. An advanced key (an index list,
+        integer tensor or bool mask: advanced_index.py) writes the selected elements."""
+        if any(advanced_index.is_advanced(k) for k in (key if isinstance(key, tuple) else (key,))):
+            advanced_index.set(self, key, value)
+            return
         self[key].copy_(value)
 
     def __iter__(self):

@@ -7,8 +7,9 @@ import math
 from .. import _C
 from .._tensor import Tensor, _wrap, tensor
 
-__all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "linear", "relu", "gelu", "sigmoid", "tanh", "softmax",
-           "log_softmax", "embedding", "layer_norm", "dropout", "scaled_dot_product_attention"]
+__all__ = ["mse_loss", "binary_cross_entropy", "cross_entropy", "nll_loss", "linear", "relu", "gelu", "sigmoid", "tanh",
+           "softmax", "log_softmax", "embedding", "layer_norm", "dropout", "scaled_dot_product_attention", "conv2d",
+           "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "batch_norm"]
 
 
 def _t(x, what, like=None):
@@ -32,10 +33,84 @@ def binary_cross_entropy(input, target):
                                          _t(target, "binary_cross_entropy", input)))
 
 
-def cross_entropy(input, target, ignore_index=-100):
-    """Mean over the batch of -log_softmax(input)[i, target[i]]; `target` holds class indices (int32/int64);
-    rows whose target is `ignore_index` are left out of the sum and the count."""
-    return _wrap(_C.cross_entropy(_t(input, "cross_entropy"), _t(target, "cross_entropy"), int(ignore_index)))
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
+    """-log_softmax(input)[i, target[i]] per row (`input` [N, C], `target` class indices int32/int64 [N]),
+    reduced by `reduction` ('mean' over the rows not ignored, weighted by `weight` [C] when given; 'sum';
+    'none'); rows whose target is `ignore_index` count for nothing. `label_smoothing` mixes in the uniform
+    distribution over the classes. A floating `target` of the input's shape holds class probabilities."""
+    _check_reduction(reduction, "cross_entropy")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    if isinstance(target, Tensor) and target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+        return _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing)
+    if weight is None and reduction == "mean" and label_smoothing == 0.0 and input.ndim == 2:
+        # one fused op each way
+        return _wrap(_C.cross_entropy(_t(input, "cross_entropy"), _t(target, "cross_entropy"), int(ignore_index)))
+    log_probs = log_softmax(input, 1)
+    loss = nll_loss(log_probs, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if label_smoothing == 0.0:
+        return loss
+    # PyTorch's: (1 - e) * nll + e / C * (the negated sum of the log-probabilities, reduced alike)
+    classes = input.shape[1]
+    kept = target != ignore_index
+    per_row = (log_probs * weight).sum(1) if weight is not None else log_probs.sum(1)
+    smooth = (-per_row).masked_fill(~kept, 0.0)
+    if reduction == "sum":
+        smooth = smooth.sum()
+    elif reduction == "mean":
+        total = weight.index_select(0, target.masked_fill(~kept, 0)).masked_fill(~kept, 0.0).sum() \
+            if weight is not None else kept.sum()
+        smooth = smooth.sum() / total
+    return loss * (1.0 - label_smoothing) + smooth * (label_smoothing / classes)
+
+
+def _cross_entropy_probabilities(input, target, weight, reduction, label_smoothing):
+    classes = input.shape[1]
+    if label_smoothing > 0.0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    log_probs = log_softmax(input, 1)
+    if weight is not None:
+        log_probs = log_probs * weight
+    per_row = -(log_probs * target).sum(1)
+    if reduction == "none":
+        return per_row
+    return per_row.sum() if reduction == "sum" else per_row.sum() / input.shape[0]
+
+
+def _check_reduction(reduction, what):
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """-input[i, target[i]] per row (`input` [N, C] log-probabilities, `target` [N] class indices; also
+    [N, C, d...] with [N, d...]), weighted by `weight` [C] when given, reduced by `reduction`: 'mean' (the
+    weighted mean over the rows not ignored), 'sum' or 'none'; rows whose target is `ignore_index` count for
+    nothing."""
+    _check_reduction(reduction, "nll_loss")
+    if not isinstance(target, Tensor) or target.dtype.is_floating_point or target.dtype.name == "bool":
+        raise TypeError("nll_loss: target must be a gt Tensor of class indices (int32 or int64)")
+    if input.ndim > 2:  # [N, C, d...]: the classes moved last, every position a row
+        dims = [0] + list(range(2, input.ndim)) + [1]
+        input = input.permute(*dims).reshape(-1, input.shape[1])
+        rows_shape, target = target.shape, target.reshape(-1)
+    else:
+        rows_shape = None
+    if input.ndim != 2 or target.ndim != 1 or target.shape[0] != input.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0] if input.ndim else 1}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 1}).")
+    dropped = target == ignore_index
+    picked = input.gather(1, target.masked_fill(dropped, 0).unsqueeze(1)).squeeze(1)
+    if weight is None:  # the fewest ops: a dropped row's loss is 0 and it is not counted
+        losses, rows_weight = -picked.masked_fill(dropped, 0.0), None
+    else:
+        rows_weight = weight.index_select(0, target.masked_fill(dropped, 0)).masked_fill(dropped, 0.0)
+        losses = -(picked * rows_weight)
+    if reduction == "none":
+        return losses if rows_shape is None else losses.reshape(*rows_shape)
+    if reduction == "sum":
+        return losses.sum()
+    return losses.sum() / ((~dropped).sum() if rows_weight is None else rows_weight.sum())
 
 
 def linear(input, weight, bias=None):
@@ -111,3 +186,97 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value
+
+
+def _pair(value, what):
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise ValueError(f"{what}: expected an int or a pair, got {value!r}")
+        return [int(value[0]), int(value[1])]
+    return [int(value), int(value)]
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation) of [N, C_in, H, W] (or [C_in, H, W]) with weight
+    [C_out, C_in / groups, kH, kW]; `padding` an int, a pair, 'valid' (none) or 'same' (stride 1)."""
+    stride, dilation = _pair(stride, "conv2d stride"), _pair(dilation, "conv2d dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = [0, 0]
+        elif padding == "same":
+            if stride != [1, 1]:
+                raise ValueError("padding='same' is not supported for strided convolutions")
+            total = [d * (k - 1) for d, k in zip(dilation, weight.shape[2:])]
+            if any(t % 2 for t in total):
+                raise ValueError("conv2d: padding='same' with an even total padding per side only in gt "
+                                 f"(kernel {tuple(weight.shape[2:])}, dilation {tuple(dilation)})")
+            padding = [t // 2 for t in total]
+        else:
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of {{'valid', 'same'}}")
+    return _wrap(_C.conv2d(_t(input, "conv2d"), _t(weight, "conv2d"), None if bias is None else _t(bias, "conv2d"),
+                           stride, _pair(padding, "conv2d padding"), dilation, int(groups)))
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """The maximum of each kH x kW window (`stride` defaults to the kernel size; padding counts as -inf)."""
+    if return_indices:
+        raise ValueError("max_pool2d: return_indices=True is not supported by gt")
+    kernel = _pair(kernel_size, "max_pool2d kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else _pair(stride, "max_pool2d stride")
+    return _wrap(_C.max_pool2d(_t(input, "max_pool2d"), kernel, stride, _pair(padding, "max_pool2d padding"),
+                               _pair(dilation, "max_pool2d dilation"), bool(ceil_mode)))
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """The mean of each kH x kW window (`stride` defaults to the kernel size)."""
+    if divisor_override is not None:
+        raise ValueError("avg_pool2d: divisor_override is not supported by gt")
+    kernel = _pair(kernel_size, "avg_pool2d kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else _pair(stride, "avg_pool2d stride")
+    return _wrap(_C.avg_pool2d(_t(input, "avg_pool2d"), kernel, stride, _pair(padding, "avg_pool2d padding"),
+                               bool(ceil_mode), bool(count_include_pad)))
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Means over windows that divide H x W into `output_size` (an int, or a pair; None keeps that dim)."""
+    size = list(output_size) if isinstance(output_size, (tuple, list)) else [output_size, output_size]
+    if len(size) != 2:
+        raise ValueError(f"adaptive_avg_pool2d: output_size must be an int or a pair, got {output_size!r}")
+    size = [input.shape[-2 + i] if s is None else int(s) for i, s in enumerate(size)]
+    return _wrap(_C.adaptive_avg_pool2d(_t(input, "adaptive_avg_pool2d"), size))
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Per channel (dim 1): (x - mean) / sqrt(var + eps) * weight + bias. Training: the batch's mean and
+    biased variance, and running_mean / running_var (when given) moved toward the batch's mean and
+    unbiased variance by `momentum`, in place; else the running statistics."""
+    from .._grad import no_grad
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected at least 2 dims, got input of shape {tuple(input.shape)}")
+    channels = input.shape[1]
+    shape = [1, channels] + [1] * (input.ndim - 2)
+    if training:
+        dims = [0] + list(range(2, input.ndim))
+        count = input.numel() // channels
+        if count <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{tuple(input.shape)}")
+        mean = input.mean(dims, keepdim=True)
+        var = input.var(dims, correction=0, keepdim=True)
+        out = (input - mean) / (var + eps).sqrt()
+        if running_mean is not None and running_var is not None:
+            with no_grad():
+                running_mean.mul_(1.0 - momentum)
+                running_mean.add_(mean.detach().reshape(channels), alpha=momentum)
+                running_var.mul_(1.0 - momentum)
+                running_var.add_(var.detach().reshape(channels), alpha=momentum * count / (count - 1))
+    else:
+        if running_mean is None or running_var is None:
+            raise ValueError("batch_norm: eval mode (training=False) needs running_mean and running_var")
+        out = (input - running_mean.reshape(*shape)) / (running_var.reshape(*shape) + eps).sqrt()
+    if weight is not None:
+        out = out * weight.reshape(*shape)
+    if bias is not None:
+        out = out + bias.reshape(*shape)
+    return out

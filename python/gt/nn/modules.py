@@ -217,4 +217,4 @@ class CrossEntropyLoss(Module):
         self.ignore_index = int(ignore_index)
 
     def forward(self, input, target):
-        return F.cross_entropy(input, target, self.ignore_index)
+        return F.cross_entropy(input, target, ignore_index=self.ignore_index)
