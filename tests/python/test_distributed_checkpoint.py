@@ -373,9 +373,6 @@ print(json.dumps(weights(model)))
 
 
 def test_adam_resumes_on_two_workers_as_the_uninterrupted_run(python, tmp_path):
-    import gt
-    if not hasattr(gt.optim.Adam, "state_dict"):
-        pytest.skip("gt.optim.Adam has no state_dict() on this branch (the optimizer state is added separately)")
     uninterrupted = last_json(run(python, "MESH = [0, 1, 2, 3]\n" + ADAM + ADAM_SAVE, tmp_path, 4))
     resumed = last_json(run(python, "MESH = [0, 1]\n" + ADAM + ADAM_RESUME, tmp_path, 2))
     assert sorted(resumed) == sorted(uninterrupted)

@@ -245,13 +245,7 @@ def _cnn_example_module(monkeypatch):
     return module
 
 
-def _needs_adadelta():
-    if not hasattr(gt.optim, "Adadelta") or not hasattr(getattr(gt.optim, "lr_scheduler", None), "StepLR"):
-        pytest.skip("gt.optim.Adadelta / gt.optim.lr_scheduler.StepLR are not in this build (the optim work)")
-
-
 def test_cnn_example_trains_and_tests():
-    _needs_adadelta()
     out = run_example("cnn/main.py", "--epochs", "1", "--train-size", "256", "--test-size", "200",
                       "--batch-size", "32", "--log-interval", "4", timeout=600).stdout
     assert line_starting(out, "Train Epoch: 1 [0/256 (0%)]")
