@@ -49,10 +49,23 @@ TEST(CheckpointPlanTest, MalformedLinesNameTheLine) {
                         Case{"write 0\n", "line 1: no path"},
                         Case{"read 0 2 4 6 3 0 0 0 2 6 /x\n", "the box leaves its file's shape"},
                         Case{"read 0 2 4 6 0\n", "expected a number"},
-                        Case{"metadata\n", "no path"}}) {
+                        Case{"metadata\n", "no path"},
+                        // Numbers near 2^63 whose sums would wrap into a box that looks inside.
+                        Case{"read 0 2 64 16 0 0 9223372036854775744 0 64 16 p\n", "the box leaves its piece's shape"},
+                        Case{"read 0 1 8 9223372036854775807 0 1 p\n", "the box leaves its file's shape"},
+                        Case{"read 0 2 16777217 16777216 0 0 0 0 1 1 p\n", "more than 2^48 elements"}}) {
     Result<Plan> plan = ParsePlan(c.text);
     ASSERT_FALSE(plan.ok()) << c.text;
     EXPECT_NE(plan.status().message().find(c.says), std::string::npos) << plan.status().message();
+  }
+}
+
+TEST(CheckpointPlanTest, APathWithAControlCharacterIsRefused) {
+  // open() would stop at the NUL: "..\0/x" would be checked as one path and opened as another.
+  for (std::string text : {std::string("write 0 ..\0/outside.txt\n", 24), std::string("write 0 a\tb\n")}) {
+    Result<Plan> plan = ParsePlan(text);
+    ASSERT_FALSE(plan.ok()) << text;
+    EXPECT_NE(plan.status().message().find("control character"), std::string::npos) << plan.status().message();
   }
 }
 

@@ -6,6 +6,9 @@
 namespace gt::checkpoint {
 namespace {
 
+// No tensor gt can hold has more elements (2^48): larger numbers in a plan are hostile.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
 // Reads the line's fields one at a time; the path is the rest of the line.
 class Fields {
  public:
@@ -28,6 +31,10 @@ class Fields {
   }
   Status Path(std::string& out) {
     if (rest_.empty()) return Error("no path");
+    // The check is on the text; open() would stop at a NUL and a control
+    // character has no place in a checkpoint's file name.
+    for (char c : rest_)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return Error("the path holds a control character");
     out = std::string(rest_);
     return Status::Ok();
   }
@@ -46,8 +53,18 @@ Status ParseRead(Fields& f, PlanLine& line) {
   if (ndim > 64) return f.Error("more than 64 dims");
   for (Shape* v : {&line.file_shape, &line.from, &line.to, &line.size})
     if (Status s = f.Numbers(static_cast<size_t>(ndim), *v); !s.ok()) return s;
-  for (int64_t d = 0; d < ndim; ++d)
-    if (line.from[d] + line.size[d] > line.file_shape[d]) return f.Error("the box leaves its file's shape");
+  // Compared without sums and multiplied with overflow checks: a hostile plan's
+  // numbers near 2^63 must not wrap into a box that looks inside its file.
+  int64_t elements = 1;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (line.file_shape[d] > kMaxElements || line.size[d] > line.file_shape[d] ||
+        line.from[d] > line.file_shape[d] - line.size[d])
+      return f.Error("the box leaves its file's shape");
+    if (line.to[d] > kMaxElements || line.size[d] > kMaxElements - line.to[d])
+      return f.Error("the box leaves its piece's shape");
+    if (__builtin_mul_overflow(elements, line.file_shape[d], &elements) || elements > kMaxElements)
+      return f.Error("the file's shape holds more than 2^48 elements");
+  }
   return f.Path(line.path);
 }
 

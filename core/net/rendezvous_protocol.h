@@ -12,7 +12,7 @@
 // told only to registered workers inside the collectives the dispatcher
 // sends them; a request without it is answered kRefused and changes
 // nothing. The store bounds what it keeps (below); a request past a bound
-// is answered kTooLarge, and a message larger than kMaxMessageBytes closes
+// is answered kTooLarge, and a frame larger than kMaxMessageBytes closes
 // its connection unread (ZMQ_MAXMSGSIZE).
 #pragma once
 

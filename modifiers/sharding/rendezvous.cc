@@ -152,30 +152,38 @@ class StoreRendezvous final : public Rendezvous {
       zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
       try {
         if (zmq::poll(&item, 1, std::chrono::milliseconds(100)) == 0) continue;
+        // A request has at most kMaxFrames frames, and nothing past a wrong
+        // secret is kept: a stranger's long message is read and dropped frame
+        // by frame, never gathered.
         std::vector<zmq::message_t> frames;
+        bool refused = false, too_long = false;
         for (bool more = true; more;) {
           zmq::message_t frame;
           if (!socket_.recv(frame, zmq::recv_flags::dontwait)) break;
           more = frame.more();
+          if (refused || too_long) continue;
           frames.push_back(std::move(frame));
+          refused = frames.size() == 3 && frames[2].to_string() != store_key_;
+          too_long = frames.size() > kMaxFrames;
         }
-        Answer(frames);
+        if (!too_long) Answer(frames);
       } catch (const zmq::error_t& e) {
         if (e.num() == ETERM) return;
       }
     }
   }
 
-  // frames: [routing id][request id][secret][op][arguments...]
+  // frames: [routing id][request id][secret][op][arguments...] (check names up to 256 keys)
+  static constexpr size_t kMaxFrames = 4 + 256;
   void Answer(std::vector<zmq::message_t>& frames) {
-    if (frames.size() < 4) return;  // not a request: no answer
+    if (frames.size() < 3) return;  // not a request: no answer
     std::string value;
     wire::Status status = wire::kBadRequest;
     if (frames[2].to_string() != store_key_) {
       status = wire::kRefused;
       log::WarningPeer charged("rendezvous store");
       log::Warn("sharding", "refused a rendezvous store request without the store's secret");
-    } else if (frames[3].size() == 1) {
+    } else if (frames.size() >= 4 && frames[3].size() == 1) {
       std::vector<std::string> args;
       for (size_t i = 4; i < frames.size(); ++i) args.push_back(frames[i].to_string());
       status = Execute(static_cast<wire::Op>(*frames[3].data<char>()), args, &value);
@@ -200,7 +208,9 @@ class StoreRendezvous final : public Rendezvous {
         std::lock_guard<std::mutex> lock(add_mu_);  // read, add, write as one
         std::string held = "0";
         (void)map_.Get(args[0], &held);
-        *value = std::to_string(std::strtoll(held.c_str(), nullptr, 10) + std::strtoll(args[1].c_str(), nullptr, 10));
+        long long sum = 0;  // wraps instead of overflowing (undefined) on a hostile member's numbers
+        __builtin_add_overflow(std::strtoll(held.c_str(), nullptr, 10), std::strtoll(args[1].c_str(), nullptr, 10), &sum);
+        *value = std::to_string(sum);
         return map_.Set(args[0], *value);
       }
       case wire::kCheck: {

@@ -70,7 +70,11 @@ Status WriteFile(const std::string& path, const void* data, size_t size, bool tr
   std::filesystem::create_directories(parent, ec);
   if (ec) return Unavailable("cannot create directory " + parent.string() + ": " + ec.message());
   const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A fresh file, never through a link planted at the temporary name (the
+  // root may be shared): a stale one is removed, and O_EXCL | O_NOFOLLOW
+  // refuse whatever appears in between.
+  ::unlink(temporary.c_str());
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Failed("write", path, errno);
   int error = 0;
   const std::array<char, kTrailerBytes> end = TrailerOf(trailer ? Crc32(data, size) : 0);
@@ -128,7 +132,8 @@ Status ReadBox(const PlanLine& line, at::Tensor& into) {
   const size_t ndim = line.size.size();
   if (dst_shape.size() != ndim) return InvalidArgument(line.path + ": the plan's box has the wrong number of dims");
   for (size_t d = 0; d < ndim; ++d)
-    if (line.to[d] + line.size[d] > dst_shape[d]) return InvalidArgument(line.path + ": the plan's box leaves the piece");
+    if (line.size[d] > dst_shape[d] || line.to[d] > dst_shape[d] - line.size[d])  // no sum: it could wrap
+      return InvalidArgument(line.path + ": the plan's box leaves the piece");
   const size_t element = into.element_size();
   const int fd = ::open(line.path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Failed("read", line.path, errno);

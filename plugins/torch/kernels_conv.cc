@@ -80,9 +80,19 @@ class PoolPositions {
     return *positions;
   }
 
+  // Kept only while x lives and within kKeepBytes in all (the positions are
+  // no client's tensor, so no quota counts them): past it the backward finds
+  // them again from x.
   void Put(const at::Tensor& x, const std::vector<int64_t>& attrs, at::Tensor positions) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (entries_.size() == kKeep) entries_.pop_front();
+    std::erase_if(entries_, [this](const Entry& e) { return e.x.expired() && Forget(e); });
+    const int64_t bytes = static_cast<int64_t>(positions.nbytes());
+    if (bytes > kKeepBytes) return;
+    while (!entries_.empty() && (entries_.size() == kKeep || bytes_ + bytes > kKeepBytes)) {
+      Forget(entries_.front());
+      entries_.pop_front();
+    }
+    bytes_ += bytes;
     entries_.push_back({Weak(x.getIntrusivePtr()), x._version(), attrs, std::move(positions)});
   }
 
@@ -91,6 +101,7 @@ class PoolPositions {
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->x.lock().get() != x.unsafeGetTensorImpl() || it->version != x._version() || it->attrs != attrs) continue;
       at::Tensor positions = std::move(it->positions);
+      bytes_ -= static_cast<int64_t>(positions.nbytes());
       entries_.erase(it);
       return positions;
     }
@@ -105,9 +116,16 @@ class PoolPositions {
     std::vector<int64_t> attrs;
     at::Tensor positions;
   };
+  bool Forget(const Entry& e) {  // REQUIRES(mu_)
+    bytes_ -= static_cast<int64_t>(e.positions.nbytes());
+    return true;
+  }
+
   static constexpr size_t kKeep = 16;
+  static constexpr int64_t kKeepBytes = int64_t{64} << 20;
   std::mutex mu_;
   std::deque<Entry> entries_;  // GUARDED_BY(mu_)
+  int64_t bytes_ = 0;          // GUARDED_BY(mu_): the positions' bytes
 };
 
 Result<at::Tensor> PoolForward(const Instruction& inst, const at::Tensor& x) {

@@ -31,6 +31,7 @@ requires_grad.
 
 import collections
 import io
+import math
 import os
 import pickle
 import zipfile
@@ -174,6 +175,11 @@ class _CheckpointUnpickler(pickle.Unpickler):
         if offset < 0 or end > storage.numel or any(s < 0 for s in stride):
             raise pickle.UnpicklingError(f"gt.load: {self._name}: a tensor of shape {list(size)} lies outside its "
                                          f"data ({storage.numel} elements)")
+        if math.prod(size) > max(storage.numel, 1):
+            # An expanded view (a stride 0) would be materialised here: a file of a few
+            # hundred bytes could ask for terabytes. PyTorch keeps such views lazily.
+            raise pickle.UnpicklingError(f"gt.load: {self._name}: a tensor of shape {list(size)} has more elements "
+                                         f"than its data ({storage.numel}); save a contiguous copy instead")
         data = self._storage_data(storage)
         view = np.lib.stride_tricks.as_strided(data[offset:], size, [s * data.itemsize for s in stride])
         return from_numpy(np.asarray(view, order="C"), requires_grad=bool(requires_grad))

@@ -5,6 +5,7 @@ tensor, with the model left as it was."""
 
 import io
 import pathlib
+import pickle
 import sys
 
 import numpy as np
@@ -175,6 +176,15 @@ def test_not_a_checkpoint(tmp_path):
     torch.save({"x": torch.ones(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
     with pytest.raises(ValueError, match="legacy.pt is not a readable PyTorch checkpoint"):
         gt.load(tmp_path / "legacy.pt")
+
+
+def test_an_expanded_view_is_refused_not_materialised(tmp_path):
+    """A stride of 0 makes a tensor larger than its data: a few hundred bytes of file could ask gt.load
+    (which uploads a copy) for terabytes, so it is refused, naming the file and the shape."""
+    torch.save({"e": torch.zeros(1).expand(2 ** 40)}, tmp_path / "expanded.pt")
+    assert (tmp_path / "expanded.pt").stat().st_size < 4096
+    with pytest.raises(pickle.UnpicklingError, match=r"expanded.pt.*shape \[1099511627776\] has more elements"):
+        gt.load(tmp_path / "expanded.pt")
 
 
 class Custom:

@@ -10,6 +10,7 @@ path), a missing or cut piece, a damaged or missing metadata file, shape and dty
 import json
 import os
 import pathlib
+import textwrap
 import zlib
 
 import numpy as np
@@ -395,3 +396,26 @@ print(json.dumps({"partial": kind == _C.PARTIAL, "equal": bool(np.array_equal(t.
 def test_a_pending_sum_is_saved_as_its_value(python, tmp_path):
     out = last_json(run(python, PENDING, tmp_path, 4))
     assert out["partial"] and out["equal"] and out["close"] < 1e-5
+
+
+def test_a_link_planted_at_the_temporary_name_is_not_followed(python, tmp_path):
+    """The root may be shared (the default is under /tmp): a link planted where a worker writes its
+    temporary file must not make the worker write through it. The embedded worker's pid names
+    the temporary (path + '.tmp' + pid)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("the victim's own text\n")
+    root = tmp_path / "root"
+    root.mkdir()
+    program = textwrap.dedent(f"""
+        import os
+        import gt
+        from gt import _C
+        os.symlink({str(victim)!r}, os.path.join({str(root)!r}, "plan.tmp%d" % os.getpid()))
+        _C.checkpoint_write_metadata("plan", "written by the plan\\n")
+        _C.sync()
+        gt.shutdown()
+    """)
+    r = python(program, env={"GT_WORKERS": "1", "GT_CHECKPOINT_ROOT": str(root)}, timeout=120)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert victim.read_text() == "the victim's own text\n"
+    assert (root / "plan").read_text() == "written by the plan\n"

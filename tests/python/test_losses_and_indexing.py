@@ -227,6 +227,24 @@ def test_advanced_indexing_assignment():
     _close(g, t)
 
 
+def test_a_repeated_index_is_assigned_once_not_added_to():
+    """x[[1, 1]] = 5 sets row 1 to 5 (PyTorch keeps the last write), through a list, negative
+    positions naming the same row, and a tensor index; distinct rows are untouched."""
+    for key in ([1, 1], [2, -1, 0], [0, 2, 0, 2]):
+        t, g = torch.zeros(3, 2), gt.zeros(3, 2)
+        t[key] = 5.0
+        g[key] = 5.0
+        _close(g, t)
+    t, g = torch.zeros(3, 2), gt.zeros(3, 2)
+    t[torch.tensor([1, 1])] = 7.0
+    g[gt.tensor(np.array([1, 1]))] = 7.0
+    _close(g, t)
+    t, g = torch.zeros(3, 2), gt.zeros(3, 2)
+    t[[1, 0, 1]] = torch.arange(6.0).reshape(3, 2)  # the last occurrence's row wins on the CPU
+    g[[1, 0, 1]] = gt.tensor(np.arange(6.0, dtype=np.float32).reshape(3, 2))
+    _close(g, t)
+
+
 def test_advanced_index_errors():
     x = gt.randn(3, 4)
     with pytest.raises(IndexError, match="out of bounds"):

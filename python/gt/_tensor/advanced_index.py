@@ -122,4 +122,27 @@ def set(x, key, value):
     change = value - current
     if list(change.shape) != out_shape:  # a value that broadcasts to the selection
         change = change + zeros(*out_shape, dtype=x.dtype)
-    x.copy_(flat.index_add(dim, positions, change.reshape(*selected.shape)).reshape(*x.shape))
+    change = change.reshape(*selected.shape)
+    keep = _last_of_each(index, positions, flat_shape[dim])
+    if keep is not None:  # a repeated position is assigned once (the last), not added to twice
+        from .creation import from_numpy
+        kept = from_numpy(keep)
+        positions, change = positions.index_select(0, kept), change.index_select(dim, kept)
+    x.copy_(flat.index_add(dim, positions, change).reshape(*x.shape))
+
+
+def _last_of_each(index, positions, size):
+    """Where `positions` repeats one, the offsets of each position's last occurrence
+    (as PyTorch's index_put_ on the CPU keeps); None when none repeats. A mask never
+    repeats; a list is checked here; a tensor index is read (a sync point)."""
+    if _is_mask(index):
+        return None
+    if isinstance(index, TensorBase):
+        values = positions.numpy()
+    else:
+        values = np.asarray(index, dtype=np.int64).reshape(-1)
+        values = np.where(values < 0, values + size, values)
+    if np.unique(values).size == values.size:
+        return None
+    _, first_from_end = np.unique(values[::-1], return_index=True)
+    return np.sort(values.size - 1 - first_from_end).astype(np.int64)
