@@ -14,8 +14,6 @@ import importlib.util
 import pathlib
 import statistics
 import sys
-import time
-import types
 
 import numpy as np
 import torch
@@ -24,12 +22,12 @@ import gt
 from gt.nn import SGD
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from timing import median_step_seconds  # noqa: E402
 
 
 def example_net():
-    """examples/cnn/main.py's Net (its optimizer imports stubbed where this build lacks them)."""
-    if not hasattr(gt.optim, "lr_scheduler"):
-        sys.modules.setdefault("gt.optim.lr_scheduler", types.SimpleNamespace(StepLR=None))
+    """examples/cnn/main.py's Net."""
     spec = importlib.util.spec_from_file_location("cnn_example", ROOT / "examples" / "cnn" / "main.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -47,17 +45,6 @@ class TorchNet(torch.nn.Module):
         x = torch.nn.functional.max_pool2d(self.conv2(self.conv1(x).relu()).relu(), 2)
         x = self.fc1(torch.flatten(self.dropout1(x), 1)).relu()
         return torch.nn.functional.log_softmax(self.fc2(self.dropout2(x)), dim=1)
-
-
-def median_step_seconds(step, runs, steps):
-    step()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - start) / steps)
-    return statistics.median(times)
 
 
 def main():

@@ -7,15 +7,18 @@ step time of each and their ratio.
     PYTHONPATH=build/python /usr/bin/python3 bench/mlp_bench.py [runs] [steps]
 """
 
+import pathlib
 import statistics
 import sys
-import time
 
 import numpy as np
 import torch
 
 import gt
 from gt.nn import Linear, Module, SGD
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from timing import median_step_seconds  # noqa: E402
 
 
 class GtMLP(Module):
@@ -26,17 +29,6 @@ class GtMLP(Module):
 
     def forward(self, x):
         return self.fc2(self.fc1(x).relu())
-
-
-def median_step_seconds(step, runs, steps):
-    step()  # warm-up
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(steps):
-            step()
-        times.append((time.perf_counter() - start) / steps)
-    return statistics.median(times)
 
 
 def main():
