@@ -344,7 +344,7 @@ ClusterOptions NullCluster(int workers) {
   ClusterOptions options;
   options.workers = workers;
   options.dispatcher_manifest = WriteTempFile("capacity-dispatcher.yaml", "host: dispatcher\nstages: []\n");
-  options.worker_manifest = WriteTempFile("capacity-worker.yaml", "host: worker\nbackend:\n  plugin: null\n");
+  options.worker_manifest = WriteTempFile("capacity-worker.yaml", "host: worker\nbackend:\n  plugin: null_backend\n");
   return options;
 }
 

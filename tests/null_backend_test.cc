@@ -23,7 +23,7 @@ ClusterOptions NullCluster(int workers) {
   ClusterOptions options;
   options.workers = workers;
   options.dispatcher_manifest = WriteTempFile("null-dispatcher.yaml", "host: dispatcher\nstages: []\n");
-  options.worker_manifest = WriteTempFile("null-worker.yaml", "host: worker\nbackend:\n  plugin: null\n");
+  options.worker_manifest = WriteTempFile("null-worker.yaml", "host: worker\nbackend:\n  plugin: null_backend\n");
   return options;
 }
 

@@ -1,6 +1,7 @@
 // Registration of the null backend (null_backend.h): no options, a
 // descriptor, and the factory. A worker loads it from its manifest:
-//   backend: {plugin: null}
+//   backend: {plugin: null_backend}
+// (not "null": unquoted, YAML reads that as no value).
 #include <memory>
 
 #include "gt/plugin.h"
@@ -15,7 +16,7 @@ Result<std::unique_ptr<Backend>> CreateBackend(const StageContext&) {
 
 const PluginDescriptor kDescriptor = {
     .kind = PluginKind::kBackend,
-    .name = "null",
+    .name = "null_backend",
     .version = "0.1.0",
     .description = "Executes nothing: tracks shapes and answers fetches with zeros (dispatcher benchmarks)",
     .hosts = HostBit(HostKind::kWorker),
