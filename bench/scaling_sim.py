@@ -28,7 +28,7 @@ Reported per configuration: routed instructions/s, each dispatcher's busy
 fraction, sync p50/p99, and the offered load (what the clients would send
 if nothing held them back).
 
-    /usr/bin/python3 bench/scaling_sim.py [--seconds 2] [--quick]
+    /usr/bin/python3 bench/scaling_sim.py [--seconds S] [--quick]
 """
 
 import argparse
@@ -39,10 +39,10 @@ import statistics
 # Measured on this machine by gt-bench-capacity (docs/performance/capacity.md):
 # the dispatcher's CPU per routed instruction at saturation, and per message.
 MEASURED = {
-    "instr_us": 1.0,   # replaced below by the measured value
-    "msg_us": 10.0,    # per BATCH / HEARTBEAT message, beyond its instructions
-    "sync_us": 10.0,   # a sync's forward and bookkeeping
-    "ack_us": 5.0,     # a worker's SYNC_ACK
+    "instr_us": 0.47,  # per instruction routed (batches of 256 and of 16 solved together)
+    "msg_us": 2.0,     # per BATCH or HEARTBEAT message, beyond its instructions
+    "sync_us": 12.0,   # a sync's message, its forward to the worker and its bookkeeping
+    "ack_us": 8.0,     # a worker's SYNC_ACK and the SYNC_DONE it releases
 }
 
 
@@ -146,7 +146,7 @@ def needed_dispatchers(clients, workers, costs, client_rate, batch, sync_every, 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--seconds", type=float, default=0.0, help="simulated seconds (0: about 12 client rounds)")
     ap.add_argument("--quick", action="store_true", help="a smaller pool (for a smoke run)")
     for k, v in MEASURED.items():
         ap.add_argument("--" + k.replace("_", "-"), type=float, default=v)
@@ -156,18 +156,23 @@ def main():
     costs = {k: getattr(args, k) for k in MEASURED}
     clients, workers = (1000, 100) if args.quick else (10000, 1000)
     print(f"costs (us): {costs}; batch {args.batch}, sync every {args.sync_every} batches")
-    print(f"pool: {clients} clients, {workers} workers\n")
-    header = f"{'client rate':>11} {'work us':>7} {'D':>4} {'offered/s':>11} {'routed/s':>11} " \
-             f"{'busy':>5} {'p50 ms':>8} {'p99 ms':>9}"
-    for client_rate, work_us in [(2_000, 0.0), (2_000, 2.0), (20_000, 2.0)]:
+    print(f"pool: {clients} clients, {workers} workers (client i on worker i mod {workers}, dispatcher i mod D)\n")
+    header = f"{'D':>4} {'workers':>8} {'offered/s':>11} {'routed/s':>11} {'busy':>5} {'p50 ms':>8} {'p99 ms':>9}"
+    # Client rates: 1k/s (large ops or compiled units), 10k/s (an eager training loop of mid-size
+    # tensors), 100k/s (fine-grained eager ops, near one client's own front-end limit).
+    for client_rate, work_us in [(1_000, 20.0), (10_000, 2.0), (100_000, 2.0)]:
         d_need, load = needed_dispatchers(clients, workers, costs, client_rate, args.batch, args.sync_every)
-        print(f"client rate {client_rate}/s, worker {work_us} us/instr: offered load {load:.1f} dispatcher-cores;"
-              f" at <= 70% busy each: {d_need} dispatchers")
+        # About 12 client rounds, whatever the rate (the event count stays bounded).
+        seconds = args.seconds or 12 * args.batch * args.sync_every / client_rate
+        print(f"client rate {client_rate}/s, worker {work_us} us per instruction: offered load "
+              f"{load:.1f} dispatcher-cores; at <= 70% busy each: {d_need} dispatchers ({seconds:.2f} s simulated)")
         print(header)
         for d in sorted({1, max(1, (d_need or 1) // 2), d_need or 1, 2 * (d_need or 1)}):
-            r = simulate(clients, workers, d, costs, client_rate, work_us, args.batch, args.sync_every, args.seconds)
-            print(f"{client_rate:>11} {work_us:>7} {d:>4} {r['offered_per_s']:>11.0f} {r['routed_per_s']:>11.0f} "
-                  f"{r['busy']:>5.2f} {r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f}")
+            for shared in ([True, False] if d == d_need and d > 1 else [True]):
+                r = simulate(clients, workers, d, costs, client_rate, work_us, args.batch, args.sync_every, seconds,
+                             shared_workers=shared)
+                print(f"{d:>4} {'shared' if shared else 'cells':>8} {r['offered_per_s']:>11.0f} "
+                      f"{r['routed_per_s']:>11.0f} {r['busy']:>5.2f} {r['p50_ms']:>8.2f} {r['p99_ms']:>9.2f}")
         print()
 
 

@@ -3,12 +3,14 @@
 // the shape gt's shape rules give (the shapes PyTorch gives: [3, 4] @
 // [4, 5] is [3, 5]), refuses what a real backend refuses, forgets what is
 // freed, and the capacity benchmark built on it runs one short point.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -108,8 +110,12 @@ TEST_F(NullBackendTest, FreeAndGoodbyeForgetTensors) {
     EXPECT_EQ(LiveTensors(cluster_), 1);
     client.Bye();
   }
-  // The drop reaches the worker after the goodbye; a second client's sync
-  // on the same worker comes after it.
+  // Once the dispatcher has dropped the session, its drop is on its way to
+  // the worker ahead of anything a later client sends there.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (MetricValue(HttpGet(cluster_.dispatcher_metrics_port(), "/metrics"), "gt_host_clients_connected") != 0.0 &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   RawClient other(context_, cluster_.endpoint());
   other.Send({Create(Op::kZeros, 1, {8})});
   ASSERT_TRUE(other.Sync().has_value());
