@@ -1,6 +1,6 @@
 """The capacity benchmark's CSV (gt-bench-capacity --csv) as a Markdown
-table and a PNG plot (routed instructions/s and sync p99 against clients,
-one line per worker count).
+table and a PNG plot (routed instructions/s, sync p99 and the dispatcher's
+CPU per instruction against clients, one line per worker count).
 
     /usr/bin/python3 bench/capacity_plot.py capacity.csv docs/performance/capacity.png
 """
@@ -31,13 +31,14 @@ def plot(rows, png):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right, cost) = plt.subplots(1, 3, figsize=(15, 4.2))
     for w in sorted({int(r["workers"]) for r in rows}):
         mine = sorted((r for r in rows if int(r["workers"]) == w), key=lambda r: int(r["clients"]))
         x = [int(r["clients"]) for r in mine]
         left.plot(x, [float(r["routed_per_second"]) / 1e3 for r in mine], marker="o", label=f"{w} workers")
         right.plot(x, [float(r["sync_p99_ms"]) for r in mine], marker="o", label=f"{w} workers")
-    for ax in (left, right):
+        cost.plot(x, [float(r["dispatcher_us_per_instruction"]) for r in mine], marker="o", label=f"{w} workers")
+    for ax in (left, right, cost):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("clients (own sessions)")
         ax.grid(True, alpha=0.3)
@@ -46,7 +47,10 @@ def plot(rows, png):
     right.set_yscale("log")
     right.set_ylabel("sync p99 (ms)")
     right.set_title("Sync latency (4 batches of 256 in flight per client)")
-    right.legend(fontsize=8)
+    cost.set_ylabel("dispatcher CPU µs per routed instruction")
+    cost.set_ylim(bottom=0)
+    cost.set_title("Dispatcher CPU per instruction")
+    cost.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 
