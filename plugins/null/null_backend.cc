@@ -68,7 +68,11 @@ Status NullBackend::Record(Table& table, const Instruction& inst) {
 }
 
 Result<TensorMeta> NullBackend::ResultMeta(const Table& table, const Instruction& inst) const {
-  if (KindOf(inst.op) == OpKind::kCollective) return TensorMeta{inst.attrs.shape, inst.attrs.dtype};
+  if (KindOf(inst.op) == OpKind::kCollective) {
+    if (!inst.attrs.shape.empty()) return TensorMeta{inst.attrs.shape, inst.attrs.dtype};
+    auto it = inst.operands.empty() ? table.end() : table.find(inst.operands[0]);
+    return it != table.end() ? it->second : TensorMeta{{}, DType::kFloat32};  // all_reduce: its operand's
+  }
   if (!ProducesTensor(inst.op)) return TensorMeta{{}, DType::kFloat32};
   std::vector<const TensorMeta*> operands;
   operands.reserve(inst.operands.size());

@@ -14,7 +14,8 @@
 //
 // Results whose shape gt does not infer from one instruction (run_unit,
 // checkpoint_read) are recorded as float32 scalars; collectives record the
-// shape the instruction states (attrs.shape), else a scalar.
+// shape the instruction states (attrs.shape), else their operand's, else a
+// scalar (an all_gather's or reduce_scatter's piece is not worked out).
 //
 // Thread-safety: as every Backend, the worker's pipeline thread only.
 #pragma once
