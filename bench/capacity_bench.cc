@@ -3,8 +3,8 @@
 // nothing), so that the dispatcher is what is measured.
 //
 // For every worker count a fresh process cluster starts (a gt-dispatcher
-// with no stages, only its router, and W gt-worker processes with the null
-// backend, over the dispatcher's ipc socket). For every client count C,
+// with only its router unless --stages, and W gt-worker processes with the
+// null backend, over the dispatcher's ipc socket). For every client count C,
 // C client threads of this process each open their own session (own
 // DEALER, HELLO: the dispatcher sees C clients) and run a closed loop of
 // batched streams, as gt's client sends them:
@@ -31,7 +31,10 @@
 //
 //   gt-bench-capacity [--clients 1,4,16,64,256] [--workers 1,2,4,8,16,32]
 //                     [--seconds 3] [--warmup 1] [--batch 256] [--sync-every 4]
-//                     [--csv FILE]
+//                     [--csv FILE] [--stages sharding,...]
+//
+// --stages puts those stages (plugins of the same names) in front of the
+// router, e.g. `sharding`, which the default dispatcher manifest runs.
 //
 // The dispatcher's pid is printed when its cluster starts (for perf).
 #include <dirent.h>
@@ -74,6 +77,7 @@ struct Settings {
   int batch = 256;
   int sync_every = 4;
   std::string csv;
+  std::vector<std::string> stages;  // the dispatcher's stages (plugins of the same name); none: the router alone
 };
 
 std::vector<int> ParseList(const std::string& text) {
@@ -94,6 +98,10 @@ Settings ParseSettings(int argc, char** argv) {
     else if (flag == "--batch") s.batch = std::stoi(value);
     else if (flag == "--sync-every") s.sync_every = std::stoi(value);
     else if (flag == "--csv") s.csv = value;
+    else if (flag == "--stages") {
+      std::stringstream in(value);
+      for (std::string stage; std::getline(in, stage, ',');) s.stages.push_back(stage);
+    }
     else {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       std::exit(2);
@@ -340,10 +348,12 @@ void WriteCsv(const std::string& path, const std::vector<Point>& points) {
         << p.clients_cpu << ',' << p.dispatcher_us_per_instruction << ",\"" << p.error << "\"\n";
 }
 
-ClusterOptions NullCluster(int workers) {
+ClusterOptions NullCluster(int workers, const std::vector<std::string>& stages) {
   ClusterOptions options;
   options.workers = workers;
-  options.dispatcher_manifest = WriteTempFile("capacity-dispatcher.yaml", "host: dispatcher\nstages: []\n");
+  std::string manifest = "host: dispatcher\nstages:" + std::string(stages.empty() ? " []\n" : "\n");
+  for (const std::string& stage : stages) manifest += "  - name: " + stage + "\n    plugin: " + stage + "\n";
+  options.dispatcher_manifest = WriteTempFile("capacity-dispatcher.yaml", manifest);
   options.worker_manifest = WriteTempFile("capacity-worker.yaml", "host: worker\nbackend:\n  plugin: null_backend\n");
   return options;
 }
@@ -357,7 +367,7 @@ int main(int argc, char** argv) {
   std::vector<Point> points;
   PrintHeader(stderr);
   for (int w : s.workers) {
-    gt::testing::ProcessCluster cluster(NullCluster(w));
+    gt::testing::ProcessCluster cluster(NullCluster(w, s.stages));
     if (!cluster.WaitForWorkers(w, 60000)) {
       std::fprintf(stderr, "%d null workers did not all register; skipped\n", w);
       continue;
