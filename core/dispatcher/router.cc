@@ -242,6 +242,14 @@ Result<size_t> Router::TargetWorker(ClientState& c, const Instruction& inst) {
 // per worker): admission's books have forgotten them all, so no free is
 // refused whole. Ids it does not hold are an error for its next sync.
 Status Router::Free(ClientState& c, const Instruction& free) {
+  // Almost every free names tensors of one worker (a client's tensors live
+  // on its worker unless a stage placed them): it goes there as it came,
+  // without the per-worker split's map and copy (docs/performance/capacity.md).
+  if (std::optional<size_t> w = SoleWorker(c, free.operands)) {
+    for (TensorId id : free.operands) c.tensors.erase(id);
+    if (workers_.IsAlive(*w)) Enqueue(*w, c, free);
+    return Status::Ok();
+  }
   std::map<size_t, std::vector<TensorId>> by_worker;
   std::vector<TensorId> unknown;
   for (TensorId id : free.operands) {
@@ -263,6 +271,22 @@ Status Router::Free(ClientState& c, const Instruction& free) {
   return NotFound(free.Describe() + ": unknown tensor " + TensorName(unknown[0]) +
                   (unknown.size() > 1 ? " and " + std::to_string(unknown.size() - 1) + " more" : "") +
                   " (the others were freed)");
+}
+
+// The one worker holding every id of `ids` (each a live tensor of c, none
+// named twice); nullopt otherwise, and for a long list (the repeat check is
+// quadratic: a long free takes the general path).
+std::optional<size_t> Router::SoleWorker(const ClientState& c, const std::vector<TensorId>& ids) {
+  constexpr size_t kShortFree = 16;
+  if (ids.size() > kShortFree) return std::nullopt;
+  std::optional<size_t> sole;
+  for (auto id = ids.begin(); id != ids.end(); ++id) {
+    auto it = c.tensors.find(*id);
+    if (it == c.tensors.end() || (sole && it->second != *sole)) return std::nullopt;
+    if (std::find(ids.begin(), id, *id) != id) return std::nullopt;  // named twice: the general path reports it
+    sole = it->second;
+  }
+  return sole;
 }
 
 // Remembers that the results of `inst` were never made (a result id that

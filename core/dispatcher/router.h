@@ -19,6 +19,8 @@
 #pragma once
 
 #include <functional>
+#include <optional>
+#include <vector>
 
 #include "dispatcher/client_table.h"
 #include "gt/status.h"
@@ -69,6 +71,7 @@ class Router final : public Terminal {
   // none set: no stage answers inspects here, an error naming that.
   Status AnswerInspect(ClientState& c, const Instruction& inspect);
   Status Free(ClientState& c, const Instruction& free);
+  static std::optional<size_t> SoleWorker(const ClientState& c, const std::vector<TensorId>& ids);
   Status DefineUnit(ClientState& c, Instruction inst);
   Status SendUnitOnce(ClientState& c, size_t w, const Instruction& run);
   Status CheckIds(const ClientState& c, const Instruction& inst) const;
