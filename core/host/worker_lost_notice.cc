@@ -10,8 +10,8 @@ wire::Envelope MakeLostNotice(const std::string& dispatcher_id, const std::strin
   notice.set_token(token);
   wire::OpError* error = notice.add_errors();
   error->set_code(static_cast<uint32_t>(Code::kUnavailable));
-  error->set_message("dispatcher " + dispatcher_id + " declared worker " + worker_name +
-                     " lost (it missed its heartbeats or its connection broke); what it held is gone");
+  error->set_message("dispatcher " + dispatcher_id + " lost worker " + worker_name +
+                     ": start it again, empty (it missed its heartbeats or a connection broke; what it held is gone)");
   error->set_host(dispatcher_id);
   return notice;
 }

@@ -2,8 +2,9 @@
 
 One gt-worker process, three clients, each a fresh interpreter:
 
-  flood   sends small dependent adds as fast as Python can issue them, syncing only every
-          FLOOD_SYNC_EVERY ops, so that the worker keeps a backlog of them queued;
+  flood   sends small dependent adds as fast as it can, checking the running value only
+          every FLOOD_SYNC_EVERY ops (the client library makes it wait for a sync once
+          32768 instructions are unanswered), so that the worker keeps a backlog queued;
   steady  keeps the worker busy too, with rounds of pipelined 256x256 matmuls, always one
           round queued (it wants the whole worker as well);
   light   times (a + a).numpy() on 64x64 while both run, and samples the worker's queue.
@@ -32,7 +33,8 @@ import time
 import gt
 
 FLOOD_SECONDS = 12.0
-FLOOD_SYNC_EVERY = 30000
+FLOOD_SYNC_EVERY = 50000
+MIN_FLOOD_OPS = 20000
 MIN_BACKLOG_MS = 200.0
 FLOOD_SHARE_BOUNDS = (0.25, 0.75)  # weights 1:1 give 0.5 when both keep work queued
 LIGHT_ITERS = 100
@@ -110,8 +112,9 @@ STEADY = COMMON + textwrap.dedent("""
     say(rounds=rounds)
 """)
 
-# Times LIGHT_ITERS requests; samples the worker's queue (all clients) every 10 of them;
-# then the per-client compute seconds and instruction counts over its whole run.
+# Times LIGHT_ITERS requests, 10 ms apart (so that they meet the flood's backlog at many
+# depths); samples the worker's queue (all clients) every 5 of them; then the per-client
+# compute seconds and instruction counts over its whole run.
 LIGHT = COMMON + textwrap.dedent("""
     a = gt.from_numpy(np.ones((64, 64), np.float32))
     for _ in range(10):
@@ -120,8 +123,9 @@ LIGHT = COMMON + textwrap.dedent("""
     count0 = per_client("gt_worker_client_instructions_total")
     times, queued = [], []
     for i in range(ITERS):
-        if i % 10 == 0:
+        if i % 5 == 0:
             queued.append(worker_gauge("gt_worker_queued_instructions"))
+        time.sleep(0.01)
         t = time.perf_counter()
         out = (a + a).numpy()
         times.append(1e3 * (time.perf_counter() - t))
@@ -175,14 +179,15 @@ def test_a_flooding_client_gets_its_share_and_does_not_hold_a_light_one(processe
     flood_label = max(instructions, key=instructions.get)
     steady_label = max((k for k in compute if k != flood_label), key=compute.get)
     flood_share = compute[flood_label] / (compute[flood_label] + compute[steady_label])
-    # What one of the flood's adds costs the worker, and the backlog it kept queued.
+    # What one of the flood's adds costs the worker, and the backlog it kept queued (its
+    # upper quartile: arrival order would make the light client's p99 at least that).
     ms_per_flood_op = 1e3 * compute[flood_label] / instructions[flood_label]
     queued = sorted(light["queued"])
-    backlog_ms = queued[len(queued) // 2] * ms_per_flood_op
+    backlog_ms = queued[3 * len(queued) // 4] * ms_per_flood_op
     report = dict(light=light, flood=flood, steady=steady, flood_share=flood_share, backlog_ms=backlog_ms,
                   ms_per_flood_op=ms_per_flood_op)
     print(json.dumps(report))
-    assert flood["ops"] >= FLOOD_SYNC_EVERY and steady["rounds"] >= 1, report
+    assert flood["ops"] >= MIN_FLOOD_OPS and steady["rounds"] >= 1, report
     assert backlog_ms >= MIN_BACKLOG_MS, report
     assert light["p99_ms"] < 0.5 * backlog_ms, report
     assert FLOOD_SHARE_BOUNDS[0] <= flood_share <= FLOOD_SHARE_BOUNDS[1], report
