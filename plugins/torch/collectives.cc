@@ -142,10 +142,10 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   auto group = std::make_unique<Group>();
   auto prefixed =
       c10::make_intrusive<c10d::PrefixStore>("gt/" + spec.store_key + "/group/" + generation + "/" + members, store);
-  std::vector<GroupStore::Member> members;
-  for (int64_t w : spec.group) members.push_back({w, LostMemberKey(spec.store_key, w)});
+  std::vector<GroupStore::Member> watched;  // every member, this worker too
+  for (int64_t w : spec.group) watched.push_back({w, LostMemberKey(spec.store_key, w)});
   auto group_store =
-      c10::make_intrusive<GroupStore>(store, prefixed, std::move(members), spec.generation, options_.timeout);
+      c10::make_intrusive<GroupStore>(store, prefixed, std::move(watched), spec.generation, options_.timeout);
   group->store = group_store;
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));
