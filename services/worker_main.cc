@@ -6,6 +6,7 @@
 
 #include "gt/log.h"
 #include "service_common.h"
+#include "start_afresh.h"
 #include "worker/worker.h"
 
 namespace po = boost::program_options;
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
             << (endpoint == manifest->connect ? "" : " (local ipc for " + manifest->connect + ")")
             << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;
   gt::Status s = (*worker)->Run(endpoint, stop);
+  if ((*worker)->declared_lost() && !stop) {
+    // Everything it held is gone for its clients: registered again, empty.
+    std::cerr << "gt-worker: " << s.message() << "; starting afresh" << std::endl;
+    s = gt::services::StartAfresh(argv);  // returns only if it failed
+  }
   if (!s.ok()) {
     std::cerr << "gt-worker: " << s.ToString() << "\n";
     return 1;

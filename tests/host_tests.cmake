@@ -28,3 +28,6 @@ add_dependencies(exit_test exit_client gt-dispatcher gt-worker gt_torch)
 
 # The worker's fair queue on its own (core/worker/fair_queue.h).
 gt_add_test(fair_queue_test fair_queue_test.cc)
+
+# The dispatcher's lost notice to a worker on its own (core/host/worker_lost_notice.h).
+gt_add_test(lost_notice_test lost_notice_test.cc)

@@ -207,6 +207,10 @@ class Dispatcher::Impl {
     if (worker) return membership_->Handle(*worker, *msg);
     const wire::Envelope::Kind kind = msg->envelope.kind();
     if (kind == wire::Envelope::HEARTBEAT && membership_->HandleStrayHeartbeat(*msg, peer_fd, peer_key)) return;
+    // A worker's replies meant for the dispatcher before this one (or for
+    // this one before it lost the worker), sent on as its connection came
+    // back: nobody to give them to, and no error (it would end the worker).
+    if (kind == wire::Envelope::SYNC_ACK || kind == wire::Envelope::DATA || kind == wire::Envelope::STATS_REPLY) return;
     if (zap_)
       if (Status s = CheckRole(role, kind); !s.ok()) return outbox_.Reject(route, s);
     if (kind == wire::Envelope::REGISTER) return membership_->Register(route, msg->envelope, peer_ip, peer_fd, peer_key);

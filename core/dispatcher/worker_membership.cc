@@ -6,6 +6,7 @@
 
 #include "gt/log.h"
 #include "gt/op_attrs.h"
+#include "host/worker_lost_notice.h"
 
 namespace gt {
 namespace {
@@ -89,8 +90,9 @@ bool WorkerMembership::HandleStrayHeartbeat(const WireMessage& msg, int fd, cons
     Attach(msg.routing_id, msg.envelope, fd, key);
     return true;
   }
-  outbox_.SendError(msg.routing_id, Unavailable("dispatcher " + manifest_.id + " lost worker " + workers_.at(*w).name +
-                                                ": start it again"));
+  // Lost, yet alive (SIGCONT, a connection ZeroMQ reconnected): the lost
+  // notice makes it start afresh and register again, empty (host/worker_lost_notice.h).
+  outbox_.Send(msg.routing_id, MakeLostNotice(manifest_.id, workers_.at(*w).name, token), {});
   return true;
 }
 

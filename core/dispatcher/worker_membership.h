@@ -63,8 +63,9 @@ class WorkerMembership {
   void Attach(const std::string& route, const wire::Envelope& env, int fd, const std::string& key);
   // A heartbeat carrying a worker's token from a connection no worker
   // holds: ZeroMQ reconnected that worker's control connection (attached
-  // again), or this dispatcher lost the worker (told so: it ends rather
-  // than live on unheard). False: not a worker's (maybe a client's).
+  // again), or this dispatcher lost the worker (sent the lost notice: it
+  // starts afresh rather than live on unheard). False: not a worker's (maybe
+  // a client's).
   bool HandleStrayHeartbeat(const WireMessage& msg, int fd, const std::string& key);
   // A message from worker `w`'s connection.
   void Handle(size_t w, WireMessage& msg);

@@ -15,6 +15,7 @@
 #include "host/host_metrics.h"
 #include "host/host_snapshot.h"
 #include "host/pipeline.h"
+#include "host/worker_lost_notice.h"
 #include "ir/codec.h"
 #include "net/curve_keys.h"
 #include "net/handshake_verdict.h"
@@ -82,6 +83,7 @@ class Worker::Impl {
 
   void set_metrics_endpoint(std::string e) { metrics_endpoint_ = std::move(e); }
   void set_busy_wait(std::chrono::microseconds busy_wait) { busy_wait_ = busy_wait; }
+  bool declared_lost() const { return declared_lost_.load(std::memory_order_acquire); }
 
   // Two connections to the dispatcher (wire.proto): the work connection,
   // registered here and then owned by the pipeline thread, and the control
@@ -272,13 +274,22 @@ class Worker::Impl {
   }
 
   // STATS is answered on the connection it came on (the registry is
-  // thread-safe); ERROR is the dispatcher's refusal. False: not one of them.
+  // thread-safe); ERROR is the dispatcher's refusal, or its lost notice.
+  // False: not one of them.
   bool AnswerControl(zmq::socket_t& dealer, const std::vector<zmq::message_t>& frames) {
     std::optional<wire::Envelope> control = ControlMessage(frames);
     if (!control) return false;
     if (control->kind() == wire::Envelope::STATS) AnswerStats(dealer, control->request_id());
+    else if (IsLostNotice(*control, token_)) DeclaredLost(*control);
     else Refuse(OpErrorToStatus(control->errors_size() ? control->errors(0) : wire::OpError()));
     return true;
+  }
+
+  // The dispatcher declared this worker lost (host/worker_lost_notice.h):
+  // Run ends, and its caller starts the worker afresh.
+  void DeclaredLost(const wire::Envelope& notice) {
+    declared_lost_.store(true, std::memory_order_release);
+    Refuse(Unavailable(LostNoticeMessage(notice)));
   }
 
   void AnswerStats(zmq::socket_t& dealer, uint64_t request_id) {
@@ -374,6 +385,7 @@ class Worker::Impl {
   mutable std::mutex refused_mutex_;
   Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker
   std::atomic<bool> refused_flag_{false};
+  std::atomic<bool> declared_lost_{false};  // the refusal was the lost notice
   std::optional<HandshakeVerdict> handshake_verdict_;  // I/O thread; made by Run()
   zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
@@ -394,5 +406,6 @@ Result<std::unique_ptr<Worker>> Worker::Create(const HostManifest& manifest, zmq
 void Worker::set_metrics_endpoint(std::string endpoint) { impl_->set_metrics_endpoint(std::move(endpoint)); }
 void Worker::set_busy_wait(std::chrono::microseconds busy_wait) { impl_->set_busy_wait(busy_wait); }
 Status Worker::Run(const std::string& dispatcher, const std::atomic<bool>& stop) { return impl_->Run(dispatcher, stop); }
+bool Worker::declared_lost() const { return impl_->declared_lost(); }
 
 }  // namespace gt

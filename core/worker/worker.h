@@ -46,6 +46,11 @@ class Worker {
   // goodbye to the dispatcher.
   Status Run(const std::string& dispatcher, const std::atomic<bool>& stop);
 
+  // After Run: whether it ended because the dispatcher declared this worker
+  // lost (host/worker_lost_notice.h). Everything it held is gone for its
+  // clients; gt-worker then starts afresh (services/start_afresh.h).
+  bool declared_lost() const;
+
  private:
   class Impl;
   explicit Worker(std::unique_ptr<Impl> impl);

@@ -30,21 +30,23 @@ size_t KindIndex(Op op) {
 
 // What the members of one group see of the rendezvous store: the group's own
 // keys, waited for in short slices between which it looks for the
-// dispatcher's word that another member was lost (LostMemberKey), so that
-// forming a group with a dead worker fails at once instead of holding this
-// worker, and every client on it, for the whole timeout.
+// dispatcher's word that a member was lost (LostMemberKey), so that forming
+// a group with a dead worker fails at once instead of holding this worker,
+// and every client on it, for the whole timeout. This worker itself is one
+// of the members looked for: one that was stopped (SIGSTOP) past its
+// heartbeat timeout and then resumed finds there that the others gave up.
 class GroupStore final : public c10d::Store {
  public:
   struct Member {
     int64_t worker;
     std::string lost_key;
   };
-  GroupStore(c10::intrusive_ptr<c10d::Store> base, c10::intrusive_ptr<c10d::Store> group, std::vector<Member> others,
+  GroupStore(c10::intrusive_ptr<c10d::Store> base, c10::intrusive_ptr<c10d::Store> group, std::vector<Member> members,
              uint64_t generation, std::chrono::milliseconds timeout)
       : c10d::Store(timeout),
         base_(std::move(base)),
         group_(std::move(group)),
-        others_(std::move(others)),
+        members_(std::move(members)),
         generation_(generation) {}
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override { group_->set(key, value); }
@@ -61,10 +63,11 @@ class GroupStore final : public c10d::Store {
     WaitFor(keys, timeout);
   }
 
-  // A member the dispatcher marked lost in this group's generation or a
-  // later one, if any: a round trip to the store per other member.
+  // A member (this worker included) the dispatcher marked lost in this
+  // group's generation or a later one, if any: a round trip to the store
+  // per member.
   std::optional<int64_t> LostMember() {
-    for (const Member& m : others_) {
+    for (const Member& m : members_) {
       if (!base_->check({m.lost_key})) continue;
       const std::vector<uint8_t> value = base_->get(m.lost_key);
       const uint64_t lost_in = std::strtoull(std::string(value.begin(), value.end()).c_str(), nullptr, 10);
@@ -92,7 +95,7 @@ class GroupStore final : public c10d::Store {
 
   c10::intrusive_ptr<c10d::Store> base_;
   c10::intrusive_ptr<c10d::Store> group_;
-  std::vector<Member> others_;
+  std::vector<Member> members_;
   uint64_t generation_;
 };
 
@@ -139,11 +142,10 @@ Result<Collectives::Group*> Collectives::GroupOf(const Instruction& inst, const 
   auto group = std::make_unique<Group>();
   auto prefixed =
       c10::make_intrusive<c10d::PrefixStore>("gt/" + spec.store_key + "/group/" + generation + "/" + members, store);
-  std::vector<GroupStore::Member> others;
-  for (int64_t w : spec.group)
-    if (w != spec.group[static_cast<size_t>(rank)]) others.push_back({w, LostMemberKey(spec.store_key, w)});
+  std::vector<GroupStore::Member> watched;  // every member, this worker too
+  for (int64_t w : spec.group) watched.push_back({w, LostMemberKey(spec.store_key, w)});
   auto group_store =
-      c10::make_intrusive<GroupStore>(store, prefixed, std::move(others), spec.generation, options_.timeout);
+      c10::make_intrusive<GroupStore>(store, prefixed, std::move(watched), spec.generation, options_.timeout);
   group->store = group_store;
   auto pg_options = c10d::ProcessGroupGloo::Options::create(options_.timeout);
   pg_options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(options_.host));

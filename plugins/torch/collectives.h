@@ -17,8 +17,16 @@
 // fail: at once when its connections close, or, while the group forms or a
 // collective waits (for the dead member, or for a survivor that gave up on
 // it), within 100 ms of the dispatcher marking it lost in the store
-// (LostMemberKey), which breaks the group for good; a member that hangs,
-// after `timeout_ms`.
+// (LostMemberKey), which breaks the group for good. A member that hangs
+// (SIGSTOP, a frozen machine) stops heartbeating, so the dispatcher marks it
+// lost after its `heartbeat_timeout_ms` (5 s by default) and the others give
+// up then; once resumed, it finds its own mark and gives up too, at once,
+// rather than wait `timeout_ms` for peers that left. Only a member whose
+// heartbeats go on while its collectives never come (a backend that
+// deadlocked) holds the others for `timeout_ms`. Gloo in LibTorch 1.13 has
+// no abort for a collective in progress (c10d::Work::abort is for send and
+// receive only), so each wait is a timed Work::wait in 100 ms slices with
+// the store looked at between them (Await).
 //
 // Thread-safety: none; the worker's pipeline thread calls everything.
 #pragma once
