@@ -26,6 +26,7 @@
 
 #include "ir/codec.h"
 #include "gt/op_attrs.h"
+#include "net/default_keys.h"
 #include "net/transport.h"
 
 extern char** environ;
@@ -288,6 +289,14 @@ std::optional<double> MetricValue(const std::string& text, const std::string& na
 RawClient::RawClient(zmq::context_t& context, const std::string& endpoint, bool hello)
     : socket_(context, zmq::socket_type::dealer) {
   socket_.set(zmq::sockopt::linger, 0);
+  // A ProcessCluster's dispatcher authenticates with this user's default
+  // key set (docs/SECURITY.md): this client uses it as gt::connect would.
+  Result<CurveClientKeys> keys = ResolveConnectKeys({}, endpoint, false, "client");
+  const Status applied = !keys.ok() ? keys.status() : keys->enabled() ? ApplyCurveClient(socket_, *keys) : Status::Ok();
+  if (!applied.ok()) {
+    std::fprintf(stderr, "RawClient: the default key set: %s\n", applied.message().c_str());
+    std::abort();
+  }
   socket_.connect(endpoint);
   if (!hello) return;
   token_ = RandomToken();
