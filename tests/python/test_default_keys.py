@@ -31,6 +31,10 @@ SUM_BODY = """
     wait_for_workers(["worker-0"])
     say(value=gt.ones(3).sum().item())
 """
+ALL_THREE_BODY = """
+    wait_for_workers(["worker-0", "worker-1", "worker-2"])
+    say(value=gt.ones(3).sum().item())
+"""
 REFUSED_BODY = """
     start = time.monotonic()
     try:
@@ -126,8 +130,7 @@ def test_a_dispatcher_and_workers_started_at_once_make_one_key_set_and_reuse_it(
     try:
         first = first_log_line(log, procs[0])
         assert f", keys in {key_dir(config_home)}" in first, first
-        out = run_client(endpoint, SUM_BODY + "    wait_for_workers(['worker-0', 'worker-1', 'worker-2'])\n",
-                         env=owner_env(config_home))
+        out = run_client(endpoint, ALL_THREE_BODY, env=owner_env(config_home))
         assert out["value"] == 3.0
     finally:
         stop_processes(procs)
@@ -136,7 +139,7 @@ def test_a_dispatcher_and_workers_started_at_once_make_one_key_set_and_reuse_it(
     procs = start_all()  # again: the same set, not a new one
     try:
         first_log_line(log, procs[0])
-        assert run_client(endpoint, SUM_BODY, env=owner_env(config_home))["value"] == 3.0
+        assert run_client(endpoint, ALL_THREE_BODY, env=owner_env(config_home))["value"] == 3.0
     finally:
         stop_processes(procs)
     assert key_bytes(key_dir(config_home)) == made
@@ -259,8 +262,17 @@ def test_another_local_user_is_refused_by_a_default_gt_cluster(config_home, stra
         keyless = stranger_client(stranger, endpoint, {"GT_INSECURE": "1", "GT_LOCAL_IPC": "0"})
         assert keyless["error"] and "requires CURVE keys" in keyless["error"], keyless
         own = stranger_client(stranger, endpoint, {"GT_LOCAL_IPC": "0"})
-        assert own["error"] and "refused this client's key" in own["error"], own
+        # Its own set names its own dispatcher.pub, so the handshake fails before any list is read.
+        assert own["error"] and "the handshake failed" in own["error"], own
         assert (stranger[2] / ".config" / "gt" / "keys" / "client.key").exists()  # its own set, not the owner's
+        # Even knowing the dispatcher's public key, its own key is on no list of this dispatcher.
+        known = stranger[2] / "owners-dispatcher.pub"
+        shutil.copy(keys / "dispatcher.pub", known)
+        os.chown(known, stranger[0], stranger[1])
+        listed = stranger_client(stranger, endpoint, {
+            "GT_CLIENT_KEY": str(stranger[2] / ".config" / "gt" / "keys" / "client.key"), "GT_SERVER_KEY": str(known),
+            "GT_LOCAL_IPC": "0"})
+        assert listed["error"] and "refused this client's key" in listed["error"], listed
         taken = stranger_client(stranger, endpoint, {"GT_CLIENT_KEY": str(keys / "client.key"),
                                                      "GT_SERVER_KEY": str(keys / "dispatcher.pub"),
                                                      "GT_LOCAL_IPC": "0"})
@@ -270,7 +282,7 @@ def test_another_local_user_is_refused_by_a_default_gt_cluster(config_home, stra
         # Its worker is refused too, and the owner's cluster serves on.
         worker = as_user(*stranger, [str(BIN_DIR / "gt-worker"), "--connect", endpoint, "--id", "intruder"],
                          {"GT_LOCAL_IPC": "0"}, timeout=60)
-        assert worker.returncode != 0 and "refused this worker's key" in worker.stderr, worker
+        assert worker.returncode != 0 and "the handshake failed" in worker.stderr, worker
         assert run_client(endpoint, SUM_BODY, env=owner_env(config_home))["value"] == 3.0
     finally:
         stop_processes([proc])
