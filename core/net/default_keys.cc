@@ -1,7 +1,7 @@
 #include "net/default_keys.h"
 
 #include <pwd.h>
-#include <stdlib.h>
+#include <stdlib.h>  // mkdtemp
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "gt/settings.h"
 #include "net/peer_address.h"
 
 namespace gt {
@@ -100,16 +101,17 @@ Status MakeKeySet(const std::string& dir, bool* won) {
 }  // namespace
 
 Result<std::string> DefaultKeyDir() {
-  const char* config = std::getenv("XDG_CONFIG_HOME");
-  if (config && config[0] == '/') return std::string(config) + "/gt/keys";
-  const char* home = std::getenv("HOME");
-  if (!home || home[0] != '/') {
+  // Read through gt/settings.h, the one place that calls getenv.
+  const std::string config = EnvironmentText("XDG_CONFIG_HOME").value_or("");
+  if (config.starts_with('/')) return config + "/gt/keys";
+  std::string home = EnvironmentText("HOME").value_or("");
+  if (!home.starts_with('/')) {
     const passwd* entry = ::getpwuid(::geteuid());
-    home = entry ? entry->pw_dir : nullptr;
+    home = entry && entry->pw_dir ? entry->pw_dir : "";
   }
-  if (!home || home[0] != '/')
+  if (!home.starts_with('/'))
     return FailedPrecondition("no home directory for the default key set (set HOME or XDG_CONFIG_HOME, or give keys)");
-  return std::string(home) + "/.config/gt/keys";
+  return home + "/.config/gt/keys";
 }
 
 Result<DefaultKeySet> EnsureDefaultKeySet() {
