@@ -24,7 +24,7 @@ import textwrap
 import pytest
 
 from conftest import bound_endpoints, first_log_line, next_output_line, start_on_free_port, stop_processes
-from test_cluster import BIN_DIR, clean_env, require_services, run_client
+from test_cluster import BIN_DIR, PRELUDE, clean_env, require_services, run_client
 
 PAIRS = ("dispatcher", "worker", "client")
 SUM_BODY = """
@@ -228,15 +228,18 @@ def stranger():
         home = pathlib.Path(tempfile.mkdtemp(prefix="gt-stranger-"))
         os.chown(home, entry.pw_uid, entry.pw_gid)
         probe = as_user(entry.pw_uid, entry.pw_gid, home, [sys.executable, "-c", "import gt"], {})
-        if probe.returncode != 0:
-            pytest.skip(f"user {name} cannot import gt from this build: {probe.stderr.strip()[-300:]}")
-        yield entry.pw_uid, entry.pw_gid, home
-        shutil.rmtree(home, ignore_errors=True)
+        try:
+            if probe.returncode != 0:
+                pytest.skip(f"user {name} cannot import gt from this build: {probe.stderr.strip()[-300:]}")
+            yield entry.pw_uid, entry.pw_gid, home
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
     finally:
         subprocess.run(["userdel", name], capture_output=True)
 
 
 def as_user(uid, gid, home, argv, env, timeout=120):
+    """subprocess.run of `argv` as user `uid`, HOME `home`, with `env` over the test's."""
     full = clean_env(HOME=str(home))
     full.pop("XDG_CONFIG_HOME", None)  # the owner's, when the test runner set one
     full.update(env)
@@ -245,8 +248,8 @@ def as_user(uid, gid, home, argv, env, timeout=120):
 
 
 def stranger_client(stranger, endpoint, env):
-    import test_cluster
-    code = f"ENDPOINT = {endpoint!r}\n" + test_cluster.PRELUDE + textwrap.dedent(REFUSED_BODY)
+    """REFUSED_BODY's JSON line, run as the second user with `env`."""
+    code = f"ENDPOINT = {endpoint!r}\n" + PRELUDE + textwrap.dedent(REFUSED_BODY)
     done = as_user(*stranger, [sys.executable, "-c", code], {"GT_CONNECT_TIMEOUT": "30", **env})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
