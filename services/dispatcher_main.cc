@@ -26,7 +26,9 @@ int main(int argc, char** argv) {
       "CURVE key pair file (gt keygen): authenticate every connection (overrides the manifest's security.key)")(
       "client-keys", po::value<std::string>()->default_value(""), "file or directory of the clients' public keys")(
       "worker-keys", po::value<std::string>()->default_value(""), "file or directory of the workers' public keys")(
-      "insecure", "listen on a non-loopback address without keys (any peer may then register as a worker)");
+      "insecure",
+      "run without keys (default: this user's key set, ~/.config/gt/keys); any peer that reaches the listen "
+      "address, every local user included, may then register as a worker");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -57,6 +59,12 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (manifest->listen.empty()) manifest->listen = "tcp://127.0.0.1:5555";
+  // Without keys: this user's (docs/SECURITY.md, "Keys by default").
+  gt::Result<std::string> default_keys = gt::services::UseDefaultDispatcherKeys(manifest->security);
+  if (!default_keys.ok()) {
+    std::cerr << "gt-dispatcher: " << default_keys.status().message() << "\n";
+    return 2;
+  }
   if (std::string warning = gt::InsecureListenWarning(manifest->security, manifest->listen); !warning.empty())
     std::cerr << "gt-dispatcher: " << warning << std::endl;  // before anything else it says
 
@@ -106,7 +114,8 @@ int main(int argc, char** argv) {
   std::cout << "gt-dispatcher " << manifest->id << " listening on " << listening
             << (local_ipc ? ", local ipc on " + local_ipc->endpoint() : "")
             << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics")
-            << (discovery ? ", discovery on http://" + discovery->bound() + "/targets" : "") << std::endl;
+            << (discovery ? ", discovery on http://" + discovery->bound() + "/targets" : "") << *default_keys
+            << std::endl;
   (*dispatcher)->Run(stop);
   std::cout << "gt-dispatcher " << manifest->id << " stopped" << std::endl;
   return 0;

@@ -24,6 +24,7 @@
 #include "gt/settings.h"
 #include "dispatcher/listener_security.h"
 #include "net/curve_keys.h"
+#include "net/default_keys.h"
 #include "host/manifest.h"
 #include "host/plugin_loader.h"
 #include "service_common.h"
@@ -57,7 +58,7 @@ constexpr Subcommand kSubcommands[] = {
      "                    loaded and their options checked; exit status 1 if any is not ok\n"},
     {"cluster",
      "gt cluster [--workers N] [--listen ENDPOINT] [--metrics-port PORT] [--discovery HOST:PORT]\n"
-     "                  [--manifest FILE] [--worker-manifest FILE]",
+     "                  [--manifest FILE] [--worker-manifest FILE] [--insecure]",
      "run a dispatcher and N workers as child processes until Ctrl-C",
      "  --workers, -n N          workers to start (default 2)\n"
      "  --listen ENDPOINT        the dispatcher's endpoint (default tcp://127.0.0.1:5555; port 0: a free\n"
@@ -65,7 +66,9 @@ constexpr Subcommand kSubcommands[] = {
      "  --metrics-port PORT      first /metrics port: the dispatcher's, the workers' follow (0: none)\n"
      "  --discovery HOST:PORT    serve Prometheus service discovery (/targets) there (\"\": none)\n"
      "  --manifest FILE          the dispatcher's manifest (default: the embedded default's stages)\n"
-     "  --worker-manifest FILE   every worker's manifest (default: the embedded default's)\n"},
+     "  --worker-manifest FILE   every worker's manifest (default: the embedded default's)\n"
+     "  --insecure               no keys (default: this user's key set, named in the first line, which\n"
+     "                           this user's clients find by themselves; docs/SECURITY.md)\n"},
     {"top", "gt top [--discovery HOST:PORT] [--metrics HOST:PORT]... [--interval SECONDS] [--once]",
      "live per-host and per-stage rates from the hosts' /metrics", nullptr},  // Top() prints its own options
     {"keygen", "gt keygen NAME...", "write CURVE key pairs: NAME.key (private, mode 0600) and NAME.pub",
@@ -184,11 +187,15 @@ int Inspect(const std::vector<std::string>& args) {
   return 0;
 }
 
-// A dispatcher manifest's listen address as gt-dispatcher would refuse it:
-// beyond loopback without keys or security.insecure.
-gt::Status ListenExposure(const gt::HostManifest& m) {
-  if (m.host != gt::HostKind::kDispatcher) return gt::Status::Ok();
-  return gt::CheckExposure(m.security, gt::ToZmqEndpoint(m.listen));
+// Where a dispatcher manifest without keys gets them: gt-dispatcher takes
+// this user's default key set (made on its first start); "" when the
+// manifest gives keys or opts out.
+std::string DefaultKeysNote(const gt::HostManifest& m) {
+  if (m.host != gt::HostKind::kDispatcher || m.security.enabled() || m.security.insecure) return "";
+  gt::Result<std::string> dir = gt::DefaultKeyDir();
+  return "no keys given: gt-dispatcher authenticates with this user's key set in " +
+         (dir.ok() ? *dir : "(" + dir.status().message() + ")") +
+         ", which this user's workers and clients on this machine find by themselves";
 }
 
 // What an operator who opted out of authentication must hear: said by
@@ -206,11 +213,9 @@ int Validate(const std::vector<std::string>& files) {
   int failures = 0;
   for (const std::string& f : files) {
     gt::Result<gt::HostManifest> m = gt::LoadManifestFile(f, std::nullopt);
-    if (gt::Status exposed = m.ok() ? ListenExposure(*m) : gt::Status::Ok(); !exposed.ok()) {
-      std::cout << f << ": " << exposed.message() << "\n";
-      ++failures;
-    } else if (m.ok()) {
+    if (m.ok()) {
       if (std::string warning = InsecureWarning(*m); !warning.empty()) std::cout << f << ": " << warning << "\n";
+      if (std::string note = DefaultKeysNote(*m); !note.empty()) std::cout << f << ": " << note << "\n";
       std::cout << f << ": ok (" << gt::HostKindName(m->host) << ", " << m->stages.size() << " stage(s)"
                 << (m->backend ? ", backend " + std::string(m->backend->plugin.descriptor->name) : "") << ")\n";
     } else {
@@ -282,7 +287,8 @@ int Cluster(int argc, char** argv) {
       "manifest", po::value<std::string>()->default_value(""),
       "the dispatcher's manifest; default: the embedded default's stages")(
       "worker-manifest", po::value<std::string>()->default_value(""),
-      "every worker's manifest; default: the embedded default's");
+      "every worker's manifest; default: the embedded default's")(
+      "insecure", "run without keys: every local user may then connect (default: this user's key set)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -310,6 +316,8 @@ int Cluster(int argc, char** argv) {
                                          vm["manifest"].as<std::string>()};
   if (port) dispatcher.insert(dispatcher.end(), {"--metrics", metrics(0)});
   if (!vm["discovery"].defaulted()) dispatcher.insert(dispatcher.end(), {"--discovery", vm["discovery"].as<std::string>()});
+  const bool insecure = vm.count("insecure") > 0;
+  if (insecure) dispatcher.push_back("--insecure");
   children.push_back(Spawn(dispatcher, out[1]));
   close(out[1]);
   const std::string announced = ReadFirstLine(out[0], std::chrono::seconds(30));
@@ -328,11 +336,16 @@ int Cluster(int argc, char** argv) {
     return 1;
   }
   std::cout << announced << std::endl;
-  for (int i = 0; i < vm["workers"].as<int>(); ++i)
+  for (int i = 0; i < vm["workers"].as<int>(); ++i) {
     // Without --metrics-port, "" (none): every worker would ask for the port
-    // their shared manifest names, and all but one would fail.
-    children.push_back(Spawn({(bin / "gt-worker").string(), "--connect", listen, "--id", "worker-" + std::to_string(i),
-                              "--metrics", metrics(i + 1), "--manifest", vm["worker-manifest"].as<std::string>()}));
+    // their shared manifest names, and all but one would fail. Without
+    // --insecure they take this user's key set, as the dispatcher did.
+    std::vector<std::string> worker = {(bin / "gt-worker").string(), "--connect", listen, "--id",
+                                       "worker-" + std::to_string(i), "--metrics", metrics(i + 1), "--manifest",
+                                       vm["worker-manifest"].as<std::string>()};
+    if (insecure) worker.push_back("--insecure");
+    children.push_back(Spawn(worker));
+  }
   std::atomic<bool> stop{false};
   gt::services::ShutdownSignal signal(stop);
   bool failed = false;  // a process ended by itself: the cluster did not run as asked

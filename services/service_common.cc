@@ -15,6 +15,7 @@
 
 #include "embedded/embedded_cluster.h"
 #include "gt/settings.h"
+#include "net/default_keys.h"
 #include "net/peer_address.h"
 
 namespace gt::services {
@@ -128,6 +129,18 @@ std::optional<HostManifest> LoadManifestOrExplain(const std::string& file, HostK
   }
   if (file.empty()) manifest->id = default_id;
   return std::move(*manifest);
+}
+
+gt::Result<std::string> UseDefaultDispatcherKeys(SecurityConfig& security) {
+  if (security.enabled() || security.insecure) return std::string();
+  gt::Result<gt::DefaultKeySet> set = gt::EnsureDefaultKeySet();
+  if (!set.ok())
+    return gt::FailedPrecondition(set.status().message() +
+                                  " (or give keys with --key, or run without any with --insecure)");
+  security.key = set->DispatcherKey();
+  security.client_keys = set->ClientKeys();
+  security.worker_keys = set->WorkerKeys();
+  return ", keys in " + set->dir;
 }
 
 }  // namespace gt::services

@@ -87,6 +87,12 @@ std::unique_ptr<LocalIpcBinding> BindLocalIpc(const std::string& bound_tcp,
                                               const std::function<Status(const std::string&)>& bind,
                                               std::string* why);
 
+// A dispatcher given no keys and not told `security.insecure` authenticates
+// with this user's default key set (core/net/default_keys.h), made when
+// absent: `security` then names its files. Returns ", keys in DIR" for the
+// dispatcher's first line; "" when keys were given or it runs insecure.
+gt::Result<std::string> UseDefaultDispatcherKeys(SecurityConfig& security);
+
 // Checks the GT_* settings (CheckSettings), then loads `file` as a manifest
 // for `host`, or, when file is empty, the embedded default's
 // (DefaultDispatcherManifest / DefaultWorkerManifest) under the id

@@ -5,6 +5,7 @@
 #include <zmq.hpp>
 
 #include "gt/log.h"
+#include "net/default_keys.h"
 #include "service_common.h"
 #include "start_afresh.h"
 #include "worker/worker.h"
@@ -22,7 +23,10 @@ int main(int argc, char** argv) {
       "id", po::value<std::string>()->default_value(""), "worker id (overrides the manifest)")(
       "key", po::value<std::string>()->default_value(""),
       "CURVE key pair file (gt keygen) whose public key is on the dispatcher's workers list")(
-      "server-key", po::value<std::string>()->default_value(""), "the dispatcher's public key file (.pub)");
+      "server-key", po::value<std::string>()->default_value(""), "the dispatcher's public key file (.pub)")(
+      "insecure",
+      "connect without keys, to a dispatcher started with --insecure (default on this machine: this user's key "
+      "set, ~/.config/gt/keys)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -50,6 +54,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (manifest->connect.empty()) manifest->connect = "tcp://127.0.0.1:5555";
+  // Without keys, a dispatcher on this machine is this user's: its default key set's.
+  std::string default_keys;
+  gt::Result<gt::CurveClientKeys> keys =
+      gt::ResolveConnectKeys({manifest->security.key, manifest->security.server_key}, manifest->connect,
+                             vm.count("insecure") > 0, "worker", &default_keys);
+  if (!keys.ok()) {
+    std::cerr << "gt-worker: " << keys.status().message() << " (or give --key and --server-key, or --insecure)\n";
+    return 2;
+  }
+  manifest->security.key = keys->key_file;
+  manifest->security.server_key = keys->server_key_file;
 
   auto registry = std::make_shared<prometheus::Registry>();
   std::string metrics_bound;
@@ -73,7 +88,8 @@ int main(int argc, char** argv) {
   const std::string endpoint = gt::PreferLocalIpc(manifest->connect);
   std::cout << "gt-worker " << manifest->id << " connecting to " << endpoint
             << (endpoint == manifest->connect ? "" : " (local ipc for " + manifest->connect + ")")
-            << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << std::endl;
+            << (metrics_bound.empty() ? "" : ", metrics on http://" + metrics_bound + "/metrics") << default_keys
+            << std::endl;
   gt::Status s = (*worker)->Run(endpoint, stop);
   if ((*worker)->declared_lost() && !stop) {
     // Everything it held is gone for its clients: registered again, empty.

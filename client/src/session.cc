@@ -15,6 +15,7 @@
 #include "gt/op_attrs.h"
 #include "gt/settings.h"
 #include "host/shipped_configs.h"
+#include "net/default_keys.h"
 #include "net/local_ipc.h"
 #include "net/transport.h"
 
@@ -176,6 +177,9 @@ void Session::ConnectLocked(const std::string& endpoint,
   socket_->set(zmq::sockopt::linger, 2000);
   socket_->set(zmq::sockopt::sndhwm, 0);
   socket_->set(zmq::sockopt::rcvhwm, 0);
+  // Without keys, a dispatcher on this machine is this user's (core/net/default_keys.h).
+  if (!address_.empty())
+    curve_ = OrThrow(ResolveConnectKeys(curve_, endpoint, OrThrow(SwitchSetting("GT_INSECURE")), "client"), "gt: ");
   if (!address_.empty() && curve_.enabled()) {
     if (Status s = ApplyCurveClient(*socket_, curve_); !s.ok())
       throw Error(s.code(), "gt: GT_CLIENT_KEY / GT_SERVER_KEY: " + s.message());

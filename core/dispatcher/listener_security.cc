@@ -39,10 +39,12 @@ Status CheckExposure(const SecurityConfig& security, const std::string& endpoint
 std::string InsecureListenWarning(const SecurityConfig& security, const std::string& endpoint) {
   if (security.enabled() || !security.insecure) return "";
   const std::string host = TcpEndpointHost(endpoint);
-  if (host.empty() || IsLoopbackAddress(host)) return "";
+  // On this machine only, it is still open to every user of the machine.
+  const bool local = endpoint.rfind("inproc://", 0) != 0 && (host.empty() || IsLoopbackAddress(host));
   return "WARNING: INSECURE (security.insecure / --insecure): " + endpoint +
-         " is served without authentication; anyone who reaches it can register as a worker and read every "
-         "client's tensors (docs/SECURITY.md)";
+         " is served without authentication; " +
+         (local ? "every user of this machine" : "anyone who reaches it") +
+         " can register as a worker and read every client's tensors (docs/SECURITY.md)";
 }
 
 Status CheckRole(PeerRole role, wire::Envelope::Kind kind) {

@@ -37,9 +37,10 @@ Result<std::unique_ptr<ZapHandler>> SecureListener(const HostManifest& manifest,
 // `security.insecure`.
 Status CheckExposure(const SecurityConfig& security, const std::string& endpoint);
 
-// "WARNING: ..." when `endpoint` is served beyond loopback without keys
-// because `security.insecure` said so; "" otherwise. gt-dispatcher prints it
-// first, `gt validate` beside its ok.
+// "WARNING: ..." when `endpoint` is served without keys because
+// `security.insecure` said so (on loopback too: every local user may then
+// connect); "" otherwise. gt-dispatcher prints it first, `gt validate`
+// beside its ok.
 std::string InsecureListenWarning(const SecurityConfig& security, const std::string& endpoint);
 
 // With authentication on, a connection's role is the one its key was

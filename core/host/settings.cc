@@ -83,6 +83,10 @@ constexpr SettingSpec kSettings[] = {
     {"GT_SERVER_KEY", SettingType::kText, nullptr, kNoRange, kNoRange, nullptr,
      "the dispatcher's public key file (`dispatcher.pub`); with `GT_CLIENT_KEY`, the client connects over CURVE "
      "and fails at once, naming the reason, when the dispatcher refuses its key or requires one"},
+    {"GT_INSECURE", SettingType::kSwitch, "false", kNoRange, kNoRange, nullptr,
+     "switch: a client of a dispatcher on this machine connects without keys, to one started with `--insecure`; "
+     "off (and without `GT_CLIENT_KEY`), it uses this user's default key set (`~/.config/gt/keys`, "
+     "`docs/SECURITY.md`), as that user's `gt cluster`, `gt-dispatcher` and `gt-worker` do"},
     {"GT_BIN_DIR", SettingType::kText, nullptr, kNoRange, kNoRange, nullptr,
      "where `python -m gt.server` / `python -m gt.worker` look first for `gt-dispatcher` / `gt-worker` (then next "
      "to the package, then `PATH`)"},

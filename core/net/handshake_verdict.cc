@@ -29,7 +29,8 @@ void HandshakeVerdict::Observe(uint16_t event) {
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
     refused_ = "the dispatcher refused this " + who_ + "'s key (its .pub is not on the " + key_list_ + " list)";
   const std::string mismatch = "the handshake failed: the dispatcher requires CURVE keys (" + keys_ + ") or this " +
-                               who_ + " gives keys a dispatcher without them does not take (or a wrong server key)";
+                               who_ + " gives keys a dispatcher without them does not take (one started with "
+                               "--insecure: connect with --insecure or GT_INSECURE=1; or a wrong server key)";
   if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) refused_ = mismatch;
   if (event == ZMQ_EVENT_DISCONNECTED && ++drops_ >= kDropsBeforeVerdict && refused_.empty())
     refused_ = PeerSpeaksZeroMq(endpoint_)

@@ -3,8 +3,12 @@ gt-dispatcher, which replaces this interpreter) listening on tcp://HOST:PORT
 and, for the default host or 127.0.0.1, also on ipc:///tmp/gt-dispatcher-<netns>-PORT.sock,
 which local workers and clients use by themselves (README "Running a cluster").
 
-Workers join it with `python -m gt.worker --host HOST -p PORT`; clients with
-`gt.connect("HOST:PORT")`. Unknown flags are a usage error (exit status 2).
+Without --key it authenticates with this user's key set (~/.config/gt/keys,
+made on first use, readable by this user only; docs/SECURITY.md): this user's
+workers (`python -m gt.worker --host HOST -p PORT`) and clients
+(`gt.connect("HOST:PORT")`) on this machine find it by themselves, and every
+other user is refused. --insecure runs without keys. Unknown flags are a usage
+error (exit status 2).
 """
 
 import argparse
@@ -24,8 +28,8 @@ def build_args(argv=None):
     parser.add_argument("-p", "--port", type=int, default=DEFAULT_PORT,
                         help=f"TCP port to listen on (default {DEFAULT_PORT})")
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to bind (default 127.0.0.1: this machine only; any other address "
-                             "needs --key/--client-keys/--worker-keys or --insecure, docs/SECURITY.md)")
+                        help="address to bind (default 127.0.0.1: this machine only; without --key the "
+                             "dispatcher uses this user's key set wherever it binds, docs/SECURITY.md)")
     parser.add_argument("-m", "--manifest", help="dispatcher manifest (YAML), e.g. configs/dispatcher-compile.yaml")
     parser.add_argument("--metrics", help="host:port serving Prometheus /metrics (default: none)")
     parser.add_argument("--discovery", help="host:port serving Prometheus HTTP service discovery")
@@ -34,7 +38,8 @@ def build_args(argv=None):
     parser.add_argument("--client-keys", help="file or directory of the clients' public keys")
     parser.add_argument("--worker-keys", help="file or directory of the workers' public keys")
     parser.add_argument("--insecure", action="store_true",
-                        help="listen on a non-loopback address without keys (any peer may register as a worker)")
+                        help="run without keys (default: this user's key set): any peer that reaches the "
+                             "address, every local user included, may then register as a worker")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"argument -p/--port: {args.port} is not a TCP port (1-65535)")

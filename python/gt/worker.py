@@ -29,6 +29,9 @@ def build_args(argv=None):
     parser.add_argument("--id", help="worker id (default: worker-<pid>)")
     parser.add_argument("--key", help="this worker's CURVE key pair (its .pub on the dispatcher's workers list)")
     parser.add_argument("--server-key", help="the dispatcher's public key file (.pub)")
+    parser.add_argument("--insecure", action="store_true",
+                        help="connect without keys, to a dispatcher started with --insecure (default on this "
+                             "machine: this user's key set, docs/SECURITY.md)")
     args = parser.parse_args(argv)
     if not 0 < args.port < 65536:
         parser.error(f"argument -p/--port: {args.port} is not a TCP port (1-65535)")
@@ -38,6 +41,8 @@ def build_args(argv=None):
         value = getattr(args, flag)
         if value is not None:
             out += [f"--{flag.replace('_', '-')}", value]
+    if args.insecure:
+        out.append("--insecure")
     return out
 
 

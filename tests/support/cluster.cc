@@ -26,6 +26,7 @@
 
 #include "ir/codec.h"
 #include "gt/op_attrs.h"
+#include "net/default_keys.h"
 #include "net/transport.h"
 
 extern char** environ;
@@ -286,15 +287,45 @@ std::optional<double> MetricValue(const std::string& text, const std::string& na
 }
 
 RawClient::RawClient(zmq::context_t& context, const std::string& endpoint, bool hello)
-    : socket_(context, zmq::socket_type::dealer) {
+    : socket_(context, zmq::socket_type::dealer), endpoint_(endpoint) {
   socket_.set(zmq::sockopt::linger, 0);
-  socket_.connect(endpoint);
   if (!hello) return;
   token_ = RandomToken();
   SendToken(wire::Envelope::HELLO, token_);
 }
 
+namespace {
+
+// The tokens RawClients registered as workers with, in this process.
+std::set<uint64_t>& WorkerTokens() {
+  static std::set<uint64_t> tokens;
+  return tokens;
+}
+
+}  // namespace
+
+// A ProcessCluster's dispatcher authenticates with this user's default key
+// set (docs/SECURITY.md), and the key decides the role: a RawClient whose
+// first message only a worker sends (REGISTER, ATTACH, a heartbeat with a
+// registered worker's token) connects with the workers' key, as gt-worker
+// would; any other with the clients' key, as gt::connect would.
+void RawClient::ConnectFor(wire::Envelope::Kind kind, uint64_t token) {
+  if (connected_) return;
+  connected_ = true;
+  const bool worker = kind == wire::Envelope::REGISTER || kind == wire::Envelope::ATTACH ||
+                      (kind == wire::Envelope::HEARTBEAT && WorkerTokens().count(token) > 0);
+  Result<CurveClientKeys> keys = ResolveConnectKeys({}, endpoint_, false, worker ? "worker" : "client");
+  const Status applied = !keys.ok() ? keys.status() : keys->enabled() ? ApplyCurveClient(socket_, *keys) : Status::Ok();
+  if (!applied.ok()) {
+    std::fprintf(stderr, "RawClient: the default key set: %s\n", applied.message().c_str());
+    std::abort();
+  }
+  socket_.connect(endpoint_);
+}
+
 void RawClient::SendToken(wire::Envelope::Kind kind, uint64_t token) {
+  ConnectFor(kind, token);
+  if (kind == wire::Envelope::REGISTER) WorkerTokens().insert(token);
   wire::Envelope env;
   env.set_kind(kind);
   env.set_token(token);
@@ -302,6 +333,7 @@ void RawClient::SendToken(wire::Envelope::Kind kind, uint64_t token) {
 }
 
 void RawClient::Send(const std::vector<Instruction>& batch) {
+  ConnectFor(wire::Envelope::BATCH, 0);
   if (token_ != 0) SendToken(wire::Envelope::HEARTBEAT, token_);
   wire::Envelope env;
   env.set_kind(wire::Envelope::BATCH);
@@ -311,6 +343,7 @@ void RawClient::Send(const std::vector<Instruction>& batch) {
 }
 
 void RawClient::SendFrames(const std::vector<std::string>& frames) {
+  ConnectFor(wire::Envelope::BATCH, 0);
   for (size_t i = 0; i < frames.size(); ++i)
     socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
@@ -341,6 +374,7 @@ std::optional<wire::Envelope> RawClient::Sync(std::vector<std::pair<wire::Envelo
 }
 
 void RawClient::Bye() {
+  ConnectFor(wire::Envelope::BYE, 0);
   wire::Envelope env;
   env.set_kind(wire::Envelope::BYE);
   (void)SendEnvelope(socket_, "", env, {});

@@ -79,7 +79,10 @@ std::string WriteTempFile(const std::string& name, const std::string& contents);
 // prefixes the manifests' file names.
 ClusterOptions ShardingClusterOptions(const std::string& name, int workers);
 
-// A client speaking the wire protocol directly over its own DEALER.
+// A client speaking the wire protocol directly over its own DEALER. It
+// connects when it first sends: with the workers' default key when that
+// message is one only a worker sends (REGISTER, ATTACH, a heartbeat with a
+// token a RawClient registered), else with the clients' (docs/SECURITY.md).
 class RawClient {
  public:
   // Opens a session (HELLO with a heartbeat token) unless `hello` is false.
@@ -103,7 +106,11 @@ class RawClient {
   uint64_t token() const { return token_; }
 
  private:
+  void ConnectFor(wire::Envelope::Kind first, uint64_t token);
+
   zmq::socket_t socket_;
+  std::string endpoint_;
+  bool connected_ = false;
   uint64_t next_sync_ = 1000;
   uint64_t token_ = 0;  // 0: no session
   std::vector<std::string> last_frames_;  // data frames of the last message received
