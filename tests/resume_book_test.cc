@@ -12,6 +12,7 @@
 #include "dispatcher/session_resume.h"
 #include "dispatcher/worker_registry.h"
 #include "gt/op_attrs.h"
+#include "host/manifest.h"
 #include "ir/codec.h"
 #include "worker/worker_rejoin.h"
 
@@ -289,6 +290,24 @@ TEST(WorkerRegistryRejoinTest, ARejoiningWorkerKeepsItsIndexAndSessionsAreToldOn
   ASSERT_EQ(sent.size(), 1u);
   ASSERT_EQ(sent[0].sessions_size(), 1);
   EXPECT_EQ(sent[0].sessions(0).digest(), SessionDigest(kToken));
+}
+
+TEST(RestartManifestTest, ReadsTheGraceSettingsAndRefusesAnUnknownAfterGrace) {
+  Result<HostManifest> m = ParseManifest("host: dispatcher\nreconnect_grace_ms: 2500\nresume_wait_ms: 700\n"
+                                         "after_grace: wait\n",
+                                         "restart.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->reconnect_grace_ms, 2500);
+  EXPECT_EQ(m->resume_wait_ms, 700);
+  EXPECT_FALSE(m->exit_after_grace);
+  Result<HostManifest> defaults = ParseManifest("host: dispatcher\n", "restart.yaml", HostKind::kDispatcher);
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_EQ(defaults->reconnect_grace_ms, 60000);
+  EXPECT_TRUE(defaults->exit_after_grace);
+  Result<HostManifest> bad = ParseManifest("host: dispatcher\nafter_grace: later\n", "restart.yaml", HostKind::kDispatcher);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("after_grace: 'later': exit or wait"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

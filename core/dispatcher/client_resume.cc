@@ -41,7 +41,8 @@ void ClientProtocol::Resume(WireMessage& msg, const std::string& peer_key) {
     // Still open here: the client lost only its connection.
     if (c->key != peer_key) {
       log::Warn("dispatcher", manifest_.id + ": a RESUME named another key's session: refused");
-      return outbox_.Reject(route, InvalidArgument("cannot resume the session: it belongs to another client key"));
+      return outbox_.SendError(route, InvalidArgument("dispatcher " + manifest_.id +
+                                                      " cannot resume the session: it belongs to another client key"));
     }
     outbox_.Forget(c->route);
     clients_.Rebind(c->id, route);
@@ -51,7 +52,8 @@ void ClientProtocol::Resume(WireMessage& msg, const std::string& peer_key) {
   }
   // A client retrying on yet another connection: only its latest RESUME is answered.
   std::erase_if(pending_resumes_, [&](const PendingResume& p) { return p.claim.token == env.token(); });
-  PendingResume pending{std::move(msg), ClaimOf(env, peer_key), ClientTable::Clock::now()};
+  ResumeClaim claim = ClaimOf(env, peer_key);  // before `msg` (and so `env`) moves
+  PendingResume pending{std::move(msg), std::move(claim), ClientTable::Clock::now()};
   if (!TryResume(pending, pending.asked)) pending_resumes_.push_back(std::move(pending));
 }
 
@@ -62,14 +64,15 @@ void ClientProtocol::RetryResumes(ClientTable::Clock::time_point now) {
 bool ClientProtocol::TryResume(PendingResume& pending, ClientTable::Clock::time_point now) {
   const std::string& route = pending.msg.routing_id;
   if (!resume_book_) {
-    outbox_.Reject(route, NotFound("cannot resume the session: this dispatcher does not know it"));
+    outbox_.SendError(route, NotFound("dispatcher " + manifest_.id + " cannot resume the session: it does not know it"));
     return true;
   }
   ResumeBook::Verdict verdict = resume_book_->Decide(pending.claim, pending.asked, now);
   if (verdict.kind == ResumeBook::Verdict::kWait) return false;
   if (verdict.kind == ResumeBook::Verdict::kRefuse) {
     log::Warn("dispatcher", manifest_.id + ": refused a RESUME: " + verdict.why.message());
-    outbox_.Reject(route, Status(verdict.why.code(), "cannot resume the session: " + verdict.why.message()));
+    outbox_.SendError(route, Status(verdict.why.code(),
+                                    "dispatcher " + manifest_.id + " cannot resume the session: " + verdict.why.message()));
     return true;
   }
   Restore(pending, verdict.session);

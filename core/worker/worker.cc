@@ -396,13 +396,12 @@ class Worker::Impl {
   std::optional<HandshakeVerdict> handshake_verdict_;  // I/O thread; made by Run()
   zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
-  // Outliving the dispatcher (worker_rejoin.h, worker_reconnect.cc).
+  // Outliving the dispatcher (worker_rejoin.h).
   RejoinBook book_;         // pipeline thread
   DispatcherLink link_;     // I/O thread
   uint32_t index_ = 0;      // pipeline thread: the index the last WELCOME gave
   std::atomic<bool> rejoin_requested_{false};  // I/O -> pipeline thread: register again
   std::atomic<bool> grace_over_{false};        // I/O -> pipeline thread: free everything
-
 
   // I/O thread: what losing the dispatcher asks for now (DispatcherLink).
   void WatchLink() {
@@ -437,7 +436,8 @@ class Worker::Impl {
     std::vector<ClientId> clients = book_.Sessions();
     for (ClientId orphan : book_.Orphans(terminal_->Held())) clients.push_back(orphan);
     for (ClientId c : clients) scheduler_->Push(MakeDropClient(c));
-    while (!scheduler_->empty()) scheduler_->RunTurn();
+    // Bounded: a collective whose peers are gone may never run; exiting frees it all the same.
+    for (int turn = 0; turn < 1000 && !scheduler_->empty(); ++turn) scheduler_->RunTurn();
     book_.Clear();
     const std::string why = "no dispatcher took this worker back within " +
                             std::to_string(manifest_.reconnect_grace_ms) + " ms (reconnect grace); freed the tensors of " +
