@@ -106,6 +106,7 @@ class RestartCluster {
   bool WorkerAlive() const { return worker_ > 0 && kill(worker_, 0) == 0; }
   const std::string& endpoint() const { return endpoint_; }
   std::string worker_log() const { return ReadFile(worker_log_); }
+  std::string dispatcher_log() const { return ReadFile(dispatcher_log_); }
 
  private:
   std::string endpoint_, dispatcher_log_, worker_log_, dispatcher_manifest_, worker_manifest_;
@@ -260,6 +261,56 @@ TEST(DispatcherRestartTest, AWorkerToldToWaitStaysEmptyAfterTheGrace) {
   RawClient fresh(context, cluster.endpoint());
   fresh.Send({FromFloats(1, {3, 2, 1}), Binary(Op::kAdd, 2, 2, 1, 1)});
   EXPECT_EQ(FetchFloats(fresh, 2, 3), (std::vector<float>{6, 4, 2}));
+}
+
+// A REGISTER that claims to rejoin, as a hostile or confused peer would send it.
+wire::Envelope Rejoin(uint32_t index, uint64_t token) {
+  wire::Envelope reg;
+  reg.set_kind(wire::Envelope::REGISTER);
+  reg.set_name("impostor");
+  reg.set_token(token);
+  reg.set_rejoining(true);
+  reg.set_worker_index(index);
+  return reg;
+}
+
+TEST(DispatcherRestartTest, RefusesASecondWorkerUnderALiveIndexAndFreesAMalformedInventory) {
+  RestartCluster cluster;
+  cluster.StartDispatcher();
+  cluster.StartWorker("30");
+  zmq::context_t context(1);
+  RawClient client(context, cluster.endpoint());
+  FirstSteps(client);  // worker #0 is registered and holds client 1's tensors
+
+  RawClient impostor(context, cluster.endpoint(), /*hello=*/false);
+  impostor.SendFrames({Rejoin(0, 0x77).SerializeAsString()});
+  std::optional<wire::Envelope> answer = impostor.Receive(10000);
+  ASSERT_TRUE(answer.has_value());
+  ASSERT_EQ(answer->kind(), wire::Envelope::ERROR);
+  EXPECT_NE(answer->errors(0).message().find("two workers, one identity"), std::string::npos)
+      << answer->errors(0).message();
+
+  RawClient odd(context, cluster.endpoint(), /*hello=*/false);
+  wire::Envelope reg = Rejoin(5, 0x78);
+  wire::SessionInventory* inv = reg.add_inventory();
+  inv->mutable_session()->set_client(42);
+  wire::HeldTensor* t = inv->add_tensors();
+  t->set_id(1);
+  t->set_dtype(99);
+  odd.SendFrames({reg.SerializeAsString()});
+  answer = odd.Receive(10000);
+  ASSERT_TRUE(answer.has_value());
+  EXPECT_EQ(answer->kind(), wire::Envelope::WELCOME);  // a worker, yet its inventory is not trusted
+  EXPECT_EQ(answer->worker_index(), 5u);
+  std::optional<wire::Envelope> drop = odd.Receive(10000);
+  ASSERT_TRUE(drop.has_value());
+  ASSERT_EQ(drop->kind(), wire::Envelope::BATCH);
+  ASSERT_EQ(drop->instructions_size(), 1);
+  EXPECT_EQ(drop->instructions(0).op(), static_cast<uint32_t>(Op::kDropClient));
+  EXPECT_EQ(drop->instructions(0).client(), 42u);
+  EXPECT_NE(cluster.dispatcher_log().find("has dtype 99"), std::string::npos) << cluster.dispatcher_log();
+  // The real client is unaffected.
+  EXPECT_EQ(FetchFloats(client, 2, 5), (std::vector<float>{2, 4, 6}));
 }
 
 }  // namespace
