@@ -26,7 +26,11 @@ int main(int argc, char** argv) {
       "server-key", po::value<std::string>()->default_value(""), "the dispatcher's public key file (.pub)")(
       "insecure",
       "connect without keys, to a dispatcher started with --insecure (default on this machine: this user's key "
-      "set, ~/.config/gt/keys)");
+      "set, ~/.config/gt/keys)")(
+      "reconnect-grace", po::value<double>(),
+      "seconds a worker that lost its dispatcher keeps its tensors, waiting for it (overrides the manifest's "
+      "reconnect_grace_ms; default 60)")(
+      "after-grace", po::value<std::string>(), "exit | wait: what the worker does once that grace is over (default exit)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -49,6 +53,22 @@ int main(int argc, char** argv) {
   if (auto v = vm["id"].as<std::string>(); !v.empty()) manifest->id = v;
   if (auto v = vm["key"].as<std::string>(); !v.empty()) manifest->security.key = v;
   if (auto v = vm["server-key"].as<std::string>(); !v.empty()) manifest->security.server_key = v;
+  if (vm.count("reconnect-grace")) {
+    const double seconds = vm["reconnect-grace"].as<double>();
+    if (!(seconds >= 0 && seconds <= 3600)) {
+      std::cerr << "gt-worker: --reconnect-grace: " << seconds << " is not between 0 and 3600 seconds\n";
+      return 2;
+    }
+    manifest->reconnect_grace_ms = static_cast<int64_t>(seconds * 1000);
+  }
+  if (vm.count("after-grace")) {
+    const std::string after = vm["after-grace"].as<std::string>();
+    if (after != "exit" && after != "wait") {
+      std::cerr << "gt-worker: --after-grace: '" << after << "': exit or wait\n";
+      return 2;
+    }
+    manifest->exit_after_grace = after == "exit";
+  }
   if (gt::Status s = gt::ValidateSecurity(manifest->security, gt::HostKind::kWorker); !s.ok()) {
     std::cerr << "gt-worker: " << s.message() << "\n";
     return 2;

@@ -1,5 +1,6 @@
 #include "dispatcher/client_protocol.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "gt/log.h"
@@ -50,6 +51,8 @@ void ClientProtocol::Handle(WireMessage& msg, const std::string& peer_key) {
     case wire::Envelope::BYE:
       if (ClientState* c = clients_.FindByRoute(route)) Drop(c->id, kGoodbye);
       return;
+    case wire::Envelope::RESUME:
+      return Resume(msg, peer_key);
     case wire::Envelope::STATS:
       // Only a session's: answers to a peer that never said HELLO would
       // be queued for nobody.
@@ -89,7 +92,31 @@ ClientState& ClientProtocol::ClientFor(const std::string& route, uint64_t token)
 void ClientProtocol::HandleBatch(ClientState& c, WireMessage& msg) {
   GT_LOG(kDispatcher, manifest_.id << ": batch of " << msg.envelope.instructions_size() << " instructions from client "
                                    << c.id);
+  AdmitAll(c, msg);
+  pipeline_.EndBatch();
+}
+
+namespace {
+
+// While `c` replays after a RESUME: whether `wi` already reached the
+// workers (seq <= replay_through) and is dropped. Syncs, fetches and
+// inspects are answered again: the client waits for them. The first later
+// seq ends the replay.
+bool AlreadyRan(ClientState& c, const wire::Instruction& wi) {
+  if (wi.seq() > c.replay_through) {
+    c.replay_through = 0;
+    return false;
+  }
+  const Op op = static_cast<Op>(wi.op());
+  return op != Op::kSync && op != Op::kFetch && op != Op::kInspect;
+}
+
+}  // namespace
+
+void ClientProtocol::AdmitAll(ClientState& c, WireMessage& msg) {
   for (const wire::Instruction& wi : msg.envelope.instructions()) {
+    if (c.replay_through != 0 && AlreadyRan(c, wi)) continue;
+    c.last_seq = std::max(c.last_seq, wi.seq());
     Result<Instruction> inst = DecodeInstruction(wi, msg.frames);
     const OpRef ref{c.id, wi.seq(), wi.op() < static_cast<uint32_t>(Op::kCount) ? static_cast<Op>(wi.op()) : Op::kSync};
     if (!inst.ok()) {
@@ -109,7 +136,6 @@ void ClientProtocol::HandleBatch(ClientState& c, WireMessage& msg) {
     if (hold_) backlog_.push_back(std::move(*inst));
     else pipeline_.Push(std::move(*inst));
   }
-  pipeline_.EndBatch();
 }
 
 void ClientProtocol::RecordError(const OpRef& ref, const Status& status) {

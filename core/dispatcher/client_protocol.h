@@ -26,11 +26,13 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "dispatcher/admission.h"
 #include "dispatcher/client_table.h"
 #include "dispatcher/dispatcher_events.h"
 #include "dispatcher/peer_outbox.h"
+#include "dispatcher/session_resume.h"
 #include "dispatcher/stats_fanout.h"
 #include "host/host_metrics.h"
 #include "host/manifest.h"
@@ -73,10 +75,33 @@ class ClientProtocol {
   // instructions go through the stages now, and later ones at once.
   void ReleaseBacklog();
 
+  // RESUME (wire.proto; client_resume.cc): a session carried over a lost
+  // connection (still open here: it moves to the new one) or a restarted
+  // dispatcher (taken back from the workers' inventories, ResumeBook).
+  // Answered RESUMED or ERROR, at once or when RetryResumes can.
+  void Resume(WireMessage& msg, const std::string& peer_key);
+  // Answers the waiting RESUMEs that can be answered now (a worker
+  // rejoined, or their wait ran out).
+  void RetryResumes(ClientTable::Clock::time_point now);
+  // REQUIRES: outlives this object. Null: RESUME only moves open sessions.
+  void set_resume_book(ResumeBook* book) { resume_book_ = book; }
+
  private:
   void Hello(const std::string& route, uint64_t token, const std::string& key);
   ClientState& ClientFor(const std::string& route, uint64_t token);
   void HandleBatch(ClientState& c, WireMessage& msg);
+  // Decodes, admits and pushes `msg`'s instructions for `c` (no EndBatch).
+  void AdmitAll(ClientState& c, WireMessage& msg);
+  // A RESUME still waiting for the workers holding its session.
+  struct PendingResume {
+    WireMessage msg;
+    ResumeClaim claim;
+    ClientTable::Clock::time_point asked;
+  };
+  // False: it waits on.
+  bool TryResume(PendingResume& pending, ClientTable::Clock::time_point now);
+  void Restore(PendingResume& pending, const ResumedSession& session);
+  void AnswerResumed(const std::string& route, uint64_t received_seq);
 
   const HostManifest& manifest_;
   HostMetrics& metrics_;
@@ -90,6 +115,8 @@ class ClientProtocol {
   bool hold_ = true;                 // no worker yet: instructions wait in backlog_
   std::deque<Instruction> backlog_;  // client instructions that came before any worker
   Placer placer_;
+  ResumeBook* resume_book_ = nullptr;
+  std::vector<PendingResume> pending_resumes_;
 };
 
 }  // namespace gt

@@ -48,6 +48,29 @@ ClientState& ClientTable::ForRoute(const std::string& route, uint64_t token, boo
   return c;
 }
 
+ClientState& ClientTable::Adopt(ClientId id, const std::string& route, uint64_t token) {
+  if (id == 0) id = next_id_++;
+  ReserveThrough(id);
+  ClientState& c = clients_[id];
+  c.id = id;
+  c.route = route;
+  c.token = token;
+  c.last_seen = Clock::now();
+  by_route_[route] = id;
+  closed_.erase(route);
+  if (token != 0) by_token_[token] = id;
+  return c;
+}
+
+void ClientTable::Rebind(ClientId id, const std::string& route) {
+  ClientState& c = clients_.at(id);
+  by_route_.erase(c.route);
+  c.route = route;
+  c.last_seen = Clock::now();
+  by_route_[route] = id;
+  closed_.erase(route);
+}
+
 ClientState* ClientTable::Find(ClientId id) {
   auto it = clients_.find(id);
   return it == clients_.end() ? nullptr : &it->second;

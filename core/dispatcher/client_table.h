@@ -6,6 +6,7 @@
 // Thread-safety: owned by the dispatcher's thread.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -59,6 +60,11 @@ struct ClientState {
   std::unordered_map<uint64_t, Instruction> units;                      // kDefineUnit by unit key
   std::unordered_map<uint64_t, uint64_t> unit_keys;                     // the client's key -> content key
   std::unordered_map<size_t, std::unordered_set<uint64_t>> units_sent;  // worker -> keys it was sent
+  // Surviving a lost dispatcher or connection (RESUME): the highest seq
+  // admitted, and while the client replays, the seq up to which the
+  // workers already have its instructions (0: not replaying).
+  uint64_t last_seq = 0;
+  uint64_t replay_through = 0;
 };
 
 class ClientTable {
@@ -68,6 +74,14 @@ class ClientTable {
   // The client connected under `route`, created (with `token`) on its first
   // message; `*created` tells which.
   ClientState& ForRoute(const std::string& route, uint64_t token, bool* created);
+  // A resumed session (RESUME) under ClientId `id` (0: the next free one),
+  // on connection `route`. REQUIRES: no live client has `id` or `route`.
+  ClientState& Adopt(ClientId id, const std::string& route, uint64_t token);
+  // Moves client `id`'s session to connection `route` (its client lost the
+  // old one). REQUIRES: `id` is live and `route` is nobody's.
+  void Rebind(ClientId id, const std::string& route);
+  // New sessions get ids above `id` (those workers still hold).
+  void ReserveThrough(ClientId id) { next_id_ = std::max(next_id_, id + 1); }
   // nullptr when there is no such client (it left, or never was).
   ClientState* Find(ClientId id);
   ClientState* FindByRoute(const std::string& route);

@@ -13,6 +13,7 @@
 #include "dispatcher/listener_security.h"
 #include "dispatcher/peer_outbox.h"
 #include "dispatcher/router.h"
+#include "dispatcher/session_resume.h"
 #include "dispatcher/stats_fanout.h"
 #include "dispatcher/sync_tracker.h"
 #include "dispatcher/worker_membership.h"
@@ -68,7 +69,8 @@ class Dispatcher::Impl {
                [this] {
                  return TakeSnapshot(registry_, HostKind::kDispatcher, manifest_.id, PipelineStageNames(manifest_, "router"));
                }),
-        router_(clients_, workers_, syncs_, [this] { membership_->Flush(); }) {
+        router_(clients_, workers_, syncs_, [this] { membership_->Flush(); }),
+        resume_(std::chrono::milliseconds(manifest.resume_wait_ms), std::chrono::milliseconds(manifest.reconnect_grace_ms)) {
     socket_.set(zmq::sockopt::router_mandatory, 1);
     socket_.set(zmq::sockopt::sndhwm, PeerOutbox::kQueueMessages);
     socket_.set(zmq::sockopt::rcvhwm, 0);
@@ -93,7 +95,20 @@ class Dispatcher::Impl {
         std::make_unique<ClientProtocol>(manifest_, metrics_, clients_, *pipeline_, outbox_, stats_, events_);
     membership_ = std::make_unique<WorkerMembership>(
         manifest_, metrics_, workers_, clients_, syncs_, stats_, router_, *pipeline_, outbox_, events_,
-        WorkerMembership::Hooks{[this] { HandleMonitorEvents(); }, [this] { clients_protocol_->ReleaseBacklog(); }});
+        WorkerMembership::Hooks{[this] { HandleMonitorEvents(); }, [this] { clients_protocol_->ReleaseBacklog(); },
+                                [this] { clients_protocol_->RetryResumes(Clock::now()); }});
+    membership_->set_resume_book(&resume_);
+    clients_protocol_->set_resume_book(&resume_);
+    // What a restarted dispatcher checks a RESUME against (session_resume.h).
+    workers_.SetSessionSource([this](ClientId id) -> std::optional<wire::ClientSession> {
+      const ClientState* c = clients_.Find(id);
+      if (!c || c->token == 0) return std::nullopt;
+      wire::ClientSession session;
+      session.set_client(id);
+      session.set_digest(SessionDigest(c->token));
+      session.set_key(c->key);
+      return session;
+    });
     pipeline_->SetTerminal(&router_, "router");
     pipeline_->SetErrorSink([this](const OpRef& ref, const Status& s) { clients_protocol_->RecordError(ref, s); });
     router_.set_events(&pipeline_->events());
@@ -158,6 +173,8 @@ class Dispatcher::Impl {
         // Clients that send heartbeats (token != 0) get the same treatment.
         clients_protocol_->DropSilent(now, 2 * std::chrono::milliseconds(manifest_.heartbeat_timeout_ms));
         stats_.Expire(Clock::now());
+        clients_protocol_->RetryResumes(Clock::now());
+        membership_->DropUnclaimed(Clock::now());
         next_check = Clock::now() + tick;
       }
       membership_->EndPass();
@@ -233,6 +250,7 @@ class Dispatcher::Impl {
   SyncTracker syncs_;
   StatsFanout stats_;
   Router router_;
+  ResumeBook resume_;  // sessions the workers hold that no client has resumed yet
   std::unique_ptr<Pipeline> pipeline_;
   std::unique_ptr<ClientProtocol> clients_protocol_;  // after pipeline_: it pushes into it
   std::unique_ptr<WorkerMembership> membership_;

@@ -41,14 +41,35 @@ void WorkerMembership::Register(const std::string& route, const wire::Envelope& 
   // An open connection's fd is unique: a live worker still on this one
   // had its connection closed (its monitor event was lost).
   ConnectionClosed(fd);
-  // One that is heard from keeps its place (two workers may share an id,
-  // e.g. the default "worker").
-  if (std::optional<size_t> old = workers_.FindLiveByName(env.name()))
+  std::optional<size_t> at;
+  if (env.rejoining()) {
+    at = env.worker_index();
+    if (workers_.IsAlive(*at)) {
+      const WorkerState& holder = workers_.at(*at);
+      if (holder.token != env.token() || holder.key != key) {
+        const std::string why = "worker '" + env.name() + "' rejoins as #" + std::to_string(*at) +
+                                ", which live worker '" + holder.name + "' holds: refused (two workers, one identity)";
+        log::Warn("dispatcher", manifest_.id + ": " + why);
+        return outbox_.Reject(route, FailedPrecondition(why));
+      }
+      Lost(*at, "registered again on a new connection");  // itself, after a lost connection this side missed
+      if (!lost_unreported_.empty()) ReportLost();
+    }
+  } else if (std::optional<size_t> old = workers_.FindLiveByName(env.name())) {
+    // One that is heard from keeps its place (two workers may share an id,
+    // e.g. the default "worker").
     if (WorkerRegistry::Clock::now() - workers_.at(*old).last_seen >
         2 * std::chrono::milliseconds(manifest_.heartbeat_interval_ms))
       Lost(*old, "replaced by a new registration under its id");
-  const size_t index = workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd, env.token(), key);
-  GT_LOG(kDispatcher, manifest_.id << ": worker " << env.name() << " registered as #" << index
+  }
+  const size_t index =
+      workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd, env.token(), key, at);
+  Welcome(index, route, peer_ip);
+  if (env.rejoining()) TakeInventory(index, env);
+}
+
+void WorkerMembership::Welcome(size_t index, const std::string& route, const std::string& peer_ip) {
+  GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(index).name << " registered as #" << index
                                    << (peer_ip.empty() ? "" : " from " + peer_ip));
   metrics_.workers_connected.Increment();
   if (events_.enabled())
@@ -64,6 +85,45 @@ void WorkerMembership::Register(const std::string& route, const wire::Envelope& 
     hooks_.on_first_worker();
   }
   changed_ = true;
+}
+
+// Each session of a rejoining worker's inventory waits in the ResumeBook
+// for its client, unless it cannot be given back: then it is freed there.
+void WorkerMembership::TakeInventory(size_t w, const wire::Envelope& env) {
+  const auto now = WorkerRegistry::Clock::now();
+  for (const wire::SessionInventory& inventory : env.inventory()) {
+    const ClientId client = inventory.session().client();
+    if (clients_.Find(client)) {
+      // Open here: the worker was declared lost (its clients were told) and
+      // came back, or it is late and its session resumed without it.
+      DropOn(w, client, "its session is open here without this worker's tensors");
+      continue;
+    }
+    Status taken = resume_ ? resume_->Add(w, inventory, now) : FailedPrecondition("this dispatcher resumes no sessions");
+    if (!taken.ok()) {
+      DropOn(w, client, taken.message());
+      continue;
+    }
+    clients_.ReserveThrough(client);
+  }
+  Flush();
+  GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " rejoined with "
+                                   << env.inventory_size() << " client sessions");
+  if (hooks_.on_rejoined) hooks_.on_rejoined();
+}
+
+void WorkerMembership::DropOn(size_t w, ClientId client, const std::string& why) {
+  log::Warn("dispatcher", manifest_.id + ": worker " + workers_.at(w).name + " held tensors of client " +
+                              std::to_string(client) + ", freed: " + why);
+  workers_.Enqueue(w, MakeDropClient(client));
+}
+
+void WorkerMembership::DropUnclaimed(WorkerRegistry::Clock::time_point now) {
+  if (!resume_ || resume_->empty()) return;
+  std::vector<std::pair<size_t, ClientId>> unclaimed = resume_->TakeUnclaimed(now);
+  for (const auto& [w, client] : unclaimed)
+    if (workers_.IsAlive(w)) DropOn(w, client, "no client resumed its session within the reconnect grace");
+  if (!unclaimed.empty()) Flush();
 }
 
 void WorkerMembership::Attach(const std::string& route, const wire::Envelope& env, int fd, const std::string& key) {
@@ -171,6 +231,7 @@ void WorkerMembership::Lost(size_t w, const std::string& why) {
   outbox_.Forget(workers_.at(w).route);
   outbox_.Forget(workers_.at(w).control_route);
   if (!workers_.MarkLost(w)) return;
+  if (resume_) resume_->ForgetWorker(w);
   metrics_.workers_connected.Decrement();
   GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " disconnected (" << why << ")");
   if (events_.enabled()) events_.Record(HostEventKind::kDisconnect, "worker " + workers_.at(w).name, "worker", why);

@@ -23,6 +23,7 @@
 #include "dispatcher/dispatcher_events.h"
 #include "dispatcher/peer_outbox.h"
 #include "dispatcher/router.h"
+#include "dispatcher/session_resume.h"
 #include "dispatcher/stats_fanout.h"
 #include "dispatcher/sync_tracker.h"
 #include "dispatcher/worker_registry.h"
@@ -43,6 +44,8 @@ class WorkerMembership {
     std::function<void()> read_closes;
     // The first worker registered (after the stages heard of it).
     std::function<void()> on_first_worker;
+    // A worker rejoined with an inventory: RESUMEs waiting for it may go on.
+    std::function<void()> on_rejoined;
   };
 
   // REQUIRES: every reference outlives this object.
@@ -55,8 +58,18 @@ class WorkerMembership {
   // two heartbeats is replaced (a restart not yet past its timeout).
   // `peer_ip` ("" unless tcp) and `fd` name the connection, `key` the
   // CURVE key it proved ("" without keys).
+  // A REGISTER with `rejoining` (a worker that outlived its dispatcher,
+  // worker_rejoin.cc) takes back its old index unless a live worker holds
+  // it (then it is refused: two workers claim one identity), and its
+  // inventory goes to the ResumeBook; sessions this dispatcher cannot give
+  // back (already open here, refused by the book) are freed on the worker.
   void Register(const std::string& route, const wire::Envelope& env, const std::string& peer_ip, int fd,
                 const std::string& key);
+  // Where rejoining workers' inventories go (null: every session they name
+  // is freed on them). REQUIRES: outlives this object.
+  void set_resume_book(ResumeBook* book) { resume_ = book; }
+  // Frees on their workers the sessions no RESUME claimed within the grace.
+  void DropUnclaimed(WorkerRegistry::Clock::time_point now);
   // ATTACH: a registered worker's control connection, in place of any it
   // had; it must show the REGISTER's token and, with keys, the same key. A
   // route that holds a client session cannot become a worker's.
@@ -86,6 +99,9 @@ class WorkerMembership {
 
  private:
   void Lost(size_t w, const std::string& why);
+  void Welcome(size_t index, const std::string& route, const std::string& peer_ip);
+  void TakeInventory(size_t w, const wire::Envelope& env);
+  void DropOn(size_t w, ClientId client, const std::string& why);
   void ReportLost();
   void Announce();
   void ForwardData(WireMessage& msg);
@@ -101,6 +117,7 @@ class WorkerMembership {
   PeerOutbox& outbox_;
   const DispatcherEvents& events_;
   Hooks hooks_;
+  ResumeBook* resume_ = nullptr;
   bool ever_had_worker_ = false;
   bool changed_ = false;   // announce the live workers to the stages
   bool flushing_ = false;  // inside Flush, so inside a pipeline pass

@@ -6,10 +6,19 @@ namespace gt {
 
 size_t WorkerRegistry::Register(const std::string& route, const std::string& name,
                                 const std::string& metrics_endpoint, const std::string& peer_ip, int fd,
-                                uint64_t token, const std::string& key) {
+                                uint64_t token, const std::string& key, std::optional<size_t> at) {
   size_t index = workers_.size();
-  for (size_t i = 0; i < workers_.size() && !name.empty(); ++i)
+  for (size_t i = 0; i < workers_.size() && !name.empty() && !at; ++i)
     if (!workers_[i].alive && workers_[i].name == name) index = i;  // a replacement
+  if (at) {
+    index = *at;
+    while (workers_.size() < index) {  // slots of workers still to rejoin
+      WorkerState waiting;
+      waiting.alive = false;
+      waiting.name = "(worker #" + std::to_string(workers_.size()) + ", not back yet)";
+      workers_.push_back(std::move(waiting));
+    }
+  }
   WorkerState w;
   w.route = route;
   w.name = name.empty() ? "worker-" + std::to_string(index) : name;
@@ -131,7 +140,12 @@ void WorkerRegistry::Enqueue(size_t w, const Instruction& inst) {
   WorkerState& worker = workers_[w];
   if (worker.outgoing.instructions_size() == 0) worker.outgoing.set_kind(wire::Envelope::BATCH);
   if (inst.client != worker.last_told && inst.client != 0 && share_source_) {
-    if (worker.told.insert(inst.client).second) AddShare(share_source_(inst.client), worker.outgoing);
+    if (worker.told.insert(inst.client).second) {
+      AddShare(share_source_(inst.client), worker.outgoing);
+      if (session_source_)
+        if (std::optional<wire::ClientSession> session = session_source_(inst.client))
+          *worker.outgoing.add_sessions() = std::move(*session);
+    }
     worker.last_told = inst.client;
   }
   if (inst.op == Op::kDropClient) {

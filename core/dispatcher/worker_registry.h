@@ -82,8 +82,12 @@ class WorkerRegistry {
   // lost one held is gone (the router forgot it when it was lost). `fd` is
   // the connection's file descriptor, -1 when unknown.
   // `token` and `key` are what a control connection must show to attach.
+  // `at`: the index a rejoining worker had (wire.proto REGISTER
+  // `rejoining`), taken when not live; the slots before it that no worker
+  // held yet wait, dead, for theirs. REQUIRES: !IsAlive(*at).
   size_t Register(const std::string& route, const std::string& name, const std::string& metrics_endpoint,
-                  const std::string& peer_ip, int fd = -1, uint64_t token = 0, const std::string& key = "");
+                  const std::string& peer_ip, int fd = -1, uint64_t token = 0, const std::string& key = "",
+                  std::optional<size_t> at = std::nullopt);
   // The worker, live or lost, that registered with `token` (non-zero), if
   // any still holds its index.
   std::optional<size_t> FindByToken(uint64_t token) const;
@@ -129,6 +133,10 @@ class WorkerRegistry {
   // sent (host/fair_share_wire.h).
   using ShareSource = std::function<ClientShare(ClientId)>;
   void SetShareSource(ShareSource source) { share_source_ = std::move(source); }
+  // A client's session as workers are told of it with its share (its token
+  // digest: a restarted dispatcher checks a RESUME against what they kept).
+  using SessionSource = std::function<std::optional<wire::ClientSession>(ClientId)>;
+  void SetSessionSource(SessionSource source) { session_source_ = std::move(source); }
 
   // Appends `inst` to worker w's batch for this pass.
   void Enqueue(size_t w, const Instruction& inst);
@@ -149,6 +157,7 @@ class WorkerRegistry {
   std::unordered_map<std::string, size_t> by_route_;
   size_t next_placement_ = 0;
   ShareSource share_source_;
+  SessionSource session_source_;
   std::set<size_t> dirty_;  // workers with a batch this pass
 
   mutable std::mutex endpoints_mutex_;

@@ -31,6 +31,7 @@ struct Checker {
 const std::set<std::string>& TopLevelKeys() {
   static const std::set<std::string> keys = {"host", "id", "listen", "connect", "metrics", "discovery",
                                              "heartbeat_interval_ms", "heartbeat_timeout_ms", "security", "limits",
+                                             "reconnect_grace_ms", "after_grace", "resume_wait_ms",
                                              "clients", "stages", "backend"};
   return keys;
 }
@@ -377,6 +378,11 @@ HostManifest Check(Checker& c, const YAML::Node& root, std::optional<HostKind> e
     c.Add("discovery", root["discovery"], "only a dispatcher serves discovery (it knows the live workers)");
   ParseInt(c, root, "heartbeat_interval_ms", &m.heartbeat_interval_ms);
   ParseInt(c, root, "heartbeat_timeout_ms", &m.heartbeat_timeout_ms);
+  ParseInt(c, root, "reconnect_grace_ms", &m.reconnect_grace_ms);
+  ParseInt(c, root, "resume_wait_ms", &m.resume_wait_ms);
+  const std::string after = ScalarAt(c, root, "after_grace", "after_grace").value_or("exit");
+  if (after != "exit" && after != "wait") c.Add("after_grace", root["after_grace"], "'" + after + "': exit or wait");
+  m.exit_after_grace = after != "wait";
   CheckSecurity(c, root, host, &m.security);
   CheckLimits(c, root, host, &m.limits);
   CheckClients(c, root, host, m.security, &m.clients);

@@ -13,6 +13,13 @@
 //                                # (JSON); omit or "" for none
 //   heartbeat_interval_ms: 500   # how often peers send heartbeats
 //   heartbeat_timeout_ms: 5000   # silence after which a peer is declared dead
+//   reconnect_grace_ms: 60000    # worker: how long it keeps its tensors for a dispatcher that
+//                                # went away (docs/ARCHITECTURE.md, "Surviving a dispatcher
+//                                # restart"); dispatcher: how long sessions named by workers
+//                                # wait for their clients' RESUME
+//   after_grace: exit            # worker: exit | wait (stay, empty) once the grace is over
+//   resume_wait_ms: 5000         # dispatcher: how long a RESUME waits for the workers
+//                                # holding its session to register again
 //   security:                    # CURVE authentication (docs/SECURITY.md, gt keygen)
 //     key: keys/dispatcher.key   #   this host's key pair
 //     server_key: keys/d.pub     #   worker: the dispatcher's public key
@@ -101,6 +108,9 @@ struct HostManifest {
   std::string discovery;  // dispatcher only; "" = no discovery endpoint
   int64_t heartbeat_interval_ms = 500;
   int64_t heartbeat_timeout_ms = 5000;
+  int64_t reconnect_grace_ms = 60000;
+  bool exit_after_grace = true;  // after_grace: exit (true) | wait
+  int64_t resume_wait_ms = 5000;
   SecurityConfig security;
   ClientLimits limits;
   std::vector<ClientShareConfig> clients;  // dispatcher only

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gt/log.h"
+#include "gt/op_attrs.h"
 #include "host/fair_share_wire.h"
 #include "host/host_metrics.h"
 #include "host/host_snapshot.h"
@@ -22,6 +23,7 @@
 #include "net/peer_address.h"
 #include "net/transport.h"
 #include "worker/fair_scheduler.h"
+#include "worker/worker_rejoin.h"
 #include "worker/worker_terminal.h"
 
 namespace gt {
@@ -58,7 +60,11 @@ std::optional<wire::Envelope> ControlMessage(const std::vector<zmq::message_t>& 
 class Worker::Impl {
  public:
   Impl(const HostManifest& manifest, zmq::context_t& context, prometheus::Registry& registry)
-      : manifest_(manifest), context_(context), registry_(registry), metrics_(HostKind::kWorker, manifest.id, registry) {}
+      : manifest_(manifest),
+        context_(context),
+        registry_(registry),
+        metrics_(HostKind::kWorker, manifest.id, registry),
+        link_(std::chrono::milliseconds(manifest.reconnect_grace_ms)) {}
 
   Status Init(prometheus::Registry& registry) {
     const StageContext ctx = PluginContext(manifest_, *manifest_.backend, registry);
@@ -156,6 +162,8 @@ class Worker::Impl {
     dealer.set(zmq::sockopt::linger, 1000);
     dealer.set(zmq::sockopt::sndhwm, 0);
     dealer.set(zmq::sockopt::rcvhwm, 0);
+    // A dispatcher that restarts is back within about this (DispatcherLink).
+    dealer.set(zmq::sockopt::reconnect_ivl_max, DispatcherLink::kReconnectMaxMs);
     if (!manifest_.security.enabled()) return Status::Ok();
     const CurveClientKeys keys{manifest_.security.key, manifest_.security.server_key};
     if (Status s = ApplyCurveClient(dealer, keys); !s.ok()) return Status(s.code(), "worker " + manifest_.id + ": " + s.message());
@@ -190,6 +198,7 @@ class Worker::Impl {
   void SendOnWork(const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
     if (env.kind() == wire::Envelope::DATA && !frames.empty() && frames[0])
       scheduler_->CountBytesMoved(env.client(), frames[0]->size());
+    if (env.kind() == wire::Envelope::SYNC_ACK) book_.NoteAck(env);
     if (Result<size_t> sent = SendEnvelope(*work_, "", env, frames); sent.ok())
       Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
@@ -227,6 +236,8 @@ class Worker::Impl {
     bool attached = false;
     int64_t welcome_poll_ms = 1;  // backs off while no dispatcher answers
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
+      if (attached && !welcomed_.load(std::memory_order_acquire)) attached = false;  // the dispatcher went away
+      WatchLink();
       if (!attached && welcomed_.load(std::memory_order_acquire)) {
         SendControl(control, wire::Envelope::ATTACH);
         attached = true;
@@ -258,6 +269,10 @@ class Worker::Impl {
   void CheckHandshake() {
     for (uint16_t event = 0; ReadMonitorEvent(handshake_events_->handle(), &event);) {
       handshake_verdict_->Observe(event);
+      link_.Observe(event, Clock::now());
+      if (event == ZMQ_EVENT_DISCONNECTED && link_.lost() && welcomed_.exchange(false, std::memory_order_acq_rel))
+        GT_LOG(kWorker, manifest_.id << ": lost the dispatcher; keeping every tensor for "
+                                     << manifest_.reconnect_grace_ms << " ms while it comes back");
       if (!handshake_verdict_->connected() && !handshake_verdict_->refused().empty())
         Refuse(Unavailable(handshake_verdict_->refused()));
     }
@@ -309,6 +324,8 @@ class Worker::Impl {
   void PipelineLoop(zmq::socket_t& work, const std::atomic<bool>& stop) {
     work_ = &work;
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
+      if (rejoin_requested_.exchange(false, std::memory_order_acq_rel)) SendRejoin(work);
+      if (grace_over_.exchange(false, std::memory_order_acq_rel)) FreeAfterGrace();
       zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
       const bool idle = scheduler_->empty();
       // After a sync point the client's next batch is probably near.
@@ -346,6 +363,7 @@ class Worker::Impl {
     }
     if (msg->envelope.kind() == wire::Envelope::WELCOME) {
       GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
+      index_ = msg->envelope.worker_index();
       welcomed_.store(true, std::memory_order_release);
       if (pipeline_->events().enabled()) {
         const std::string detail = "registered as index=" + std::to_string(msg->envelope.worker_index());
@@ -357,6 +375,7 @@ class Worker::Impl {
     }
     if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
     GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
+    book_.NoteBatch(msg->envelope);
     if (msg->envelope.snapshots_size())
       for (const ClientShare& share : SharesIn(msg->envelope)) scheduler_->SetShare(share);
     for (const wire::Instruction& wi : msg->envelope.instructions()) {
@@ -389,6 +408,55 @@ class Worker::Impl {
   std::optional<HandshakeVerdict> handshake_verdict_;  // I/O thread; made by Run()
   zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
+  // Outliving the dispatcher (worker_rejoin.h).
+  RejoinBook book_;         // pipeline thread
+  DispatcherLink link_;     // I/O thread
+  uint32_t index_ = 0;      // pipeline thread: the index the last WELCOME gave
+  std::atomic<bool> rejoin_requested_{false};  // I/O -> pipeline thread: register again
+  std::atomic<bool> grace_over_{false};        // I/O -> pipeline thread: free everything
+
+  // I/O thread: what losing the dispatcher asks for now (DispatcherLink).
+  void WatchLink() {
+    const DispatcherLink::Actions actions = link_.Tick(Clock::now(), welcomed_.load(std::memory_order_acquire));
+    if (actions.register_again) rejoin_requested_.store(true, std::memory_order_release);
+    if (actions.grace_over) grace_over_.store(true, std::memory_order_release);
+  }
+
+  // Pipeline thread: REGISTER again, under the same token and old index,
+  // with the inventory. Tensors of a client no session is known of can be
+  // claimed by nobody: freed.
+  void SendRejoin(zmq::socket_t& work) {
+    const std::vector<HeldTensor> held = terminal_->Held();
+    for (ClientId orphan : book_.Orphans(held)) scheduler_->Push(MakeDropClient(orphan));
+    wire::Envelope env;
+    env.set_kind(wire::Envelope::REGISTER);
+    env.set_name(manifest_.id);
+    env.set_metrics_endpoint(metrics_endpoint_);
+    env.set_token(token_);
+    env.set_worker_index(index_);
+    book_.FillInventory(held, env);
+    GT_LOG(kWorker, manifest_.id << ": registering again as #" << index_ << " with " << env.inventory_size()
+                                 << " client sessions");
+    if (Result<size_t> sent = SendEnvelope(work, "", env, {}); sent.ok())
+      Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
+  }
+
+  // Pipeline thread: no dispatcher came back within the grace period. Every
+  // client's tensors are freed; then the worker ends, or (after_grace: wait)
+  // stays, empty, for a dispatcher to come.
+  void FreeAfterGrace() {
+    std::vector<ClientId> clients = book_.Sessions();
+    for (ClientId orphan : book_.Orphans(terminal_->Held())) clients.push_back(orphan);
+    for (ClientId c : clients) scheduler_->Push(MakeDropClient(c));
+    // Bounded: a collective whose peers are gone may never run; exiting frees it all the same.
+    for (int turn = 0; turn < 1000 && !scheduler_->empty(); ++turn) scheduler_->RunTurn();
+    book_.Clear();
+    const std::string why = "no dispatcher took this worker back within " +
+                            std::to_string(manifest_.reconnect_grace_ms) + " ms (reconnect grace); freed the tensors of " +
+                            std::to_string(clients.size()) + " client sessions";
+    std::cerr << "worker " << manifest_.id << ": " << why << "\n";
+    if (manifest_.exit_after_grace) Refuse(Unavailable(why));
+  }
 };
 
 Worker::Worker(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -74,6 +74,9 @@ class WorkerTerminal final : public Terminal, public ReplySink {
   // batch is probably near.
   bool TakeAcknowledgedSync() { return std::exchange(acknowledged_sync_, false); }
 
+  // Every tensor the backend holds (a rejoining worker's inventory).
+  std::vector<HeldTensor> Held() const { return backend_->Held(); }
+
  private:
   void PublishMetrics();
   void ReleaseConsumed(const Instruction& run, FailedTensors& failed);

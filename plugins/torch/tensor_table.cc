@@ -3,6 +3,7 @@
 #include <string>
 #include <utility>
 
+#include "dtype_map.h"
 #include "instruction_checks.h"
 
 namespace gt::torch_backend {
@@ -43,6 +44,17 @@ void TensorTable::Drop(ClientId client) {
   if (ns == namespaces_.end()) return;
   for (const auto& [id, tensor] : ns->second.tensors_) Release(tensor);
   namespaces_.erase(ns);
+}
+
+std::vector<HeldTensor> TensorTable::Held() const {
+  std::vector<HeldTensor> held;
+  for (const auto& [client, ns] : namespaces_)
+    for (const auto& [id, tensor] : ns.tensors_) {
+      std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
+      if (!dtype) continue;  // not a dtype the wire names: no client could have made it
+      held.push_back({client, id, *dtype, Shape(tensor.sizes().begin(), tensor.sizes().end())});
+    }
+  return held;
 }
 
 void TensorTable::Retain(Namespace& tensors, const at::Tensor& tensor) {

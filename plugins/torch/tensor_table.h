@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <unordered_map>
+#include <vector>
 
 #include "gt/backend.h"
 #include "gt/instruction.h"
@@ -74,6 +75,9 @@ class TensorTable {
   Status Free(const Instruction& inst);
   // Forgets `client`'s whole namespace (kDropClient); nothing if it has none.
   void Drop(ClientId client);
+
+  // Every stored tensor of every namespace (Backend::Held).
+  std::vector<HeldTensor> Held() const;
 
   // Tensors stored over all namespaces, and the bytes of the distinct
   // storages they use.

@@ -99,6 +99,7 @@ class TorchBackend final : public gt::Backend {
   // Tensors stored over all namespaces, and the bytes of the distinct
   // storages they use (a view adds no bytes to its source's).
   BackendStats Stats() const override;
+  std::vector<HeldTensor> Held() const override { return tensors_.Held(); }
 
   // What happened to compiled units so far. Call from the pipeline thread.
   UnitStats Units() const { return units_.Stats(); }

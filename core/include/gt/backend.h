@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "gt/instruction.h"
 #include "gt/status.h"
@@ -21,6 +22,15 @@ class ReplySink {
   // `request`. The sink keeps `bytes` alive until it has been sent.
   virtual void SendData(const Instruction& request, DType dtype, const Shape& shape,
                         BlobPtr bytes) = 0;
+};
+
+// One tensor a backend holds, as a worker reports it to a restarted
+// dispatcher (its inventory, wire.proto SessionInventory).
+struct HeldTensor {
+  ClientId client = 0;
+  TensorId id = 0;
+  DType dtype = DType::kFloat32;
+  Shape shape;
 };
 
 struct BackendStats {
@@ -43,6 +53,12 @@ class Backend {
   virtual bool Supports(Op op) const = 0;
 
   virtual BackendStats Stats() const = 0;
+
+  // Every tensor it holds, every client's: what a worker that outlived its
+  // dispatcher reports when it registers again. Called on the pipeline
+  // thread, between instructions. A backend that keeps none reports none
+  // (its clients' sessions then cannot be resumed with their tensors).
+  virtual std::vector<HeldTensor> Held() const { return {}; }
 };
 
 }  // namespace gt

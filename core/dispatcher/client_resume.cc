@@ -1,0 +1,114 @@
+// ClientProtocol's RESUME (client_protocol.h, wire.proto): a client whose
+// dispatcher connection was lost carries its session over.
+#include <algorithm>
+#include <map>
+
+#include "dispatcher/client_protocol.h"
+#include "gt/log.h"
+
+namespace gt {
+namespace {
+
+ResumeClaim ClaimOf(const wire::Envelope& resume, const std::string& key) {
+  ResumeClaim claim;
+  claim.token = resume.token();
+  claim.key = key;
+  claim.answered_seq = resume.seq();
+  claim.answered_sync = resume.sync_id();
+  claim.live.assign(resume.live().begin(), resume.live().end());
+  return claim;
+}
+
+// Where a resumed client's new whole tensors go: with most of its old ones.
+int WorkerWithMost(const ResumedSession& session) {
+  std::map<size_t, size_t> counts;
+  for (const auto& [tensor, w] : session.tensors) ++counts[w];
+  auto most = std::max_element(counts.begin(), counts.end(),
+                               [](const auto& a, const auto& b) { return a.second < b.second; });
+  return most == counts.end() ? -1 : static_cast<int>(most->first);
+}
+
+}  // namespace
+
+void ClientProtocol::Resume(WireMessage& msg, const std::string& peer_key) {
+  const wire::Envelope& env = msg.envelope;
+  const std::string route = msg.routing_id;
+  if (env.token() == 0) return outbox_.Reject(route, InvalidArgument("RESUME carries no session token"));
+  if (clients_.FindByRoute(route))
+    return outbox_.Reject(route, FailedPrecondition("this connection holds a session already: RESUME comes first on "
+                                                    "a new connection"));
+  if (ClientState* c = clients_.FindByToken(env.token())) {
+    // Still open here: the client lost only its connection.
+    if (c->key != peer_key) {
+      log::Warn("dispatcher", manifest_.id + ": a RESUME named another key's session: refused");
+      return outbox_.SendError(route, InvalidArgument("dispatcher " + manifest_.id +
+                                                      " cannot resume the session: it belongs to another client key"));
+    }
+    outbox_.Forget(c->route);
+    clients_.Rebind(c->id, route);
+    c->replay_through = c->last_seq;
+    GT_LOG(kDispatcher, manifest_.id << ": client " << c->id << " resumed its session on a new connection");
+    return AnswerResumed(route, c->last_seq);
+  }
+  // A client retrying on yet another connection: only its latest RESUME is answered.
+  std::erase_if(pending_resumes_, [&](const PendingResume& p) { return p.claim.token == env.token(); });
+  ResumeClaim claim = ClaimOf(env, peer_key);  // before `msg` (and so `env`) moves
+  PendingResume pending{std::move(msg), std::move(claim), ClientTable::Clock::now()};
+  if (!TryResume(pending, pending.asked)) pending_resumes_.push_back(std::move(pending));
+}
+
+void ClientProtocol::RetryResumes(ClientTable::Clock::time_point now) {
+  std::erase_if(pending_resumes_, [&](PendingResume& p) { return TryResume(p, now); });
+}
+
+bool ClientProtocol::TryResume(PendingResume& pending, ClientTable::Clock::time_point now) {
+  const std::string& route = pending.msg.routing_id;
+  if (!resume_book_) {
+    outbox_.SendError(route, NotFound("dispatcher " + manifest_.id + " cannot resume the session: it does not know it"));
+    return true;
+  }
+  ResumeBook::Verdict verdict = resume_book_->Decide(pending.claim, pending.asked, now);
+  if (verdict.kind == ResumeBook::Verdict::kWait) return false;
+  if (verdict.kind == ResumeBook::Verdict::kRefuse) {
+    log::Warn("dispatcher", manifest_.id + ": refused a RESUME: " + verdict.why.message());
+    outbox_.SendError(route, Status(verdict.why.code(),
+                                    "dispatcher " + manifest_.id + " cannot resume the session: " + verdict.why.message()));
+    return true;
+  }
+  Restore(pending, verdict.session);
+  return true;
+}
+
+// The client's namespace and books, rebuilt from what its workers hold;
+// then its configs and unit definitions (as it sent them) go through the
+// stages again, and the replay that follows skips what already ran.
+void ClientProtocol::Restore(PendingResume& pending, const ResumedSession& session) {
+  const std::string& route = pending.msg.routing_id;
+  ClientState& c = clients_.Adopt(session.id, route, pending.claim.token);
+  c.key = pending.claim.key;
+  c.tensors = session.tensors;
+  for (const auto& [tensor, w] : session.tensors) c.live.insert(tensor);
+  c.ever = session.workers;
+  c.touched = session.workers;  // the replayed sync asks each of them
+  c.errors = session.errors;
+  c.worker = WorkerWithMost(session);
+  metrics_.clients_connected.Increment();
+  if (events_.enabled()) events_.Record(HostEventKind::kConnect, "client " + std::to_string(c.id), "client", "resumed");
+  AdmitAll(c, pending.msg);
+  pipeline_.EndBatch();
+  c.replay_through = session.received_seq;
+  c.last_seq = std::max(c.last_seq, session.received_seq);
+  GT_LOG(kDispatcher, manifest_.id << ": client " << c.id << " resumed with " << c.tensors.size()
+                                   << " tensors on " << c.ever.size() << " workers (replay drops seq <= "
+                                   << session.received_seq << ")");
+  AnswerResumed(route, session.received_seq);
+}
+
+void ClientProtocol::AnswerResumed(const std::string& route, uint64_t received_seq) {
+  wire::Envelope resumed;
+  resumed.set_kind(wire::Envelope::RESUMED);
+  resumed.set_seq(received_seq);
+  outbox_.Send(route, resumed, {});
+}
+
+}  // namespace gt

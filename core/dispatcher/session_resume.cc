@@ -1,0 +1,174 @@
+#include "dispatcher/session_resume.h"
+
+#include <algorithm>
+
+#include "gt/dtype.h"
+
+namespace gt {
+namespace {
+
+// splitmix64's finalizer, twice over a keyed input: cheap, and no worker
+// learns a token from its digest.
+uint64_t Mix(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// "3, 7, 9 and 4 more": ids named in an error, bounded.
+std::string NameIds(const std::vector<TensorId>& ids) {
+  constexpr size_t kNamed = 8;
+  std::string out;
+  for (size_t i = 0; i < ids.size() && i < kNamed; ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  if (ids.size() > kNamed) out += " and " + std::to_string(ids.size() - kNamed) + " more";
+  return out;
+}
+
+Status CheckTensor(const wire::HeldTensor& t, ClientId client) {
+  if (t.dtype() >= static_cast<uint32_t>(DType::kCount))
+    return InvalidArgument("tensor " + std::to_string(t.id()) + " of client " + std::to_string(client) +
+                           " has dtype " + std::to_string(t.dtype()) + ", which no client can make");
+  for (int64_t d : t.shape())
+    if (d < 0)
+      return InvalidArgument("tensor " + std::to_string(t.id()) + " of client " + std::to_string(client) +
+                             " has a negative dimension");
+  return Status::Ok();
+}
+
+}  // namespace
+
+uint64_t SessionDigest(uint64_t token) { return Mix(Mix(token ^ 0x6774207265737465ull) + 0x9e3779b97f4a7c15ull); }
+
+Status ResumeBook::Add(size_t w, const wire::SessionInventory& inventory, Clock::time_point now) {
+  const wire::ClientSession& session = inventory.session();
+  const ClientId client = session.client();
+  if (client == 0) return InvalidArgument("an inventory names client 0, which no session has");
+  for (const wire::HeldTensor& t : inventory.tensors())
+    if (Status s = CheckTensor(t, client); !s.ok()) return s;
+  auto by_digest = by_digest_.find(session.digest());
+  if (by_digest != by_digest_.end() && by_digest->second != client)
+    return InvalidArgument("client " + std::to_string(client) + "'s session is reported under client " +
+                           std::to_string(by_digest->second) + " by another worker");
+  auto [it, created] = sessions_.try_emplace(client);
+  Unclaimed& s = it->second;
+  if (created) {
+    s.session = session;
+    s.since = now;
+    by_digest_[session.digest()] = client;
+  } else if (s.session.digest() != session.digest() || s.session.key() != session.key()) {
+    return InvalidArgument("client " + std::to_string(client) +
+                           " is reported under two different sessions (another worker named it first)");
+  }
+  std::erase_if(s.pieces, [w](const Piece& p) { return p.worker == w; });
+  Piece piece;
+  piece.worker = w;
+  piece.received_seq = inventory.received_seq();
+  piece.acked_sync = inventory.acked_sync();
+  piece.errors.assign(inventory.errors().begin(), inventory.errors().end());
+  for (const wire::HeldTensor& t : inventory.tensors()) piece.tensors.push_back(t.id());
+  s.pieces.push_back(std::move(piece));
+  max_client_ = std::max(max_client_, client);
+  return Status::Ok();
+}
+
+void ResumeBook::ForgetWorker(size_t w) {
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    std::erase_if(it->second.pieces, [w](const Piece& p) { return p.worker == w; });
+    if (!it->second.pieces.empty()) {
+      ++it;
+      continue;
+    }
+    by_digest_.erase(it->second.session.digest());
+    it = sessions_.erase(it);
+  }
+}
+
+ResumeBook::Verdict ResumeBook::Decide(const ResumeClaim& claim, Clock::time_point asked, Clock::time_point now) {
+  Verdict v;
+  if (claim.token == 0) {
+    v.kind = Verdict::kRefuse;
+    v.why = InvalidArgument("RESUME carries no session token");
+    return v;
+  }
+  const bool waited_enough = now - asked >= wait_;
+  auto found = by_digest_.find(SessionDigest(claim.token));
+  if (found != by_digest_.end()) return Resume(found->second, sessions_.at(found->second), claim, waited_enough);
+  // No worker named this session (yet). A client holding no tensor its
+  // last answered sync covered lost nothing: it starts afresh and its
+  // replay makes the rest.
+  const bool holds_older = std::any_of(claim.live.begin(), claim.live.end(),
+                                       [&](const wire::ResumeTensor& t) { return t.seq() <= claim.answered_seq; });
+  if (!holds_older) {
+    v.kind = Verdict::kResume;
+    v.session.received_seq = claim.answered_seq;
+    return v;
+  }
+  if (!waited_enough) return v;
+  v.kind = Verdict::kRefuse;
+  v.why = NotFound("unknown or expired session: no worker that came back holds it (it ended, the workers' reconnect "
+                   "grace ran out, or the workers holding its tensors are gone)");
+  return v;
+}
+
+ResumeBook::Verdict ResumeBook::Resume(ClientId id, Unclaimed& s, const ResumeClaim& claim, bool waited_enough) {
+  Verdict v;
+  if (s.session.key() != claim.key) {
+    v.kind = Verdict::kRefuse;
+    v.why = InvalidArgument("this session belongs to another client key");
+    return v;
+  }
+  // Pieces a stage made (physical ids: shards, replicas, pending sums)
+  // need the stage's records, which are not rebuilt yet.
+  for (const Piece& p : s.pieces)
+    if (std::any_of(p.tensors.begin(), p.tensors.end(), [](TensorId t) { return t >= kPhysicalIdBase; })) {
+      v.kind = Verdict::kRefuse;
+      v.why = FailedPrecondition("this session holds tensors its signal configs placed across workers (sharded, "
+                                 "replicated or pending sums); a restarted dispatcher cannot rebuild their placement yet");
+      return v;
+    }
+  ResumedSession& r = v.session;
+  r.id = id;
+  std::unordered_map<TensorId, size_t> where;
+  for (const Piece& p : s.pieces) {
+    r.workers.insert(p.worker);
+    r.received_seq = std::max(r.received_seq, p.received_seq);
+    for (TensorId t : p.tensors) where[t] = p.worker;
+    if (p.acked_sync > claim.answered_sync) r.errors.insert(r.errors.end(), p.errors.begin(), p.errors.end());
+  }
+  // Tensors the workers received the making of must be on one of them;
+  // the replay makes the later ones.
+  std::vector<TensorId> missing;
+  for (const wire::ResumeTensor& t : claim.live) {
+    if (auto it = where.find(t.id()); it != where.end()) r.tensors[t.id()] = it->second;
+    else if (t.seq() <= std::max(r.received_seq, claim.answered_seq)) missing.push_back(t.id());
+  }
+  if (!missing.empty()) {
+    if (!waited_enough) return v;
+    v.kind = Verdict::kRefuse;
+    v.why = NotFound("tensors " + NameIds(missing) +
+                     " of this session are on no worker that came back (the workers holding them are gone)");
+    return v;
+  }
+  v.kind = Verdict::kResume;
+  by_digest_.erase(s.session.digest());
+  sessions_.erase(id);
+  return v;
+}
+
+std::vector<std::pair<size_t, ClientId>> ResumeBook::TakeUnclaimed(Clock::time_point now) {
+  std::vector<std::pair<size_t, ClientId>> unclaimed;
+  for (auto it = sessions_.begin(); it != sessions_.end();) {
+    if (now - it->second.since <= grace_) {
+      ++it;
+      continue;
+    }
+    for (const Piece& p : it->second.pieces) unclaimed.emplace_back(p.worker, it->first);
+    by_digest_.erase(it->second.session.digest());
+    it = sessions_.erase(it);
+  }
+  return unclaimed;
+}
+
+}  // namespace gt

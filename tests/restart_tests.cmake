@@ -1,0 +1,5 @@
+# Surviving a dispatcher restart (docs/ARCHITECTURE.md): the resume books
+# without sockets, then real processes with the dispatcher SIGKILLed.
+gt_add_test(resume_book_test resume_book_test.cc)
+gt_add_test(dispatcher_restart_test dispatcher_restart_test.cc)
+add_dependencies(dispatcher_restart_test gt-dispatcher gt-worker gt_torch gt_sharding)
