@@ -11,7 +11,8 @@ import socket
 import subprocess
 import time
 
-from cluster_harness import BIN_DIR, clean_env, client, cluster, end_clients, read_line, require_services, run_client, tell
+from cluster_harness import (BIN_DIR, clean_env, client, cluster, end_clients, read_line, require_services, run_client,
+                             tell)
 from conftest import _free_port
 
 
