@@ -34,7 +34,6 @@ import sys
 import textwrap
 import time
 
-
 from conftest import stop_processes
 from multihost_env import (BIN_DIR, LAUNCH, TOL, _cmdline, _env, _namespace_pids, _read, _refused, _wait_for)
 # The module-scoped fixtures this file's tests take.
