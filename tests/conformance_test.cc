@@ -123,7 +123,6 @@ std::vector<int64_t> AllDims(const at::Tensor& t) {
 #include "conformance_conv_cases.h"
 
 std::vector<Case> Cases() {
-  using V = std::vector<gt::Tensor>;
   using A = std::vector<at::Tensor>;
   std::vector<Case> cases;
   auto add = [&cases](std::string name, std::vector<Op> ops, A inputs, Remote remote, Local local) {
