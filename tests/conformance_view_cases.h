@@ -60,7 +60,7 @@ void AddViewInPlaceAndLossCases(Add& add) {
       [](const V& v) { gt::Tensor c = v[0].clone(); c.mul_(v[1]); gt::Tensor view = c.select(0, 1); view *= v[1]; return c; },
       [](const A& a) { at::Tensor c = a[0] * a[1]; c.select(0, 1).mul_(a[1]); return c; });
   // Another integer dtype: the product cast back, as ATen's in-place op does
-  // (a float factor is refused, as there: tests/python/test_tensor_ops.py).
+  // (a float factor is refused, as there: tests/python/test_tensor_in_place.py).
   add("mul_in_place_int64_by_int32", {Op::kClone, Op::kMul}, {Ints({2, 3}, at::kLong), Ints({3}, at::kInt, 2)},
       [](const V& v) { gt::Tensor c = v[0].clone(); c.mul_(v[1]); return c; },
       [](const A& a) { at::Tensor c = a[0].clone(); c.mul_(a[1]); return c; });
