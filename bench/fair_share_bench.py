@@ -11,7 +11,7 @@ and runs, each client in a fresh interpreter:
 
 The worker serves one fair-queue lane per client (core/worker/fair_queue.h), so the light
 client waits for at most the heavy op in progress (and what is left of a 2 ms slice), not
-for the heavy client's whole queue. Prints one JSON object; docs/PERFORMANCE.md has the
+for the heavy client's whole queue. Prints one JSON object; docs/performance/fair-sharing.md has the
 figures, before and after.
 
   light + flood  the light client's p50 / p99 while another floods the worker with rounds of

@@ -1,5 +1,5 @@
 // The gradient cases of the convolution, the poolings and var (each
-// checked against central differences): part of autograd_test.cc, split
+// checked against central differences): part of autograd_gradient_test.cc, split
 // out to keep that file short. Included by it inside its anonymous
 // namespace, after GradCase, Normal and V.
 #pragma once

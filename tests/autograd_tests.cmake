@@ -3,7 +3,7 @@
 # trained by LibTorch's own autograd (mlp_test). Both run real
 # gt-dispatcher/gt-worker processes from the build tree.
 
-gt_add_test(autograd_test autograd_test.cc)
+gt_add_test(autograd_test autograd_test.cc autograd_gradient_test.cc)
 target_link_libraries(autograd_test PRIVATE gt_client gt_libtorch)
 add_dependencies(autograd_test gt-dispatcher gt-worker gt_torch)
 

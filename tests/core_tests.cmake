@@ -2,7 +2,7 @@
 # test that runs every op through real gt-dispatcher/gt-worker processes and
 # compares it with in-process LibTorch (docs: plugins/torch/README.md).
 
-gt_add_test(ir_test ir_test.cc)
+gt_add_test(ir_test ir_codec_test.cc ir_shape_test.cc)
 
 # The layout codec (gt/layout.h) and the inspect attribute, round trips and malformed input.
 gt_add_test(layout_codec_test layout_codec_test.cc)

@@ -1,4 +1,4 @@
-gt_add_test(host_test host_test.cc)
+gt_add_test(host_test host_test.cc host_unit_test.cc host_worker_test.cc)
 add_dependencies(host_test gt-dispatcher gt-worker gt_torch gt_instruction_log)
 
 # Hot paths and compiled units (modifiers/hotpath, modifiers/compile).

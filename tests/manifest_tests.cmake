@@ -24,7 +24,7 @@ gt_add_test_plugin(partial_backend partial_backend.cc)
 set(GT_TEST_PLUGIN_TARGETS gt_test_plugin_wrong_abi gt_test_plugin_not_a_plugin
     gt_test_plugin_throwing gt_test_plugin_dispatcher_only gt_test_plugin_partial_backend)
 
-gt_add_test(manifest_test manifest_test.cc)
+gt_add_test(manifest_test manifest_test.cc plugin_loader_test.cc)
 target_compile_definitions(manifest_test PRIVATE GT_TEST_PLUGIN_DIR="${GT_TEST_PLUGIN_DIR}"
                            GT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
 target_link_libraries(manifest_test PRIVATE GTest::gmock)  # HasSubstr

@@ -5,7 +5,7 @@
 find_program(GT_PROMETHEUS prometheus)
 find_program(GT_PROMTOOL promtool)
 
-gt_add_test(observability_test observability_test.cc)
+gt_add_test(observability_test observability_test.cc dashboard_test.cc)
 target_link_libraries(observability_test PRIVATE gt_service_common)
 # GCC 12 reports -Wdangling-pointer inside Boost.PropertyTree's own
 # templates (a false positive in a third-party header), not in gt's code.

@@ -1,4 +1,4 @@
-gt_add_test(sharding_test sharding_test.cc)
+gt_add_test(sharding_test sharding_test.cc sharding_shard_local_test.cc)
 target_link_libraries(sharding_test PRIVATE gt_client)
 add_dependencies(sharding_test gt-dispatcher gt-worker gt_torch gt_sharding)
 
@@ -12,7 +12,7 @@ add_dependencies(sharding_session_test gt-dispatcher gt-worker gt_torch gt_shard
 
 # The sharding stage in-process with a recording emitter: which instructions
 # and collectives each row of the strategy table emits. No hosts, no LibTorch.
-gt_add_test(sharding_strategy_test sharding_strategy_test.cc)
+gt_add_test(sharding_strategy_test sharding_strategy_test.cc sharding_strategy_transformer_test.cc)
 target_link_libraries(sharding_strategy_test PRIVATE gt_sharding_runtime)
 
 # The stage's part of a distributed checkpoint: plans split by piece, paths kept under checkpoint_root.
@@ -29,5 +29,5 @@ gt_add_test(distributed_test distributed_test.cc)
 target_link_libraries(distributed_test PRIVATE gt_client)
 add_dependencies(distributed_test gt-dispatcher gt-worker gt_torch gt_sharding)
 
-gt_add_test(fused_wire_test fused_wire_test.cc)
+gt_add_test(fused_wire_test fused_wire_test.cc fused_wire_numerics_test.cc)
 add_dependencies(fused_wire_test gt-dispatcher gt-worker gt_torch gt_sharding)
