@@ -69,8 +69,9 @@ TEST(ManifestTest, ReportsEveryProblemInOneErrorWithPathAndLine) {
   const std::string& msg = m.status().message();
   EXPECT_THAT(msg, HasSubstr("many.yaml: 9 problems:"));
   const std::vector<std::string> expected = {
-      "many.yaml:2: colour: unknown key 'colour' (known: backend, clients, connect, discovery, heartbeat_interval_ms, "
-      "heartbeat_timeout_ms, host, id, limits, listen, metrics, security, stages)",
+      "many.yaml:2: colour: unknown key 'colour' (known: after_grace, backend, clients, connect, discovery, "
+      "heartbeat_interval_ms, heartbeat_timeout_ms, host, id, limits, listen, metrics, reconnect_grace_ms, "
+      "resume_wait_ms, security, stages)",
       "many.yaml:8: stages[0].options.flush_every: option 'flush_every' expects int, got 'lots'",
       "many.yaml:9: stages[0].options.colour: unknown option 'colour' of plugin 'instruction_log' "
       "(known: append, flush_every, max_file_bytes, path)",
