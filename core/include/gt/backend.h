@@ -43,6 +43,16 @@ class Backend {
   virtual bool Supports(Op op) const = 0;
 
   virtual BackendStats Stats() const = 0;
+
+  // Bytes of memory held here on behalf of `client`: its tensors' storage
+  // and whatever else the backend charges to it (kept freed storage,
+  // compiled units). 0 for a client it holds nothing for, and from a
+  // backend that does not keep count. Called from the pipeline thread
+  // (after each of the client's turns: gt_worker_client_bytes_held).
+  virtual uint64_t ClientBytes(ClientId client) const {
+    (void)client;
+    return 0;
+  }
 };
 
 }  // namespace gt
