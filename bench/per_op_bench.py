@@ -14,7 +14,10 @@ ratios gt / PyTorch, so that a change in the machine's load falls on both alike:
 Every gt result is checked against PyTorch's once, before the timing (bit for bit, except the
 MLP, whose two sides reduce in different orders).
 
-    PYTHONPATH=build/python /usr/bin/python3 bench/per_op_bench.py [rounds] [measure ...]
+    PYTHONPATH=build/python /usr/bin/python3 bench/per_op_bench.py [rounds] [measure ...] [--connect HOST:PORT]
+
+With --connect it runs against that dispatcher instead of the embedded default (bench/per_op_ab.py
+uses it to compare two worker configurations in one sitting). The last line printed is JSON.
 """
 
 import json
@@ -146,14 +149,24 @@ def measure(name, gt_body, torch_body, per, rounds):
 
 
 def main():
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
-    wanted = sys.argv[2:] or list(SHAPE)
+    args = sys.argv[1:]
+    where = "embedded default"
+    if "--connect" in args:
+        at = args.index("--connect")
+        where = args[at + 1]
+        gt.connect(where)
+        del args[at:at + 2]
+    rounds = int(args[0]) if args else 5
+    wanted = args[1:] or list(SHAPE)
+    unknown = [w for w in wanted if w not in SHAPE]
+    if unknown:
+        raise SystemExit(f"unknown measure(s) {unknown}; known: {list(SHAPE)}")
     bodies = {}
     for make in (elementwise_measures, matmul_measure, mlp_measures):
         bodies.update(make())
     started = time.perf_counter()
     results = {}
-    print(f"gt per-op benchmark: embedded default, PyTorch {torch.__version__}, "
+    print(f"gt per-op benchmark: {where}, PyTorch {torch.__version__}, "
           f"{torch.get_num_threads()} intra-op threads, {rounds} alternating rounds")
     print(f"{'measure':12s} {'gt':>10s} {'pytorch':>10s} {'ratio':>7s}  (min..max of rounds)  per op/step")
     for name in wanted:

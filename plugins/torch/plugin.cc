@@ -48,7 +48,8 @@ constexpr OptionSpec kOptions[] = {
      0, 1 << 30},
     {"tensor_cache_mib", OptionType::kInt, "256", "MiB",
      "freed tensors all clients together may keep on this worker for later results of their size and dtype (each "
-     "client's count in its max_client_mib and go back before it is refused); 0: none kept",
+     "client's count in its max_client_mib and go back before it is refused); 0: none kept, and every op is ATen's "
+     "own call",
      0, 1 << 30},
 };
 

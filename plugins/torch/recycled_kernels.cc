@@ -27,6 +27,7 @@ bool ScalarInOwnDtype(Op op, const at::Tensor& t, double v) {
 }  // namespace
 
 at::Tensor RecycledKernels::TryCompute(const Instruction& inst, TensorSource source) {
+  if (cache_.max_bytes() == 0) return at::Tensor();  // tensor_cache_mib: 0 turns the whole path off
   switch (inst.op) {
     case Op::kAdd:
     case Op::kSub:

@@ -13,6 +13,8 @@
 //     mm there).
 // Small add, sub, mul and div are computed by DirectBinary
 // (direct_kernels.h), into a fresh tensor when none was kept.
+// A cache that keeps nothing (tensor_cache_mib: 0) turns all of it off, the
+// direct kernels included: every op is then ATen's own call, as before.
 // Everything else, and any instruction whose operands are missing or do not
 // fit (whose error Compute() words), is left to Compute().
 //
