@@ -2,7 +2,7 @@
 default, `reuse`) against `tensor_cache_mib: 0` (`aten`: every op ATen's own call, as before
 issue 41), each a process cluster of one gt-dispatcher and one gt-worker over TCP loopback.
 
-Each round runs bench/per_op_bench.py once against each cluster, in a fresh client process (the
+Each round runs bench/per_op_bench.py (3 rounds of its own) against each cluster, in a fresh client process (the
 order alternating between rounds); every figure is a ratio to PyTorch in that same client
 process, so a change in the machine's load falls on both sides of it. Prints, per measure, the
 median over the rounds of each configuration's ratio and its min..max.
@@ -66,7 +66,7 @@ def main():
             for r in range(rounds):
                 order = list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]
                 for name in order:
-                    out = subprocess.run([sys.executable, str(HERE / "per_op_bench.py"), "1", *measures,
+                    out = subprocess.run([sys.executable, str(HERE / "per_op_bench.py"), "3", *measures,
                                           "--connect", addresses[name]], capture_output=True, text=True, timeout=600)
                     if out.returncode != 0:
                         sys.exit(f"{name}: client failed:\n{out.stderr}")
