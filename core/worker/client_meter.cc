@@ -29,6 +29,10 @@ ClientMeter::ClientMeter(prometheus::Registry& registry, const std::string& inst
                   .Name("gt_worker_client_weight")
                   .Help("A client's fair-share weight (the dispatcher manifest's clients[].weight)")
                   .Register(registry)),
+      held_(prometheus::BuildGauge()
+                .Name("gt_worker_client_bytes_held")
+                .Help("Memory this worker's backend holds for a client: its tensors, kept freed storage, units")
+                .Register(registry)),
       total_queued_(prometheus::BuildGauge()
                         .Name("gt_worker_queued_instructions")
                         .Help("Instructions waiting in this worker's fair queue, all clients")
@@ -54,6 +58,7 @@ ClientMeter::Series& ClientMeter::Label(const std::string& wanted, bool keyed) {
     s.bytes = &bytes_.Add(l);
     s.queued = &queued_.Add(l);
     s.weight = &weight_.Add(l);
+    s.held = &held_.Add(l);
     s.keyed = keyed || label == kOverflowLabel;
   }
   return s;
@@ -65,20 +70,22 @@ void ClientMeter::Name(ClientId client, const std::string& label, double weight)
   Series& s = Label(name, name != SessionLabel(client));
   ++s.sessions;
   s.weight->Set(weight);
-  clients_[client] = {name, &s};
+  clients_[client] = Client{name, &s, 0};
 }
 
-ClientMeter::Series& ClientMeter::SeriesOf(ClientId client) {
-  if (last_series_ && last_client_ == client) return *last_series_;
+ClientMeter::Client& ClientMeter::ClientOf(ClientId client) {
+  if (last_ && last_client_ == client) return *last_;
   auto it = clients_.find(client);
   if (it == clients_.end()) {
     Name(client, client == 0 ? "dispatcher" : SessionLabel(client), 1.0);  // 0: the dispatcher's own
     it = clients_.find(client);
   }
   last_client_ = client;
-  last_series_ = it->second.second;
-  return *last_series_;
+  last_ = &it->second;
+  return *last_;
 }
+
+ClientMeter::Series& ClientMeter::SeriesOf(ClientId client) { return *ClientOf(client).series; }
 
 void ClientMeter::AddTurn(ClientId client, double seconds, uint64_t instructions) {
   Series& s = SeriesOf(client);
@@ -87,6 +94,13 @@ void ClientMeter::AddTurn(ClientId client, double seconds, uint64_t instructions
 }
 
 void ClientMeter::AddBytesMoved(ClientId client, uint64_t bytes) { SeriesOf(client).bytes->Increment(static_cast<double>(bytes)); }
+
+void ClientMeter::SetBytesHeld(ClientId client, uint64_t bytes) {
+  Client& c = ClientOf(client);
+  if (c.bytes_held == bytes) return;
+  c.series->held->Increment(static_cast<double>(bytes) - static_cast<double>(c.bytes_held));
+  c.bytes_held = bytes;
+}
 
 void ClientMeter::SetQueued(ClientId client, size_t instructions) {
   SeriesOf(client).queued->Set(static_cast<double>(instructions));
@@ -103,16 +117,18 @@ void ClientMeter::Remove(const std::string& label, Series& s) {
   bytes_.Remove(s.bytes);
   queued_.Remove(s.queued);
   weight_.Remove(s.weight);
+  held_.Remove(s.held);
   labels_.erase(label);
 }
 
 void ClientMeter::Forget(ClientId client) {
   auto it = clients_.find(client);
   if (it == clients_.end()) return;
-  Series* s = it->second.second;
+  Series* s = it->second.series;
   s->queued->Set(0);
+  s->held->Decrement(static_cast<double>(it->second.bytes_held));
   clients_.erase(it);
-  last_series_ = nullptr;
+  last_ = nullptr;
   if (--s->sessions > 0 || s->keyed) return;
   for (auto& [label, series] : labels_)
     if (&series == s) return Remove(std::string(label), series);

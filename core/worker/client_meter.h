@@ -4,6 +4,7 @@
 //   gt_worker_client_compute_seconds_total{client}  counter  execution time of the client's instructions
 //   gt_worker_client_instructions_total{client}     counter  instructions of the client run here
 //   gt_worker_client_bytes_moved_total{client}      counter  tensor bytes in (from_bytes payloads) and out (fetches)
+//   gt_worker_client_bytes_held{client}             gauge    memory the backend holds for the client (Backend::ClientBytes)
 //   gt_worker_client_queued_instructions{client}    gauge    instructions waiting in the client's lane
 //   gt_worker_client_weight{client}                 gauge    the client's fair-share weight
 //   gt_worker_queued_instructions                   gauge    instructions waiting, all clients
@@ -49,6 +50,9 @@ class ClientMeter {
   // One turn of `client`: `instructions` run in `seconds`.
   void AddTurn(ClientId client, double seconds, uint64_t instructions);
   void AddBytesMoved(ClientId client, uint64_t bytes);
+  // What the backend holds for `client` now; a label's gauge is the sum
+  // over the sessions counting under it.
+  void SetBytesHeld(ClientId client, uint64_t bytes);
   void SetQueued(ClientId client, size_t instructions);
   void SetTotals(size_t queued, size_t active_clients);
   // The session ended: its label is released (and a session label's series
@@ -62,6 +66,7 @@ class ClientMeter {
     prometheus::Counter* bytes = nullptr;
     prometheus::Gauge* queued = nullptr;
     prometheus::Gauge* weight = nullptr;
+    prometheus::Gauge* held = nullptr;
     size_t sessions = 0;   // clients counting under this label now
     bool keyed = false;    // a key's label: kept when its sessions end
   };
@@ -75,12 +80,19 @@ class ClientMeter {
   prometheus::Family<prometheus::Counter>& bytes_;
   prometheus::Family<prometheus::Gauge>& queued_;
   prometheus::Family<prometheus::Gauge>& weight_;
+  prometheus::Family<prometheus::Gauge>& held_;
   prometheus::Gauge& total_queued_;
   prometheus::Gauge& active_clients_;
   std::unordered_map<std::string, Series> labels_;
-  std::unordered_map<ClientId, std::pair<std::string, Series*>> clients_;
+  struct Client {
+    std::string label;
+    Series* series = nullptr;
+    uint64_t bytes_held = 0;  // its part of series->held
+  };
+  Client& ClientOf(ClientId client);
+  std::unordered_map<ClientId, Client> clients_;
   ClientId last_client_ = 0;  // AddTurn's cache: one lookup per change of client
-  Series* last_series_ = nullptr;
+  Client* last_ = nullptr;
 };
 
 }  // namespace gt

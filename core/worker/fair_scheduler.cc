@@ -81,6 +81,7 @@ void FairScheduler::RunTurn() {
   if (budget) budget->used.Add(start, seconds);
   meter_.AddTurn(client, seconds, ran);
   meter_.SetQueued(client, lane->size());
+  if (bytes_held_) meter_.SetBytesHeld(client, bytes_held_(client));
   if (dropped && lane->empty()) {  // the session ended here: its books go
     queue_.Forget(client);
     meter_.Forget(client);

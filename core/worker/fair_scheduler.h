@@ -59,6 +59,10 @@ class FairScheduler {
   void Push(Instruction&& inst);
   // Runs one client's turn, if any instruction can run.
   void RunTurn();
+  // Where the bytes each client holds are read after its turns
+  // (gt_worker_client_bytes_held); unset: not metered. Pipeline thread.
+  using BytesHeld = std::function<uint64_t(ClientId client)>;
+  void SetBytesHeld(BytesHeld bytes_held) { bytes_held_ = std::move(bytes_held); }
   // Tensor bytes a client moved in or out (metering only).
   void CountBytesMoved(ClientId client, uint64_t bytes) { meter_.AddBytesMoved(client, bytes); }
 
@@ -82,6 +86,7 @@ class FairScheduler {
   ClientMeter meter_;
   const std::string instance_;
   Refuse refuse_;
+  BytesHeld bytes_held_;
   QuotaMetrics compute_quota_;
   std::unordered_map<ClientId, Budget> budgets_;  // clients with a quota only
   std::atomic<uint64_t> queued_{0};

@@ -80,6 +80,7 @@ class Worker::Impl {
     scheduler_ = std::make_unique<FairScheduler>(
         *pipeline_, registry, manifest_.id,
         [this](const Instruction& inst, const Status& why) { terminal_->Refuse(inst, why); });
+    scheduler_->SetBytesHeld([this](ClientId client) { return terminal_->ClientBytes(client); });
     terminal_->Connect([this](const wire::Envelope& env, const std::vector<BlobPtr>& frames) { SendOnWork(env, frames); },
                        &pipeline_->events());
     pipeline_->SetTerminal(terminal_.get(), manifest_.backend->name);

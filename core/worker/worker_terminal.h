@@ -70,6 +70,9 @@ class WorkerTerminal final : public Terminal, public ReplySink {
   // consumed operands are freed, and the error waits for the next sync.
   void Refuse(const Instruction& inst, const Status& why);
 
+  // What the backend holds for `client` (Backend::ClientBytes).
+  uint64_t ClientBytes(ClientId client) const { return backend_->ClientBytes(client); }
+
   // Whether a sync was acknowledged since the last call: the client's next
   // batch is probably near.
   bool TakeAcknowledgedSync() { return std::exchange(acknowledged_sync_, false); }

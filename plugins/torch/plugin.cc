@@ -46,6 +46,11 @@ constexpr OptionSpec kOptions[] = {
      "it the least recently run lose their compiled state, rebuilt on their next run, and a definition that cannot "
      "fit fails with resource_exhausted. 0: no limit",
      0, 1 << 30},
+    {"tensor_cache_mib", OptionType::kInt, "256", "MiB",
+     "freed tensors all clients together may keep on this worker for later results of their size and dtype (each "
+     "client's count in its max_client_mib and go back before it is refused); 0: none kept, and every op is ATen's "
+     "own call",
+     0, 1 << 30},
 };
 
 // max_client_mib in bytes: 0 stands for half the machine's physical memory,
@@ -122,6 +127,29 @@ UnitCounters MakeUnitCounters(const StageContext& context) {
   return counters;
 }
 
+// The tensor cache's metrics (tensor_cache.h), declared here and nowhere else.
+TensorCacheCounters MakeTensorCacheCounters(const StageContext& context, uint64_t max_bytes) {
+  TensorCacheCounters counters;
+  if (context.registry == nullptr) return counters;
+  prometheus::Registry& r = *context.registry;
+  const prometheus::Labels labels = StageLabels(context);
+  auto gauge = [&](const char* name, const char* help) {
+    return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add(labels);
+  };
+  auto counter = [&](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+  };
+  counters.bytes = gauge("gt_backend_tensor_cache_bytes", "Bytes of freed tensors kept for reuse, all clients.");
+  gauge("gt_backend_tensor_cache_limit_bytes", "The most bytes of freed tensors kept (tensor_cache_mib).")
+      ->Set(static_cast<double>(max_bytes));
+  counters.hits = counter("gt_backend_tensor_cache_hits_total", "Results written into a kept freed tensor.");
+  counters.misses = counter("gt_backend_tensor_cache_misses_total",
+                            "Results of a recyclable op for which no freed tensor of their size was kept.");
+  counters.evicted_bytes = counter("gt_backend_tensor_cache_evicted_bytes_total",
+                                   "Bytes of kept tensors given back: a size pushed out, a client refused or gone.");
+  return counters;
+}
+
 // `value`, else `fallback`, else loopback.
 std::string OrDefault(const std::string& value, const std::string& fallback) {
   if (!value.empty()) return value;
@@ -131,6 +159,7 @@ std::string OrDefault(const std::string& value, const std::string& fallback) {
 Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
   if (context.options == nullptr) return Internal("torch backend created without options");
   const uint64_t max_client_bytes = MaxClientBytes(context.options->GetInt("max_client_mib"));
+  const uint64_t tensor_cache_bytes = static_cast<uint64_t>(context.options->GetInt("tensor_cache_mib")) << 20;
   const TorchBackendOptions options{
       context.options->GetInt("intra_op_threads"),
       CollectiveOptions{OrDefault(context.options->GetString("collective_host"), context.peer_host),
@@ -138,7 +167,8 @@ Result<std::unique_ptr<Backend>> CreateBackend(const StageContext& context) {
                         std::chrono::milliseconds(context.options->GetInt("collective_timeout_ms"))},
       context.options->GetInt("malloc_keep_mib"), context.options->GetInt("unit_trial_runs"),
       context.options->GetBool("plan_units"), max_client_bytes, MakeQuotaCounter(context, max_client_bytes),
-      static_cast<uint64_t>(context.options->GetInt("unit_cache_mib")) << 20};
+      static_cast<uint64_t>(context.options->GetInt("unit_cache_mib")) << 20, tensor_cache_bytes,
+      MakeTensorCacheCounters(context, tensor_cache_bytes)};
   try {
     return std::unique_ptr<Backend>(std::make_unique<TorchBackend>(options, MakeCounters(context), MakeUnitCounters(context)));
   } catch (const std::exception& e) {  // exceptions never leave the plugin

@@ -1,5 +1,6 @@
 #include "tensor_table.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -10,29 +11,25 @@ namespace gt::torch_backend {
 
 void TensorTable::Insert(Namespace& tensors, TensorId id, at::Tensor tensor) {
   Retain(tensors, tensor);
-  tensors.tensors_.emplace(id, std::move(tensor));
+  tensors.tensors_.Open(id) = std::move(tensor);
 }
 
 void TensorTable::Erase(Namespace& tensors, TensorId id) {
-  auto found = tensors.tensors_.find(id);
-  if (found == tensors.tensors_.end()) return;
-  Release(found->second);
-  tensors.tensors_.erase(found);
+  at::Tensor gone = tensors.tensors_.Take(id);
+  if (gone.defined()) Release(gone);
 }
 
 Status TensorTable::Free(const Instruction& inst) {
   auto ns = namespaces_.find(inst.client);
-  Namespace none;
-  auto& tensors = (ns == namespaces_.end() ? none : ns->second).tensors_;
   std::string unknown;
   for (TensorId id : inst.operands) {
-    auto it = tensors.find(id);
-    if (it == tensors.end()) {
+    at::Tensor gone = ns == namespaces_.end() ? at::Tensor() : ns->second.tensors_.Take(id);
+    if (!gone.defined()) {
       unknown += (unknown.empty() ? "" : ", ") + IdName(id);
       continue;
     }
-    Release(it->second);
-    tensors.erase(it);
+    Release(gone);
+    if (cache_) cache_->Offer(inst.client, std::move(gone));
   }
   // The known ids are freed either way; the error only reports the rest.
   if (unknown.empty()) return Status::Ok();
@@ -42,7 +39,7 @@ Status TensorTable::Free(const Instruction& inst) {
 void TensorTable::Drop(ClientId client) {
   auto ns = namespaces_.find(client);
   if (ns == namespaces_.end()) return;
-  for (const auto& [id, tensor] : ns->second.tensors_) Release(tensor);
+  ns->second.tensors_.ForEach([this](uint64_t, const at::Tensor& tensor) { Release(tensor); });
   namespaces_.erase(ns);
 }
 
@@ -59,7 +56,7 @@ std::vector<HeldTensor> TensorTable::Held() const {
 
 void TensorTable::Retain(Namespace& tensors, const at::Tensor& tensor) {
   live_tensors_.fetch_add(1, std::memory_order_relaxed);
-  StorageUse& use = storage_refs_[tensor.storage().unsafeGetStorageImpl()];
+  StorageUse& use = storage_refs_.Open(StorageKey(tensor));
   if (use.refs++ > 0) return;
   use.owner = tensors.client_;
   tensors.bytes_ += tensor.storage().nbytes();
@@ -68,14 +65,15 @@ void TensorTable::Retain(Namespace& tensors, const at::Tensor& tensor) {
 
 void TensorTable::Release(const at::Tensor& tensor) {
   live_tensors_.fetch_sub(1, std::memory_order_relaxed);
-  auto it = storage_refs_.find(tensor.storage().unsafeGetStorageImpl());
-  if (it == storage_refs_.end() || --it->second.refs > 0) return;
+  const uint64_t key = StorageKey(tensor);
+  StorageUse* use = storage_refs_.Find(key);
+  if (use == nullptr || --use->refs > 0) return;
   const uint64_t bytes = tensor.storage().nbytes();
   resident_bytes_.fetch_sub(bytes, std::memory_order_relaxed);
   // The owner is gone when a namespace dropped before another's view of its storage.
-  if (auto owner = namespaces_.find(it->second.owner); owner != namespaces_.end())
+  if (auto owner = namespaces_.find(use->owner); owner != namespaces_.end())
     owner->second.bytes_ -= std::min(owner->second.bytes_, bytes);
-  storage_refs_.erase(it);
+  storage_refs_.Take(key);
 }
 
 }  // namespace gt::torch_backend

@@ -8,6 +8,11 @@
 // sharing its storage then sees, as in PyTorch. Resident bytes count each
 // distinct storage once, so a view adds no bytes.
 //
+// Storing and freeing allocate nothing once the maps have grown (FlatMap):
+// a pipelined loop stores one tensor and frees one per op. A freed tensor
+// goes to the table's TensorCache, if it has one, which may keep its
+// storage for a later result (tensor_cache.h).
+//
 // Thread-safety: everything but Stats() is called from one thread at a time
 // (the worker's pipeline thread); Stats() may be called from any thread.
 #pragma once
@@ -19,9 +24,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "flat_map.h"
 #include "gt/backend.h"
 #include "gt/instruction.h"
 #include "gt/status.h"
+#include "tensor_cache.h"
 
 namespace gt::torch_backend {
 
@@ -31,10 +38,11 @@ class TensorTable {
   // table, which keeps the counts.
   class Namespace {
    public:
-    // The tensor `id`, or null. The pointer is valid until `id` is erased.
+    // The tensor `id`, or null. The pointer is valid until this namespace
+    // next changes (an Insert or Erase may move its entries).
     const at::Tensor* Find(TensorId id) const {
-      auto it = tensors_.find(id);
-      return it == tensors_.end() ? nullptr : &it->second;
+      const at::Tensor* t = tensors_.Find(id);
+      return t != nullptr && t->defined() ? t : nullptr;
     }
     // Bytes of the storages this client's tensors brought in (a storage
     // counts for the namespace that stored it first: a view adds nothing).
@@ -43,11 +51,13 @@ class TensorTable {
    private:
     friend class TensorTable;
     ClientId client_ = 0;
-    std::unordered_map<TensorId, at::Tensor> tensors_;
+    FlatMap<at::Tensor> tensors_;
     uint64_t bytes_ = 0;
   };
 
-  TensorTable() = default;
+  // `cache`, when not null, is offered every tensor a kFree releases.
+  // REQUIRES: `cache` outlives this table.
+  explicit TensorTable(TensorCache* cache = nullptr) : cache_(cache) {}
   TensorTable(const TensorTable&) = delete;
   TensorTable& operator=(const TensorTable&) = delete;
 
@@ -65,7 +75,7 @@ class TensorTable {
   }
 
   // Stores `tensor` under `id`.
-  // REQUIRES: `tensors` is this table's; `id` is not in it.
+  // REQUIRES: `tensors` is this table's; `id` is not in it; tensor.defined().
   void Insert(Namespace& tensors, TensorId id, at::Tensor tensor);
   // Forgets `id`; nothing happens when it is absent.
   void Erase(Namespace& tensors, TensorId id);
@@ -94,10 +104,15 @@ class TensorTable {
     int64_t refs = 0;
     ClientId owner = 0;  // whose namespace's bytes it counts in
   };
+  static uint64_t StorageKey(const at::Tensor& t) {
+    return reinterpret_cast<uintptr_t>(t.storage().unsafeGetStorageImpl());
+  }
 
+  TensorCache* const cache_;
   std::unordered_map<ClientId, Namespace> namespaces_;
-  // How many stored tensors use each storage; its bytes count while > 0.
-  std::unordered_map<const c10::StorageImpl*, StorageUse> storage_refs_;
+  // How many stored tensors use each storage (by its StorageImpl's address);
+  // its bytes count while > 0.
+  FlatMap<StorageUse> storage_refs_;
   // Atomic only so that Stats() may read them from another thread.
   std::atomic<uint64_t> live_tensors_{0};
   std::atomic<uint64_t> resident_bytes_{0};

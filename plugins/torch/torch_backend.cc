@@ -60,6 +60,9 @@ TorchBackend::TorchBackend(const TorchBackendOptions& options, CollectiveCounter
     : max_client_bytes_(options.max_client_bytes),
       client_bytes_refusals_(options.client_bytes_refusals),
       collectives_(std::make_unique<Collectives>(options.collectives, counters)),
+      cache_(options.tensor_cache_bytes, options.tensor_cache_counters),
+      tensors_(&cache_),
+      recycled_(cache_),
       units_(*collectives_, options.unit_trial_runs, options.plan_units, units, options.unit_cache_bytes) {
   if (options.intra_op_threads > 0) {
     at::set_num_threads(static_cast<int>(options.intra_op_threads));
@@ -109,6 +112,7 @@ Status TorchBackend::Dispatch(const Instruction& inst, ReplySink& replies) {
     case Op::kSync: return Status::Ok();  // ops already run in order
     case Op::kDropClient:
       tensors_.Drop(inst.client);
+      cache_.Drop(inst.client);
       units_.DropClient(inst.client);  // the units only it defined
       return Status::Ok();
     case Op::kHotStart:
@@ -152,7 +156,8 @@ Status TorchBackend::CheckResults(const Instruction& inst, const TensorTable::Na
 }
 
 Status TorchBackend::ComputeAndStore(const Instruction& inst, TensorSource operands) {
-  Result<at::Tensor> out = Compute(inst, operands, *collectives_);
+  at::Tensor recycled = recycled_.TryCompute(inst, operands);
+  Result<at::Tensor> out = recycled.defined() ? Result<at::Tensor>(std::move(recycled)) : Compute(inst, operands, *collectives_);
   if (!out.ok()) return out.status();
   at::Tensor& tensor = out.value();
   if (!FromScalarType(tensor.scalar_type()))
@@ -177,17 +182,23 @@ Result<std::optional<double>> TorchBackend::AllocationBytes(const Instruction& i
   return std::optional<double>(elements * static_cast<double>(ElementSize(inst.attrs.dtype)));
 }
 
-Status TorchBackend::CheckAllocationQuota(const Instruction& inst) const {
+Status TorchBackend::CheckAllocationQuota(const Instruction& inst) {
   if (max_client_bytes_ == 0) return Status::Ok();
   Result<std::optional<double>> bytes = AllocationBytes(inst);
   if (!bytes.ok()) return Status(bytes.status().code(), inst.Describe() + ": " + bytes.status().message());
   if (!*bytes) return Status::Ok();
-  const double after = static_cast<double>(ClientBytes(inst.client)) + **bytes;
+  double after = static_cast<double>(ClientBytes(inst.client)) + **bytes;
+  if (after > static_cast<double>(max_client_bytes_) && cache_.BytesOf(inst.client) > 0) {
+    after -= static_cast<double>(cache_.BytesOf(inst.client));
+    cache_.Drop(inst.client);  // what it freed goes back before it is refused
+  }
   return after > static_cast<double>(max_client_bytes_) ? OverQuota(inst, after) : Status::Ok();
 }
 
 Status TorchBackend::CheckResidentQuota(const Instruction& inst) {
   if (max_client_bytes_ == 0 || inst.results.empty()) return Status::Ok();
+  if (ClientBytes(inst.client) <= max_client_bytes_) return Status::Ok();
+  cache_.Drop(inst.client);  // what it freed goes back before its results do
   if (ClientBytes(inst.client) <= max_client_bytes_) return Status::Ok();
   const double bytes = static_cast<double>(ClientBytes(inst.client));
   TensorTable::Namespace& tensors = tensors_.Open(inst.client);
@@ -197,7 +208,7 @@ Status TorchBackend::CheckResidentQuota(const Instruction& inst) {
 
 uint64_t TorchBackend::ClientBytes(ClientId client) const {
   const TensorTable::Namespace* held = tensors_.Find(client);
-  return (held ? held->bytes() : 0) + units_.ChargedTo(client);
+  return (held ? held->bytes() : 0) + cache_.BytesOf(client) + units_.ChargedTo(client);
 }
 
 std::optional<uint64_t> TorchBackend::ClientRoom(ClientId client) const {

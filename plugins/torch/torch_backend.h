@@ -3,6 +3,8 @@
 // It routes each instruction to the part that handles it:
 //   tensor_table.h   the clients' tensors (one namespace per client), free,
 //                    drop_client, and the counts Stats() reports;
+//   tensor_cache.h   freed tensors kept for later results of their size,
+//                    which recycled_kernels.h writes with ATen's *_out kernels;
 //   kernels.h        every op that makes a tensor, and the in-place
 //                    mutations (copy_into, fill), as ATen calls;
 //   unit_executor.h  define_unit / run_unit: compiled units kept by key;
@@ -30,6 +32,8 @@
 #include "gt/status.h"
 #include "gt/unit.h"
 #include "kernels.h"
+#include "recycled_kernels.h"
+#include "tensor_cache.h"
 #include "tensor_table.h"
 #include "unit_executor.h"
 #include "unit_graph.h"
@@ -70,6 +74,11 @@ struct TorchBackendOptions {
   // Bytes all compiled units together may hold on this worker (unit_budget.h);
   // 0: no limit. Default: plugin.cc.
   uint64_t unit_cache_bytes = 0;
+  // Bytes of freed tensors all clients together may have kept for reuse
+  // (tensor_cache.h); 0 keeps none. Default: plugin.cc.
+  uint64_t tensor_cache_bytes = 0;
+  // The cache's metrics (null entries: not counted).
+  TensorCacheCounters tensor_cache_counters;
 };
 
 class TorchBackend final : public gt::Backend {
@@ -101,6 +110,10 @@ class TorchBackend final : public gt::Backend {
   BackendStats Stats() const override;
   std::vector<HeldTensor> Held() const override { return tensors_.Held(); }
 
+  // What `client` holds here: its tensors' storage, the freed tensors kept
+  // for it and the compiled units charged to it (what max_client_mib caps).
+  uint64_t ClientBytes(ClientId client) const override;
+
   // What happened to compiled units so far. Call from the pipeline thread.
   UnitStats Units() const { return units_.Stats(); }
 
@@ -120,23 +133,23 @@ class TorchBackend final : public gt::Backend {
   // from its attributes (creation) or its operands' shapes (broadcasting,
   // contraction, concatenation, a unit's body at its peak), so that a huge
   // request allocates nothing, and after any op (its results are dropped
-  // again when they took the client past it).
-  Status CheckAllocationQuota(const Instruction& inst) const;
+  // again when they took the client past it). The freed tensors kept for
+  // the client go back before it is refused.
+  Status CheckAllocationQuota(const Instruction& inst);
   // What `inst` will allocate, where that is known beforehand; an error for
   // an op whose result gt's shape rules cannot work out (refused unrun).
   Result<std::optional<double>> AllocationBytes(const Instruction& inst) const;
   Status CheckResidentQuota(const Instruction& inst);
   Status OverQuota(const Instruction& inst, double bytes) const;
-  // What counts toward `client`'s max_client_mib: its tensors' storage and
-  // the compiled units charged to it.
-  uint64_t ClientBytes(ClientId client) const;
   // The bytes `client` may still be charged; nullopt: no limit.
   std::optional<uint64_t> ClientRoom(ClientId client) const;
 
   const uint64_t max_client_bytes_;
   prometheus::Counter* const client_bytes_refusals_;
   std::unique_ptr<Collectives> collectives_;
-  TensorTable tensors_;
+  TensorCache cache_;
+  TensorTable tensors_;  // offers what it frees to cache_
+  RecycledKernels recycled_;  // writes into cache_'s tensors
   UnitExecutor units_;  // uses *collectives_
 };
 

@@ -59,6 +59,16 @@ class Backend {
   // thread, between instructions. A backend that keeps none reports none
   // (its clients' sessions then cannot be resumed with their tensors).
   virtual std::vector<HeldTensor> Held() const { return {}; }
+
+  // Bytes of memory held here on behalf of `client`: its tensors' storage
+  // and whatever else the backend charges to it (kept freed storage,
+  // compiled units). 0 for a client it holds nothing for, and from a
+  // backend that does not keep count. Called from the pipeline thread
+  // (after each of the client's turns: gt_worker_client_bytes_held).
+  virtual uint64_t ClientBytes(ClientId client) const {
+    (void)client;
+    return 0;
+  }
 };
 
 }  // namespace gt

@@ -11,6 +11,7 @@
 // names the environment variable that overrides an option (and the unused
 // OptionValues::Has and OptionValueToString are gone). 5: Stage gains the
 // virtual host_event_sink() (gt/host_event.h), which changes its vtable.
+// 7: Backend gains the virtual ClientBytes() (gt/backend.h).
 #pragma once
 
 #include <cstddef>
@@ -23,7 +24,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 6
+#define GT_PLUGIN_ABI_VERSION 7
 #endif
 
 namespace gt {
