@@ -51,37 +51,52 @@ def restart(cluster, downtime=0.3):
     return cluster.start_dispatcher()
 
 
-def killed_run(cluster, tmp_path, mode, env=None, kills=1, during_sync=False):
-    """Runs the client, restarting the dispatcher `kills` times after the pause step (while steps run,
-    or while the slow sync waits); returns its last line, live tensors before the kill and after the
-    run, the seconds from each new dispatcher listening to the next step done, and the client's stderr."""
-    client = start_client(f"127.0.0.1:{cluster.port}", mode, STEPS, PAUSE, tmp_path / "killed.err", env)
+def killed_runs(cluster, tmp_path, specs, kills=1, during_sync=False):
+    """Runs one client per (mode, env) of `specs` at once, restarting the dispatcher `kills` times after
+    their pause step (while steps run, or, `during_sync`, while the first client's slow sync waits);
+    returns, per client, its last line, live tensors (all workers) before the kill and after the run,
+    the seconds from each new dispatcher listening to its next step done, and its stderr."""
+    clients = [start_client(f"127.0.0.1:{cluster.port}", mode, STEPS, PAUSE, tmp_path / f"killed{i}.err", env)
+               for i, (mode, env) in enumerate(specs)]
     try:
-        read_until(client, "paused")
+        for c in clients:
+            read_until(c, "paused")
         before = cluster.live_tensors()
-        go_on(client)
-        resumes = []
+        for c in clients:
+            go_on(c)
+        resumes = [[] for _ in clients]
         for k in range(kills):
             if during_sync and k == 0:
-                read_until(client, "syncing")
+                read_until(clients[0], "syncing")
                 time.sleep(0.2)  # the worker is inside the long chain: the fetch waits
             else:
-                read_until(client, "step")
+                for c in clients:
+                    read_until(c, "step")
                 time.sleep(0.01)
             up = restart(cluster)
-            resumes.append(step_after(client, up)["t"] - up)
-        read_until(client, "paused")
+            for c, times in zip(clients, resumes):
+                times.append(step_after(c, up)["t"] - up)
+        for c in clients:
+            read_until(c, "paused")
         after = cluster.live_tensors()
-        go_on(client)
-        end = read_until(client, "losses")[-1]
-        assert client.wait(timeout=60) == 0, pathlib.Path(client.stderr_path).read_text()[-3000:]
-        return end, before, after, resumes, pathlib.Path(client.stderr_path).read_text()
+        ends = []
+        for c in clients:
+            go_on(c)
+            ends.append(read_until(c, "losses")[-1])
+            assert c.wait(timeout=60) == 0, pathlib.Path(c.stderr_path).read_text()[-3000:]
+        return [(end, before, after, times, pathlib.Path(c.stderr_path).read_text())
+                for end, times, c in zip(ends, resumes, clients)]
     except BaseException:
         print(cluster.log_tail())
         raise
     finally:
-        if client.poll() is None:
-            client.kill()
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+
+
+def killed_run(cluster, tmp_path, mode, env=None, kills=1, during_sync=False):
+    return killed_runs(cluster, tmp_path, [(mode, env)], kills, during_sync)[0]
 
 
 def assert_same_run(reference, killed, cluster):
@@ -161,4 +176,26 @@ def test_grace_running_out_fails_the_next_sync_naming_what_was_lost(tmp_path):
     finally:
         if client.poll() is None:
             client.kill()
+        cluster.stop()
+
+
+def test_two_clients_ride_through_one_restart(tmp_path):
+    # The issue's scenario: two users' training on one cluster, the dispatcher killed under both.
+    specs = [("dp", None), ("plain", {"GT_COMPILE": "1"})]
+    cluster = RestartCluster(tmp_path, 2)
+    try:
+        references = [uninterrupted(cluster, tmp_path, mode, env, name=f"reference{i}")
+                      for i, (mode, env) in enumerate(specs)]
+        runs = killed_runs(cluster, tmp_path, specs)
+        for i, (reference, run) in enumerate(zip(references, runs)):
+            ref_end, ref_before, ref_after = reference
+            end, before, after, resumes, stderr = run
+            assert max(abs(a - b) for a, b in zip(end["losses"], ref_end["losses"])) <= 1e-6, (i, stderr[-2000:])
+            assert "resumed the session" in stderr, stderr[-2000:]
+            assert all(r < RESUME_BOUND_S for r in resumes), resumes
+        # Both clients' tensors at once: the two references' counts added up.
+        both_before, both_after = runs[0][1], runs[0][2]
+        assert both_before == both_after, (both_before, both_after)
+        assert sum(both_before.values()) == sum(sum(r[1].values()) for r in references)
+    finally:
         cluster.stop()
