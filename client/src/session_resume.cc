@@ -106,8 +106,8 @@ bool Session::ResumeOnceLocked(Clock::time_point deadline) {
     if (!msg.ok()) continue;
     const wire::Envelope& env = msg->envelope;
     if (env.kind() == wire::Envelope::ERROR) {
-      broken_ = Unavailable("lost the dispatcher at " + address_ + ", and the dispatcher there refused the session: " +
-                            Refusal(env));
+      // Its words name the dispatcher and what was lost (tensors on no worker, an unknown session ...).
+      broken_ = Unavailable("lost the dispatcher at " + address_ + "; " + Refusal(env));
       throw Error(broken_.code(), "gt: " + broken_.message());
     }
     if (env.kind() == wire::Envelope::RESUMED) break;

@@ -199,3 +199,26 @@ def test_two_clients_ride_through_one_restart(tmp_path):
         assert sum(both_before.values()) == sum(sum(r[1].values()) for r in references)
     finally:
         cluster.stop()
+
+
+def test_tensors_on_no_worker_that_came_back_fail_the_next_sync_naming_them(tmp_path):
+    # The worker holding the client's tensors does not outlive the dispatcher (no reconnect grace):
+    # the new dispatcher cannot give the session back, and says why.
+    cluster = RestartCluster(tmp_path, 1, worker_args=("--reconnect-grace", "0"))
+    client = start_client(f"127.0.0.1:{cluster.port}", "plain", STEPS, PAUSE, tmp_path / "client.err")
+    try:
+        read_until(client, "paused")
+        old_worker = cluster.workers["worker-0"]
+        cluster.kill_dispatcher()
+        assert old_worker.wait(timeout=30) is not None  # it freed everything and exited
+        cluster.start_dispatcher()
+        cluster.add_worker("worker-1", ())
+        go_on(client)
+        assert client.wait(timeout=60) != 0
+        stderr = pathlib.Path(client.stderr_path).read_text()
+        assert "lost the dispatcher at 127.0.0.1:" in stderr, stderr[-3000:]
+        assert "cannot resume the session: unknown or expired session" in stderr, stderr[-3000:]
+    finally:
+        if client.poll() is None:
+            client.kill()
+        cluster.stop()
