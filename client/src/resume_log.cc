@@ -14,8 +14,16 @@ void ResumeLog::Keep(wire::Envelope&& batch, std::vector<BlobPtr>&& frames) {
   kept_.push_back({std::move(batch), std::move(frames)});
 }
 
+void ResumeLog::Freed(TensorId id) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return;
+  freeing_.insert(*it);
+  live_.erase(it);
+}
+
 void ResumeLog::Answered(uint64_t sync_seq, uint64_t sync_id) {
   kept_.clear();
+  freeing_.clear();  // every free sent before the sync ran
   kept_bytes_ = 0;
   not_resumable_.clear();
   answered_seq_ = sync_seq;
@@ -37,13 +45,15 @@ wire::Envelope ResumeLog::MakeResume(uint64_t token, std::vector<BlobPtr>* frame
   resume.set_token(token);
   resume.set_seq(answered_seq_);
   resume.set_sync_id(answered_sync_);
-  for (const auto& [id, live] : live_) {
+  auto add = [&resume](TensorId id, const Live& live, uint64_t seq) {
     wire::ResumeTensor* t = resume.add_live();
     t->set_id(id);
     for (int64_t d : live.meta.shape) t->add_shape(d);
     t->set_dtype(static_cast<uint32_t>(live.meta.dtype));
-    t->set_seq(live.seq);
-  }
+    t->set_seq(seq);
+  };
+  for (const auto& [id, live] : live_) add(id, live, live.seq);
+  for (const auto& [id, live] : freeing_) add(id, live, kMayBeGone);
   // What the new dispatcher must know before the replay, which it runs
   // through its stages first: the configs in force (a replayed configure
   // that the workers' received seqs cover is dropped with the rest) and every

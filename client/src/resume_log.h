@@ -52,7 +52,7 @@ class ResumeLog {
   void Emitted(const Instruction& inst);
   // A tensor handle made by the instruction with `seq`, and its end.
   void Made(TensorId id, const TensorMeta& meta, uint64_t seq) { live_[id] = {meta, seq}; }
-  void Freed(TensorId id) { live_.erase(id); }
+  void Freed(TensorId id);
 
   // Empty while resumable; else why not (kept bytes over the limit).
   const std::string& NotResumable() const { return not_resumable_; }
@@ -79,6 +79,15 @@ class ResumeLog {
   std::map<std::string, Instruction> configures_;  // by signal: the last configure sent
   std::vector<Instruction> units_;  // every kDefineUnit, in the order sent
   std::unordered_map<TensorId, Live> live_;
+  // Freed since the last answered sync: their kFree may not have reached the
+  // workers, and a replayed one must find them (RESUME lists them as
+  // kMayBeGone: the new dispatcher takes them where a worker still holds
+  // them, and misses none that is not).
+  std::unordered_map<TensorId, Live> freeing_;
 };
+
+// The `seq` a RESUME gives a tensor the client freed since its last
+// answered sync (restart-protocol.md).
+inline constexpr uint64_t kMayBeGone = ~uint64_t{0};
 
 }  // namespace gt::client_internal
