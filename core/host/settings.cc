@@ -74,8 +74,9 @@ constexpr SettingSpec kSettings[] = {
     {"GT_CONNECT_TIMEOUT", SettingType::kSeconds, "5", 0, 86400, nullptr,
      "seconds a client of a running dispatcher (`gt::connect`, `gt.connect`) waits at a sync point for its first "
      "connection to it (a completed ZeroMQ handshake) before failing with `unavailable` naming the address; `0` "
-     "waits forever. A connection that closes later fails the session's sync points at once; a connected "
-     "dispatcher is waited for however long its work takes",
+     "waits forever. A connection that closes later is taken to a dispatcher at the same address within "
+     "`GT_RECONNECT_GRACE`, or fails the session's sync points; a connected dispatcher is waited for however "
+     "long its work takes",
      "seconds from 0 (wait forever) to 86400"},
     {"GT_RECONNECT_GRACE", SettingType::kSeconds, "60", 0, 86400, nullptr,
      "seconds a client of a running dispatcher that lost its connection to it keeps trying to give its session to "
