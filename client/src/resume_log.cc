@@ -21,6 +21,11 @@ void ResumeLog::Freed(TensorId id) {
   live_.erase(it);
 }
 
+void ResumeLog::Failed(uint64_t seq) {
+  for (auto& [id, live] : live_)
+    if (live.seq == seq) live.seq = kMayBeGone;
+}
+
 void ResumeLog::Answered(uint64_t sync_seq, uint64_t sync_id) {
   kept_.clear();
   freeing_.clear();  // every free sent before the sync ran

@@ -53,6 +53,9 @@ class ResumeLog {
   // A tensor handle made by the instruction with `seq`, and its end.
   void Made(TensorId id, const TensorMeta& meta, uint64_t seq) { live_[id] = {meta, seq}; }
   void Freed(TensorId id);
+  // The instruction with `seq` failed: a tensor it was to make may exist on
+  // no worker, though its handle lives on (RESUME lists it as kMayBeGone).
+  void Failed(uint64_t seq);
 
   // Empty while resumable; else why not (kept bytes over the limit).
   const std::string& NotResumable() const { return not_resumable_; }

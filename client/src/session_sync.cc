@@ -96,8 +96,10 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
                           << " waited "
                           << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from).count()
                           << " ms, " << errors.size() << " errors");
-  for (const wire::OpError& e : errors)
+  for (const wire::OpError& e : errors) {
     GT_LOG(kClient, "error from " << e.host() << ": op #" << e.seq() << ": " << e.message());
+    if (resume_ && e.seq() != 0) resume_->Failed(e.seq());
+  }
   if (!errors.empty() && keep_errors) {
     stray_errors_ = std::move(errors);
     return;

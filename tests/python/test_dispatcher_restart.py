@@ -7,17 +7,20 @@ many tensors after the run as before the kill (gt_worker_live_tensors, read
 from each worker), and its steps go on within seconds of the new dispatcher
 listening. Also: killed during a sync (its real answer comes), killed twice,
 data parallel on 2 workers, a 2 x 2 mesh on 4, GT_COMPILE=1, two clients at
-once; and the grace period running out (a clear error naming what was lost).
+once; the grace period running out and a session no worker kept (clear errors
+naming what was lost); a kept handle of a failed op.
 Skipped when the services are not built (GT_BIN_DIR, else build/bin).
 """
 
 import pathlib
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
-from restart_cluster import BIN_DIR, RestartCluster, go_on, read_until, start_client, step_after
+from restart_cluster import BIN_DIR, RestartCluster, clean_env, go_on, read_until, start_client, step_after
 
 pytestmark = pytest.mark.skipif(not (BIN_DIR / "gt-dispatcher").exists(), reason=f"services not built in {BIN_DIR}")
 
@@ -231,6 +234,42 @@ def test_tensors_on_no_worker_that_came_back_fail_the_next_sync_naming_them(tmp_
         stderr = pathlib.Path(client.stderr_path).read_text()
         assert "lost the dispatcher at 127.0.0.1:" in stderr, stderr[-3000:]
         assert "cannot resume the session: unknown or expired session" in stderr, stderr[-3000:]
+    finally:
+        if client.poll() is None:
+            client.kill()
+        cluster.stop()
+
+
+FAILED_OP_CLIENT = r'''
+import json, sys
+import numpy as np
+import gt
+gt.connect(sys.argv[1])
+x = gt.from_numpy(np.ones(4, np.float32))
+bad = x[gt.tensor(np.array([7]))]  # out of range: fails on the worker, the handle lives on
+try:
+    bad.numpy()
+    print(json.dumps({"error": None}), flush=True)
+except gt.Error as e:
+    print(json.dumps({"error": str(e)}), flush=True)
+sys.stdin.readline()
+print(json.dumps({"value": float((x * 2).sum().item())}), flush=True)
+'''
+
+
+def test_a_handle_of_a_failed_op_does_not_block_the_resume(tmp_path):
+    # No worker ever made the failed op's result: the new dispatcher must not call it lost.
+    cluster = RestartCluster(tmp_path, 1)
+    err = tmp_path / "client.err"
+    client = subprocess.Popen([sys.executable, "-c", FAILED_OP_CLIENT, f"127.0.0.1:{cluster.port}"], env=clean_env(),
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(err, "w"))
+    client.stderr_path = err
+    try:
+        assert "index_select" in read_until(client, "error")[-1]["error"]
+        restart(cluster)
+        go_on(client)
+        assert read_until(client, "value")[-1]["value"] == 8.0
+        assert "resumed the session" in err.read_text()
     finally:
         if client.poll() is None:
             client.kill()
