@@ -194,10 +194,12 @@ def test_grace_running_out_fails_the_next_sync_naming_what_was_lost(tmp_path):
         cluster.stop()
 
 
-@PLACED
-def test_two_clients_ride_through_one_restart(tmp_path):
+@pytest.mark.parametrize("specs", [
+    [("plain", None), ("plain", {"GT_COMPILE": "1"})],
+    pytest.param([("dp", None), ("plain", {"GT_COMPILE": "1"})], marks=PLACED),
+], ids=["eager_and_compiled", "data_parallel_and_compiled"])
+def test_two_clients_ride_through_one_restart(tmp_path, specs):
     # The issue's scenario: two users' training on one cluster, the dispatcher killed under both.
-    specs = [("dp", None), ("plain", {"GT_COMPILE": "1"})]
     cluster = RestartCluster(tmp_path, 2)
     try:
         references = [uninterrupted(cluster, tmp_path, mode, env, name=f"reference{i}")
