@@ -41,6 +41,9 @@ class ConnectionWatch {
   // Unavailable naming the endpoint when the connection closed, or none
   // came within the timeout; else OK.
   Status Check(Clock::time_point now) const;
+  // Connected once, then the connection closed (the dispatcher went away,
+  // or restarted): the only failure a session may recover from.
+  bool Lost() const { return verdict_.closed(); }
 
  private:
   ConnectionWatch(zmq::context_t& context, std::string endpoint, std::string zmq_endpoint,

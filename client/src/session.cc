@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <iostream>
 
@@ -21,6 +22,10 @@
 
 namespace gt::client_internal {
 namespace {
+
+// Past this many bytes sent since its last sync, a session stops keeping
+// them for a dispatcher restart (resume_log.h): a restart then loses it.
+constexpr size_t kResumeKeepBytes = size_t{1} << 30;
 
 // An explicit endpoint (tcp://, ipc://, inproc://) is used as given; a bare
 // host:port is tcp, or the local dispatcher's ipc socket (core/net/local_ipc.h).
@@ -127,6 +132,10 @@ void Session::EnsureStartedLocked() {
   std::atexit(CloseAtExit);
   ConnectLocked(endpoint, connect_timeout);
   const uint64_t token = RandomToken();
+  token_ = token;
+  // Only a separate dispatcher can restart under a session, and only a
+  // watched connection says when it did.
+  if (!address_.empty() && watch_ && reconnect_grace_.count() > 0) resume_ = std::make_unique<ResumeLog>(kResumeKeepBytes);
   wire::Envelope hello;
   hello.set_kind(wire::Envelope::HELLO);
   hello.set_token(token);
@@ -141,6 +150,7 @@ std::optional<std::chrono::milliseconds> Session::ReadSettingsLocked() {
   // The client's own stages first: a bad manifest fails before anything starts.
   std::optional<HostManifest> manifest = OrThrow(ClientManifestFromEnv());
   std::optional<std::chrono::milliseconds> connect_timeout = OrThrow(ConnectTimeoutFromEnv());
+  reconnect_grace_ = std::chrono::milliseconds(std::llround(OrThrow(SecondsSetting("GT_RECONNECT_GRACE")) * 1000));
   // CURVE keys for a dispatcher that authenticates its clients (docs/SECURITY.md).
   curve_ = CurveClientKeys{TextSetting("GT_CLIENT_KEY").value_or(""), TextSetting("GT_SERVER_KEY").value_or("")};
   // The embedded dispatcher's sharding stage then places tensors with no config.
@@ -171,36 +181,49 @@ std::string Session::StartEmbeddedLocked() {
   return cluster_->endpoint();
 }
 
-void Session::ConnectLocked(const std::string& endpoint,
-                            const std::optional<std::chrono::milliseconds>& connect_timeout) {
-  socket_ = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
-  socket_->set(zmq::sockopt::linger, 2000);
-  socket_->set(zmq::sockopt::sndhwm, 0);
-  socket_->set(zmq::sockopt::rcvhwm, 0);
-  // Without keys, a dispatcher on this machine is this user's (core/net/default_keys.h).
-  if (!address_.empty())
-    curve_ = OrThrow(ResolveConnectKeys(curve_, endpoint, OrThrow(SwitchSetting("GT_INSECURE")), "client"), "gt: ");
-  if (!address_.empty() && curve_.enabled()) {
-    if (Status s = ApplyCurveClient(*socket_, curve_); !s.ok())
+std::unique_ptr<zmq::socket_t> Session::NewSocketLocked() {
+  auto socket = std::make_unique<zmq::socket_t>(*context_, zmq::socket_type::dealer);
+  socket->set(zmq::sockopt::linger, 2000);
+  socket->set(zmq::sockopt::sndhwm, 0);
+  socket->set(zmq::sockopt::rcvhwm, 0);
+  if (address_.empty()) return socket;
+  if (curve_.enabled()) {
+    if (Status s = ApplyCurveClient(*socket, curve_); !s.ok())
       throw Error(s.code(), "gt: GT_CLIENT_KEY / GT_SERVER_KEY: " + s.message());
   }
+  // With no connection to queue on (refused keys, a closed one) a send
+  // would wait forever: give up after a second, then say why.
+  socket->set(zmq::sockopt::sndtimeo, 1000);
+  // A dispatcher whose host vanished sends no FIN: ZMTP heartbeats close
+  // the connection, so the watch sees it.
+  socket->set(zmq::sockopt::heartbeat_ivl, 2000);
+  socket->set(zmq::sockopt::heartbeat_timeout, 20000);
+  return socket;
+}
+
+std::string Session::RemoteEndpointLocked() const { return Endpoint(address_); }
+
+Result<std::unique_ptr<ConnectionWatch>> Session::WatchLocked(const std::string& endpoint,
+                                                              std::chrono::milliseconds timeout) {
+  return ConnectionWatch::Attach(*context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")",
+                                 endpoint, timeout);
+}
+
+void Session::ConnectLocked(const std::string& endpoint,
+                            const std::optional<std::chrono::milliseconds>& connect_timeout) {
+  // Without keys, a dispatcher on this machine is this user's
+  // (core/net/default_keys.h); a resumed session reuses what this resolved.
+  if (!address_.empty())
+    curve_ = OrThrow(ResolveConnectKeys(curve_, endpoint, OrThrow(SwitchSetting("GT_INSECURE")), "client"), "gt: ");
+  socket_ = NewSocketLocked();
   if (!address_.empty()) {
-    // With no connection to queue on (refused keys, a closed one) a send
-    // would wait forever: give up after a second, then say why.
-    socket_->set(zmq::sockopt::sndtimeo, 1000);
-    // A dispatcher whose host vanished sends no FIN: ZMTP heartbeats close
-    // the connection, so the watch sees it.
-    socket_->set(zmq::sockopt::heartbeat_ivl, 2000);
-    socket_->set(zmq::sockopt::heartbeat_timeout, 20000);
     // The reply to a sync comes from another process, whose work runs on
     // its own cores: polling before sleeping saves this thread's wake-up
     // (docs/PERFORMANCE.md, the process cluster's round trip). In the
     // embedded default the poll would take the CPU its own hosts need.
     busy_wait_ = std::chrono::microseconds(OrThrow(IntSetting("GT_BUSY_WAIT_US")));
     if (connect_timeout) {
-      Result<std::unique_ptr<ConnectionWatch>> watch = ConnectionWatch::Attach(
-          *context_, *socket_, address_ == endpoint ? endpoint : address_ + " (" + endpoint + ")", endpoint,
-          *connect_timeout);
+      Result<std::unique_ptr<ConnectionWatch>> watch = WatchLocked(endpoint, *connect_timeout);
       if (watch.ok()) watch_ = std::move(*watch);
       else GT_LOG(kClient, "no connection watch: " << watch.status().message());  // then syncs wait as before
     }
@@ -272,7 +295,9 @@ void Session::SendConfigLocked(const std::string& name, const std::optional<Sign
       for (const std::optional<int64_t>& dim : m.shard_dims) spec.mesh.insert(spec.mesh.end(), {dim ? 1 : 2, dim.value_or(0)});
     }
   }
-  QueueLocked(MakeConfigure(next_seq_++, spec));
+  Instruction configure = MakeConfigure(next_seq_++, spec);
+  if (resume_) resume_->Configured(name, config ? std::optional<Instruction>(configure) : std::nullopt);
+  QueueLocked(std::move(configure));
 }
 
 void Session::HeartbeatLoop(std::string endpoint, uint64_t token) {

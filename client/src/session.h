@@ -25,6 +25,7 @@
 #include "client_pipeline.h"
 #include "connection_watch.h"
 #include "net/curve_keys.h"
+#include "resume_log.h"
 #include "embedded/embedded_cluster.h"
 #include "gt/gt.h"
 #include "ir/shape_inference.h"
@@ -157,6 +158,25 @@ class Session : public std::enable_shared_from_this<Session> {
   // Makes socket_ (CURVE, the connection watch) and connects it to
   // `endpoint`. REQUIRES: mu_ held.
   void ConnectLocked(const std::string& endpoint, const std::optional<std::chrono::milliseconds>& connect_timeout);
+  // A DEALER with the options of a connection to a dispatcher (CURVE when
+  // keys are set); not connected. REQUIRES: mu_ held.
+  std::unique_ptr<zmq::socket_t> NewSocketLocked();
+  // How `address_` is reached now (tcp, or the local dispatcher's ipc socket).
+  std::string RemoteEndpointLocked() const;
+  // The watch of a new socket_ to `endpoint`: "address (endpoint)" in errors.
+  Result<std::unique_ptr<ConnectionWatch>> WatchLocked(const std::string& endpoint, std::chrono::milliseconds timeout);
+  // The connection to the dispatcher was lost (`lost` says how): takes the
+  // session to a dispatcher at the same address within the grace period
+  // (session_resume.cc) and re-sends every kept batch. Returns once it
+  // did; else marks the session broken and throws gt::Error naming what
+  // was lost and why it could not be resumed.
+  void RecoverLocked(const Status& lost);
+  // One try of RecoverLocked on a fresh socket: true once the dispatcher
+  // took the session back and the kept batches went out again; false when
+  // this connection closed too (try again). Throws when it refused.
+  bool ResumeOnceLocked(std::chrono::steady_clock::time_point deadline);
+  // The watch of socket_ said `s` (not OK): recovers, or throws.
+  void ConnectionLostLocked(const Status& s);
   // Queues `inst` through the client's stages (when it has any and does not
   // place tensors) and sends the batch once it is full.
   void QueueLocked(Instruction&& inst);
@@ -225,6 +245,11 @@ class Session : public std::enable_shared_from_this<Session> {
   // sleeps; 0 in the embedded default.
   std::chrono::microseconds busy_wait_{0};
   Status broken_;  // GUARDED_BY(mu_): why the dispatcher will never answer again, once the watch said so
+  // Surviving a dispatcher restart (resume_log.h): null when there is
+  // nothing to survive (the embedded default) or GT_RECONNECT_GRACE=0.
+  std::unique_ptr<ResumeLog> resume_;       // GUARDED_BY(mu_)
+  std::chrono::milliseconds reconnect_grace_{0};  // GUARDED_BY(mu_): GT_RECONNECT_GRACE
+  uint64_t token_ = 0;                      // GUARDED_BY(mu_): the HELLO token, presented again by a RESUME
   std::thread heartbeat_;
   CurveClientKeys curve_;  // set before heartbeat_ starts; read-only after
   std::atomic<bool> stop_heartbeat_{false};

@@ -53,6 +53,7 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
     if (pipeline_) pipeline_->Drain();
     placing_ = true;
   }
+  if (resume_) resume_->Made(record->id, record->meta, inst.seq);
   QueueLocked(std::move(inst));
   // Only once queued: a record dropped by a throw above must not free its
   // id (its destructor would take mu_, held here).
@@ -105,6 +106,7 @@ void Session::QueueLocked(Instruction&& inst) {
 void Session::AppendLocked(const Instruction& inst) {
   if (batch_.instructions_size() == 0) batch_.set_kind(wire::Envelope::BATCH);
   EncodeInstruction(inst, batch_.add_instructions(), &payloads_);
+  if (resume_) resume_->Emitted(inst);
   if (inst.payload) payload_bytes_ += inst.payload->size();
   ++unsynced_;
 }
@@ -124,19 +126,26 @@ void Session::FlushLocked() {
 
 void Session::SendBatchLocked() {
   if (batch_.instructions_size() == 0) return;
-  Result<size_t> sent = SendEnvelope(*socket_, "", batch_, payloads_);
-  GT_LOG(kClient, "sent a batch of " << batch_.instructions_size() << " instructions ("
+  const int instructions = batch_.instructions_size();
+  Result<size_t> sent(0);
+  if (resume_) {  // kept until a sync answers it; the copy sent is the one kept
+    resume_->Keep(std::move(batch_), std::move(payloads_));
+    batch_ = wire::Envelope();
+    payloads_.clear();
+    sent = SendEnvelope(*socket_, "", resume_->Last().envelope, resume_->Last().frames);
+  } else {
+    sent = SendEnvelope(*socket_, "", batch_, payloads_);
+    batch_.Clear();
+    payloads_.clear();
+  }
+  GT_LOG(kClient, "sent a batch of " << instructions << " instructions ("
                                      << (sent.ok() ? std::to_string(*sent) + " bytes" : sent.status().ToString()) << ")");
-  batch_.Clear();
-  payloads_.clear();
   payload_bytes_ = 0;
   if (sent.ok()) return;
   if (watch_) {
     watch_->Drain();
-    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) {
-      broken_ = s;
-      throw Error(s.code(), "gt: " + s.message());
-    }
+    // A resumed session has had this batch sent again, with those before it.
+    if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) return ConnectionLostLocked(s);
   }
   throw Error(sent.status().code(), "gt: cannot reach the dispatcher: " + sent.status().message());
 }
@@ -145,6 +154,7 @@ void Session::Free(TensorId id) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mu_);
     if (!started_ || closed_) return;
+    if (resume_) resume_->Freed(id);
     if (pending_free_ && pending_free_->operands.size() < kFreesPerInstruction) {
       pending_free_->operands.push_back(id);
       return;

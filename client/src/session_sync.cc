@@ -60,6 +60,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
   unsynced_ = 0;
   const uint64_t sync_id = next_sync_++;
   Instruction sync = MakeSync(0, next_seq_++, sync_id);
+  const uint64_t sync_seq = sync.seq;
   if (pipeline_) pipeline_->Drain();
   QueueLocked(std::move(sync));
   FlushLocked();
@@ -77,6 +78,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
       // The dispatcher refused a whole message (this sync's, or one before
       // it): no SYNC_DONE may come, so the sync fails with the reason.
       errors.insert(errors.end(), env.errors().begin(), env.errors().end());
+      if (resume_) resume_->Answered(sync_seq, sync_id);  // the refused message will not be sent again
       break;
     } else if (env.kind() == wire::Envelope::DATA && data && env.seq() == fetch_seq && msg->frames.size() == 1) {
       data->dtype = static_cast<DType>(std::min<uint32_t>(env.dtype(), static_cast<uint32_t>(DType::kCount) - 1));
@@ -86,6 +88,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
       have_data = true;
     } else if (env.kind() == wire::Envelope::SYNC_DONE && env.sync_id() == sync_id) {
       errors.insert(errors.end(), env.errors().begin(), env.errors().end());
+      if (resume_) resume_->Answered(sync_seq, sync_id);
       break;
     }
   }
@@ -93,8 +96,10 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
                           << " waited "
                           << std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - waited_from).count()
                           << " ms, " << errors.size() << " errors");
-  for (const wire::OpError& e : errors)
+  for (const wire::OpError& e : errors) {
     GT_LOG(kClient, "error from " << e.host() << ": op #" << e.seq() << ": " << e.message());
+    if (resume_ && e.seq() != 0) resume_->Failed(e.seq());
+  }
   if (!errors.empty() && keep_errors) {
     stray_errors_ = std::move(errors);
     return;
@@ -107,16 +112,30 @@ std::vector<zmq::message_t> Session::ReceiveLocked() {
   for (;;) {
     // The message that is there already costs no poll.
     auto frames = ReceiveFrames(*socket_, watch_ ? zmq::recv_flags::dontwait : zmq::recv_flags::none);
-    if (frames) return std::move(*frames);
+    if (frames && !resume_) return std::move(*frames);
     if (!watch_) throw Error(Code::kUnavailable, "gt: connection closed while waiting for the dispatcher");
-    zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0}, watch_->PollItem()};
-    PollWithBusyWait(items, 2, watch_->PollTimeout(ConnectionWatch::Clock::now()), busy_wait_);
+    if (!frames) {
+      zmq::pollitem_t items[] = {{socket_->handle(), 0, ZMQ_POLLIN, 0}, watch_->PollItem()};
+      PollWithBusyWait(items, 2, watch_->PollTimeout(ConnectionWatch::Clock::now()), busy_wait_);
+    }
+    // A resumable session reads the watch before a message, too: once its
+    // connection closed, the socket may have reconnected on its own to a
+    // new dispatcher, whose answers (no session here) are not the session's.
     watch_->Drain();
     if (Status s = watch_->Check(ConnectionWatch::Clock::now()); !s.ok()) {
-      broken_ = s;
-      throw Error(s.code(), "gt: " + s.message());
+      ConnectionLostLocked(s);
+      continue;  // resumed: the kept batches went out again, their answers come
     }
+    if (frames) return std::move(*frames);
   }
+}
+
+void Session::ConnectionLostLocked(const Status& s) {
+  if (!resume_ || !watch_ || !watch_->Lost()) {
+    broken_ = s;
+    throw Error(s.code(), "gt: " + s.message());
+  }
+  RecoverLocked(s);
 }
 
 wire::Envelope Session::Stats(uint32_t timeout_ms) {

@@ -74,9 +74,15 @@ constexpr SettingSpec kSettings[] = {
     {"GT_CONNECT_TIMEOUT", SettingType::kSeconds, "5", 0, 86400, nullptr,
      "seconds a client of a running dispatcher (`gt::connect`, `gt.connect`) waits at a sync point for its first "
      "connection to it (a completed ZeroMQ handshake) before failing with `unavailable` naming the address; `0` "
-     "waits forever. A connection that closes later fails the session's sync points at once; a connected "
-     "dispatcher is waited for however long its work takes",
+     "waits forever. A connection that closes later is taken to a dispatcher at the same address within "
+     "`GT_RECONNECT_GRACE`, or fails the session's sync points; a connected dispatcher is waited for however "
+     "long its work takes",
      "seconds from 0 (wait forever) to 86400"},
+    {"GT_RECONNECT_GRACE", SettingType::kSeconds, "60", 0, 86400, nullptr,
+     "seconds a client of a running dispatcher that lost its connection to it keeps trying to give its session to "
+     "a dispatcher at the same address (a restarted one) before its next sync point fails naming what was lost; "
+     "`0` fails at once, as before (README \"When the dispatcher restarts\")",
+     "seconds from 0 (fail at once) to 86400"},
     {"GT_CLIENT_KEY", SettingType::kText, nullptr, kNoRange, kNoRange, nullptr,
      "this client's CURVE key pair file (`gt keygen NAME` writes `NAME.key`) for a dispatcher that authenticates "
      "its clients; its `.pub` must be on the dispatcher's clients list (`docs/SECURITY.md`)"},
