@@ -50,7 +50,7 @@ def test_a_dispatcher_that_goes_away_mid_run_fails_the_next_sync():
                 except gt.Error as e:
                     errors.append(str(e))
             say(errors=errors, waited=time.monotonic() - started)
-        """)
+        """, env={"GT_RECONNECT_GRACE": "0"})  # no ride-through (test_dispatcher_restart.py has that)
         try:
             assert read_line(p) == {"value": 6.0}
             c.procs[0].send_signal(signal.SIGKILL)
