@@ -1,5 +1,5 @@
 // What a client of a separate dispatcher keeps so that its session survives
-// a dispatcher restart (README "When the dispatcher restarts"): every batch
+// a dispatcher restart (docs/CLUSTER.md, "When the dispatcher restarts"): every batch
 // it sent since its last answered sync (envelope and payload frames, as
 // sent), the signal configs in force at that sync, the units its own compile
 // stage defined, and its live tensors. A new dispatcher gets the session back

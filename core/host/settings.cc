@@ -81,7 +81,7 @@ constexpr SettingSpec kSettings[] = {
     {"GT_RECONNECT_GRACE", SettingType::kSeconds, "60", 0, 86400, nullptr,
      "seconds a client of a running dispatcher that lost its connection to it keeps trying to give its session to "
      "a dispatcher at the same address (a restarted one) before its next sync point fails naming what was lost; "
-     "`0` fails at once, as before (README \"When the dispatcher restarts\")",
+     "`0` fails at once, as before (docs/CLUSTER.md, \"When the dispatcher restarts\")",
      "seconds from 0 (fail at once) to 86400"},
     {"GT_CLIENT_KEY", SettingType::kText, nullptr, kNoRange, kNoRange, nullptr,
      "this client's CURVE key pair file (`gt keygen NAME` writes `NAME.key`) for a dispatcher that authenticates "

@@ -46,11 +46,11 @@ void TensorTable::Drop(ClientId client) {
 std::vector<HeldTensor> TensorTable::Held() const {
   std::vector<HeldTensor> held;
   for (const auto& [client, ns] : namespaces_)
-    for (const auto& [id, tensor] : ns.tensors_) {
+    ns.tensors_.ForEach([&held, client = client](uint64_t id, const at::Tensor& tensor) {
       std::optional<DType> dtype = FromScalarType(tensor.scalar_type());
-      if (!dtype) continue;  // not a dtype the wire names: no client could have made it
-      held.push_back({client, id, *dtype, Shape(tensor.sizes().begin(), tensor.sizes().end())});
-    }
+      if (!dtype) return;  // not a dtype the wire names: no client could have made it
+      held.push_back(HeldTensor{client, id, *dtype, Shape(tensor.sizes().begin(), tensor.sizes().end())});
+    });
   return held;
 }
 
