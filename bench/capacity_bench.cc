@@ -57,6 +57,8 @@
 #include "cluster.h"
 #include "gt/op_attrs.h"
 #include "ir/codec.h"
+#include "net/curve_keys.h"
+#include "net/default_keys.h"
 #include "net/transport.h"
 
 namespace gt::bench {
@@ -235,6 +237,10 @@ void RunClient(zmq::context_t& context, const std::string& endpoint, const Strea
                const std::atomic<int>& phase, ClientOutcome& out) {
   zmq::socket_t socket(context, zmq::socket_type::dealer);
   socket.set(zmq::sockopt::linger, 0);
+  // The dispatcher runs on this user's key set, as a default one does: so
+  // does each client (CURVE's cost is in every figure since keys by default).
+  Result<CurveClientKeys> keys = ResolveConnectKeys({}, endpoint, false, "client");
+  if (keys.ok() && keys->enabled()) (void)ApplyCurveClient(socket, *keys);
   socket.connect(endpoint);
   const uint64_t token = RandomToken();
   const std::string hello = TokenEnvelope(wire::Envelope::HELLO, token);

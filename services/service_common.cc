@@ -140,6 +140,7 @@ gt::Result<std::string> UseDefaultDispatcherKeys(SecurityConfig& security) {
   security.key = set->DispatcherKey();
   security.client_keys = set->ClientKeys();
   security.worker_keys = set->WorkerKeys();
+  security.user_key_set = true;
   return ", keys in " + set->dir;
 }
 

@@ -67,8 +67,11 @@ void ClientProtocol::Handle(WireMessage& msg, const std::string& peer_key) {
 
 // A repeated HELLO on an open session changes nothing.
 void ClientProtocol::Hello(const std::string& route, uint64_t token, const std::string& key) {
-  const int64_t cap = manifest_.limits.max_sessions_per_key;
+  // Under its user's own key set every session is that user's: no per-key cap.
+  const int64_t cap = manifest_.security.user_key_set ? 0 : manifest_.limits.max_sessions_per_key;
   const bool new_session = clients_.FindByRoute(route) == nullptr;
+  if (new_session && ResumePendingOn(route))
+    return outbox_.Reject(route, FailedPrecondition("this connection's RESUME is waiting: no HELLO on it"));
   if (new_session && cap > 0 && static_cast<int64_t>(clients_.SessionsOf(key)) >= cap) {
     if (sessions_quota_.refusals) sessions_quota_.refusals->Increment();
     return outbox_.Reject(route, ResourceExhausted("this client key already holds " + std::to_string(cap) +

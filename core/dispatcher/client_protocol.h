@@ -97,7 +97,15 @@ class ClientProtocol {
     WireMessage msg;
     ResumeClaim claim;
     ClientTable::Clock::time_point asked;
+    size_t bytes = 0;  // what it holds here, counted against kPendingResumeBytes
   };
+  // Bounds on the RESUMEs waiting for workers: any client key may send
+  // one, so what they hold is capped like every other client input.
+  static constexpr size_t kMaxPendingResumes = 64;
+  static constexpr size_t kPendingResumeBytes = size_t{256} << 20;
+  // Why `env` may not wait here (too many waiting, too large): OK if it may.
+  Status CheckPendingRoom(const WireMessage& msg) const;
+  bool ResumePendingOn(const std::string& route) const;
   // False: it waits on.
   bool TryResume(PendingResume& pending, ClientTable::Clock::time_point now);
   void Restore(PendingResume& pending, const ResumedSession& session);

@@ -19,6 +19,10 @@ ResumeClaim ClaimOf(const wire::Envelope& resume, const std::string& key) {
   return claim;
 }
 
+// What a waiting RESUME holds: the message as it came (envelope and data
+// frames) and the claim's copy of its live list (about the envelope again).
+size_t MessageBytes(const WireMessage& msg) { return msg.bytes + msg.envelope.ByteSizeLong(); }
+
 // Where a resumed client's new whole tensors go: with most of its old ones.
 int WorkerWithMost(const ResumedSession& session) {
   std::map<size_t, size_t> counts;
@@ -52,9 +56,35 @@ void ClientProtocol::Resume(WireMessage& msg, const std::string& peer_key) {
   }
   // A client retrying on yet another connection: only its latest RESUME is answered.
   std::erase_if(pending_resumes_, [&](const PendingResume& p) { return p.claim.token == env.token(); });
+  if (ResumePendingOn(route))
+    return outbox_.Reject(route, FailedPrecondition("this connection has a RESUME waiting already"));
+  if (Status room = CheckPendingRoom(msg); !room.ok()) {
+    log::Warn("dispatcher", manifest_.id + ": refused a RESUME: " + room.message());
+    return outbox_.SendError(route, room);
+  }
   ResumeClaim claim = ClaimOf(env, peer_key);  // before `msg` (and so `env`) moves
-  PendingResume pending{std::move(msg), std::move(claim), ClientTable::Clock::now()};
+  const size_t bytes = MessageBytes(msg);
+  PendingResume pending{std::move(msg), std::move(claim), ClientTable::Clock::now(), bytes};
   if (!TryResume(pending, pending.asked)) pending_resumes_.push_back(std::move(pending));
+}
+
+Status ClientProtocol::CheckPendingRoom(const WireMessage& msg) const {
+  const int64_t max_live = manifest_.limits.max_live_tensors;
+  if (max_live > 0 && msg.envelope.live_size() > max_live)
+    return ResourceExhausted("its session names " + std::to_string(msg.envelope.live_size()) +
+                             " live tensors, more than a session may hold (limits.max_live_tensors = " +
+                             std::to_string(max_live) + ")");
+  size_t held = MessageBytes(msg);
+  for (const PendingResume& p : pending_resumes_) held += p.bytes;
+  if (pending_resumes_.size() >= kMaxPendingResumes || held > kPendingResumeBytes)
+    return ResourceExhausted("too many sessions are waiting to resume here (at most " +
+                             std::to_string(kMaxPendingResumes) + ", 256 MiB): try again in a moment");
+  return Status::Ok();
+}
+
+bool ClientProtocol::ResumePendingOn(const std::string& route) const {
+  return std::any_of(pending_resumes_.begin(), pending_resumes_.end(),
+                     [&](const PendingResume& p) { return p.msg.routing_id == route; });
 }
 
 void ClientProtocol::RetryResumes(ClientTable::Clock::time_point now) {
@@ -73,6 +103,13 @@ bool ClientProtocol::TryResume(PendingResume& pending, ClientTable::Clock::time_
     log::Warn("dispatcher", manifest_.id + ": refused a RESUME: " + verdict.why.message());
     outbox_.SendError(route, Status(verdict.why.code(),
                                     "dispatcher " + manifest_.id + " cannot resume the session: " + verdict.why.message()));
+    return true;
+  }
+  if (clients_.Find(verdict.session.id)) {  // Adopt's contract: never two sessions under one id
+    log::Warn("dispatcher", manifest_.id + ": refused a RESUME: client " + std::to_string(verdict.session.id) +
+                                " is a live session here");
+    outbox_.SendError(route, FailedPrecondition("dispatcher " + manifest_.id +
+                                                " cannot resume the session: its id is another live session's"));
     return true;
   }
   Restore(pending, verdict.session);

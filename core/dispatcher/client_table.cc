@@ -35,7 +35,7 @@ ClientState& ClientTable::ForRoute(const std::string& route, uint64_t token, boo
     *created = false;
     return c;
   }
-  const ClientId id = next_id_++;
+  const ClientId id = TakeFreeId();
   ClientState& c = clients_[id];
   c.id = id;
   c.route = route;
@@ -48,8 +48,13 @@ ClientState& ClientTable::ForRoute(const std::string& route, uint64_t token, boo
   return c;
 }
 
+ClientId ClientTable::TakeFreeId() {
+  while (next_id_ == 0 || clients_.count(next_id_)) ++next_id_;
+  return next_id_++;
+}
+
 ClientState& ClientTable::Adopt(ClientId id, const std::string& route, uint64_t token) {
-  if (id == 0) id = next_id_++;
+  if (id == 0) id = TakeFreeId();
   ReserveThrough(id);
   ClientState& c = clients_[id];
   c.id = id;

@@ -81,7 +81,13 @@ class ClientTable {
   // old one). REQUIRES: `id` is live and `route` is nobody's.
   void Rebind(ClientId id, const std::string& route);
   // New sessions get ids above `id` (those workers still hold).
-  void ReserveThrough(ClientId id) { next_id_ = std::max(next_id_, id + 1); }
+  void ReserveThrough(ClientId id) {
+    if (id < kMaxClientId) next_id_ = std::max(next_id_, id + 1);
+  }
+  // The largest id a worker's inventory may name: ids are handed out from
+  // 1 up, so a larger one is a lie, and taking it would let the counter
+  // wrap onto live sessions.
+  static constexpr ClientId kMaxClientId = ClientId{1} << 48;
   // nullptr when there is no such client (it left, or never was).
   ClientState* Find(ClientId id);
   ClientState* FindByRoute(const std::string& route);
@@ -113,6 +119,8 @@ class ClientTable {
 
  private:
   ClientId next_id_ = 1;
+  // The next id no session holds (never 0).
+  ClientId TakeFreeId();
   std::unordered_map<ClientId, ClientState> clients_;
   std::unordered_map<std::string, ClientId> by_route_;
   std::unordered_map<uint64_t, ClientId> by_token_;

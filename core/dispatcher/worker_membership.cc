@@ -11,6 +11,11 @@
 namespace gt {
 namespace {
 
+// A rejoining worker's index must be one a dispatcher could have given:
+// the registry fills every slot below it (more workers than this need
+// more than one dispatcher: docs/SCALING.md).
+constexpr uint32_t kMaxRejoinIndex = 4096;
+
 constexpr const char* kConnectionClosed = "its connection closed";
 
 }  // namespace
@@ -43,6 +48,12 @@ void WorkerMembership::Register(const std::string& route, const wire::Envelope& 
   ConnectionClosed(fd);
   std::optional<size_t> at;
   if (env.rejoining()) {
+    if (env.worker_index() >= kMaxRejoinIndex) {
+      const std::string why = "worker '" + env.name() + "' rejoins as #" + std::to_string(env.worker_index()) +
+                              ", beyond any index a dispatcher gives (" + std::to_string(kMaxRejoinIndex) + ")";
+      log::Warn("dispatcher", manifest_.id + ": " + why);
+      return outbox_.Reject(route, InvalidArgument(why));
+    }
     at = env.worker_index();
     if (workers_.IsAlive(*at)) {
       const WorkerState& holder = workers_.at(*at);
@@ -93,6 +104,10 @@ void WorkerMembership::TakeInventory(size_t w, const wire::Envelope& env) {
   const auto now = WorkerRegistry::Clock::now();
   for (const wire::SessionInventory& inventory : env.inventory()) {
     const ClientId client = inventory.session().client();
+    if (client == 0 || client >= ClientTable::kMaxClientId) {
+      DropOn(w, client, "no dispatcher gives that client id");
+      continue;
+    }
     if (clients_.Find(client)) {
       // Open here: the worker was declared lost (its clients were told) and
       // came back, or it is late and its session resumed without it.

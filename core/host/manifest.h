@@ -72,6 +72,9 @@ struct SecurityConfig {
   std::string client_keys;  // dispatcher: a file or directory of client public keys
   std::string worker_keys;  // dispatcher: a file or directory of worker public keys
   bool insecure = false;    // dispatcher: accept a non-loopback listen address without keys
+  // dispatcher: the keys are its user's own set (core/net/default_keys.h):
+  // every client is that one user, so one key's session cap does not apply.
+  bool user_key_set = false;
   bool enabled() const { return !key.empty(); }
 };
 

@@ -186,7 +186,7 @@ def test_a_client_entry_naming_an_unknown_key_is_named_with_its_line(keys, tmp_p
     assert done.returncode != 0
     assert "dispatcher.yaml:4: clients[1].key:" in done.stderr and "stranger.pub" in done.stderr \
         and "not a key on the security.clients allow-list" in done.stderr, done.stderr
-    without_keys = start_dispatcher(manifest)
+    without_keys = start_dispatcher(manifest, "--insecure")  # no flags at all would mean this user's key set
     assert without_keys.returncode != 0
     assert "dispatcher.yaml:3: clients: client shares need CURVE keys" in without_keys.stderr, without_keys.stderr
 

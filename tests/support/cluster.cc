@@ -343,7 +343,10 @@ void RawClient::Send(const std::vector<Instruction>& batch) {
 }
 
 void RawClient::SendFrames(const std::vector<std::string>& frames) {
-  ConnectFor(wire::Envelope::BATCH, 0);
+  // Raw frames still say who sends them: a REGISTER connects as a worker.
+  wire::Envelope first;
+  if (!frames.empty() && first.ParseFromString(frames[0])) ConnectFor(first.kind(), first.token());
+  else ConnectFor(wire::Envelope::BATCH, 0);
   for (size_t i = 0; i < frames.size(); ++i)
     socket_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
 }
