@@ -178,6 +178,16 @@ def workers_connected(address):
     return None if value is None else int(value)
 
 
+def logs_tail(logs, chars):
+    """The last `chars` characters of each open log file in `logs` (flushed
+    first), each under a line with its name: for assertion messages."""
+    text = ""
+    for log in logs:
+        log.flush()
+        text += f"--- {pathlib.Path(log.name).name}\n" + pathlib.Path(log.name).read_text()[-chars:]
+    return text
+
+
 def stop_processes(procs):
     """Asks every process to stop (SIGTERM, in the given order), then waits,
     killing one that has not stopped within 10 s."""

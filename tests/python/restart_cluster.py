@@ -19,7 +19,8 @@ import sys
 import textwrap
 import time
 
-from conftest import HOST_SWITCHES, bound_endpoints, first_log_line, metric_value, next_output_line, stop_processes
+from conftest import (HOST_SWITCHES, bound_endpoints, first_log_line, logs_tail, metric_value, next_output_line,
+                      stop_processes)
 from conftest import clean_env as scrubbed_env
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -96,11 +97,7 @@ class RestartCluster:
         return {name: self.gauge(name, "gt_worker_live_tensors") for name in self.workers}
 
     def log_tail(self, chars=2500):
-        text = ""
-        for log in self.logs:
-            log.flush()
-            text += f"--- {pathlib.Path(log.name).name}\n" + pathlib.Path(log.name).read_text()[-chars:]
-        return text
+        return logs_tail(self.logs, chars)
 
     def stop(self):
         procs = list(self.workers.values()) + ([self.dispatcher] if self.dispatcher else [])

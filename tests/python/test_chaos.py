@@ -42,7 +42,8 @@ import time
 
 import pytest
 
-from conftest import bound_endpoints, clean_env, first_log_line, metric_value, next_output_line, stop_processes
+from conftest import (bound_endpoints, clean_env, first_log_line, logs_tail, metric_value, next_output_line,
+                      stop_processes)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -262,11 +263,7 @@ class ChaosCluster:
             time.sleep(0.05)
 
     def log_tail(self, chars=3000):
-        text = ""
-        for log in self.logs:
-            log.flush()
-            text += f"--- {pathlib.Path(log.name).name}\n" + pathlib.Path(log.name).read_text()[-chars:]
-        return text
+        return logs_tail(self.logs, chars)
 
     def stop(self):
         stop_processes([p for p in reversed(list(self.procs.values())) if p.poll() is None])
