@@ -30,9 +30,9 @@ import numpy as np
 import torch
 
 import gt
-from gt.nn import Linear, Module, SGD
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from mlp_pair import mlp_steps  # noqa: E402
 from timing import median_step_seconds  # noqa: E402
 
 OPS = 2000
@@ -74,45 +74,11 @@ def matmul_measure():
     return {"matmul": (lambda: (ga @ gb).numpy(), lambda: (ta @ tb).numpy(), 1)}
 
 
-class GtMLP(Module):
-    def __init__(self):
-        super().__init__()
-        self.fc1 = Linear(784, 256)
-        self.fc2 = Linear(256, 10)
-
-    def forward(self, x):
-        return self.fc2(self.fc1(x).relu())
-
-
 MLP_STEPS = 20
 
 
 def mlp_measures():
-    data = np.random.default_rng(2)
-    x = data.standard_normal((128, 784)).astype(np.float32)
-    y = data.standard_normal((128, 10)).astype(np.float32)
-    model = GtMLP()
-    reference = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
-    with torch.no_grad():
-        for theirs, ours in zip(reference.parameters(), model.parameters()):
-            theirs.copy_(torch.from_numpy(ours.numpy()))
-    ours, theirs = SGD(model.parameters(), lr=0.01), torch.optim.SGD(reference.parameters(), lr=0.01)
-    gx, gy = gt.from_numpy(x), gt.from_numpy(y)
-    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
-
-    def gt_step():
-        loss = ((model(gx) - gy) ** 2).mean()
-        loss.backward()
-        ours.step()
-        ours.zero_grad()
-        return loss
-
-    def torch_step():
-        loss = ((reference(tx) - ty) ** 2).mean()
-        theirs.zero_grad()
-        loss.backward()
-        theirs.step()
-        return loss
+    gt_step, torch_step = mlp_steps(seed=2)
 
     def every_step(step):
         return lambda: [step().item() for _ in range(MLP_STEPS)][-1]

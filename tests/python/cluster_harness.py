@@ -14,28 +14,24 @@ import sys
 import tempfile
 import textwrap
 import time
-import urllib.request
 
 import pytest
 
-import gt
-from conftest import bound_endpoints, first_log_line, next_output_line, stop_processes
+from conftest import bound_endpoints, first_log_line, next_output_line, stop_processes, workers_connected
+from conftest import clean_env as scrubbed_env
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
 
-# Environment variables that change what a host or client runs: the tests
-# set what they need and nothing leaks in from the caller.
-HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
-                 "GT_CONNECT_TIMEOUT")
+# The switches kept out of these tests' processes: seven of conftest.HOST_SWITCHES
+# (the other three reach them from the caller, as they always have).
+HARNESS_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
+                    "GT_CONNECT_TIMEOUT")
 
 
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items() if k not in HOST_SWITCHES}
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env.update(extra)
-    return env
+    """conftest.clean_env without HARNESS_SWITCHES, then `extra`."""
+    return scrubbed_env(drop=HARNESS_SWITCHES, **extra)
 
 
 def require_services():
@@ -65,16 +61,8 @@ class Cluster:
             raise
 
     def workers_connected(self):
-        """The dispatcher's gt_host_workers_connected, scraped over HTTP (None before it serves)."""
-        try:
-            with urllib.request.urlopen(f"http://{self.metrics}/metrics", timeout=2) as r:
-                text = r.read().decode()
-        except OSError:
-            return None
-        for line in text.splitlines():
-            if line.startswith("gt_host_workers_connected{"):
-                return int(float(line.rsplit(" ", 1)[1]))
-        return None
+        """The dispatcher's gt_host_workers_connected (None before it serves)."""
+        return workers_connected(self.metrics)
 
     def wait_for_workers(self, n, timeout=30.0):
         deadline = time.monotonic() + timeout
@@ -137,6 +125,17 @@ PRELUDE = textwrap.dedent("""
     def say(**what):
         print(json.dumps(what), flush=True)
 """)
+
+# A client body: one small op's sync point, then its error (None when the op
+# ran) and the seconds the error took to come.
+FIRST_SYNC_ERROR = """
+    start = time.monotonic()
+    try:
+        gt.ones(2).sum().item()
+        say(error=None)
+    except gt.Error as e:
+        say(error=str(e), seconds=time.monotonic() - start)
+"""
 
 
 def client(endpoint, body, env=None):

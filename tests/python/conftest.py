@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import zlib
 
 import numpy as np
@@ -30,12 +31,17 @@ def rng(request):
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
+def package_pythonpath():
+    """A PYTHONPATH that finds the gt package this process imported first, by
+    absolute path (a child's cwd may differ), then the caller's PYTHONPATH."""
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
+    return os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+
+
 def run_python(code, env=None, cwd=None, timeout=120):
     """Runs `code` in a fresh interpreter (this one, this PYTHONPATH); returns the CompletedProcess."""
     full_env = dict(os.environ)
-    # The gt package this process imported, by absolute path (cwd may change).
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
-    full_env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    full_env["PYTHONPATH"] = package_pythonpath()
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-c", code], env=full_env, cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
@@ -44,6 +50,24 @@ def run_python(code, env=None, cwd=None, timeout=120):
 @pytest.fixture
 def python():
     return run_python
+
+
+# Environment variables that change what a host or client runs. The processes
+# a test starts get none of them from the caller (the ctest registration sets
+# GT_WORKERS=4), only what the test sets.
+HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
+                 "GT_CONNECT_TIMEOUT", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_EXPLAIN")
+
+
+def clean_env(*, drop=HOST_SWITCHES, **extra):
+    """The environment for a test's host or client process: this one without
+    the variables in `drop`, finding this gt package (package_pythonpath),
+    writing no bytecode, then `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = package_pythonpath()
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.update(extra)
+    return env
 
 
 def _free_port():
@@ -123,6 +147,45 @@ def start_on_free_port(argv_for_port, log, env=None, attempts=5):
             return proc, port
         stop_processes([proc])
         assert BIND_FAILED in line and attempt < attempts - 1, f"{proc.args} did not start: {line!r}"
+
+
+def scrape_metrics(address):
+    """{metric name: value summed over its series (labels dropped)} of the
+    gt_ samples at http://address/metrics, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return None
+    values = {}
+    for line in text.splitlines():
+        if line.startswith("gt_") and " " in line:
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return values
+
+
+def metric_value(address, name):
+    """One metric of scrape_metrics(address); None when nothing answers or the host exports no `name`."""
+    values = scrape_metrics(address)
+    return None if values is None else values.get(name)
+
+
+def workers_connected(address):
+    """A dispatcher's gt_host_workers_connected, read from its /metrics at
+    `address`; None when it does not answer (yet)."""
+    value = metric_value(address, "gt_host_workers_connected")
+    return None if value is None else int(value)
+
+
+def logs_tail(logs, chars):
+    """The last `chars` characters of each open log file in `logs` (flushed
+    first), each under a line with its name: for assertion messages."""
+    text = ""
+    for log in logs:
+        log.flush()
+        text += f"--- {pathlib.Path(log.name).name}\n" + pathlib.Path(log.name).read_text()[-chars:]
+    return text
 
 
 def stop_processes(procs):

@@ -18,43 +18,22 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 
-import gt
-from conftest import bound_endpoints, first_log_line, next_output_line, stop_processes
+from conftest import (HOST_SWITCHES, bound_endpoints, first_log_line, logs_tail, metric_value, next_output_line,
+                      stop_processes)
+from conftest import clean_env as scrubbed_env
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
 
-# Environment variables that change what a host or client runs: nothing leaks
-# in from the caller (the ctest registration sets GT_WORKERS=4).
-HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
-                 "GT_CONNECT_TIMEOUT", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_EXPLAIN",
-                 "GT_RECONNECT_GRACE")
+# The hosts' switches (conftest.HOST_SWITCHES) and GT_RECONNECT_GRACE: each test
+# sets the grace its workers (--reconnect-grace) and clients get.
+RESTART_SWITCHES = HOST_SWITCHES + ("GT_RECONNECT_GRACE",)
 
 
 def clean_env(extra=None):
-    env = {k: v for k, v in os.environ.items() if k not in HOST_SWITCHES}
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.update(extra or {})
-    return env
-
-
-def scrape(address):
-    """{metric name: value summed over its series} at http://address/metrics, None when it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://{address}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return None
-    values = {}
-    for line in text.splitlines():
-        if line.startswith("gt_") and " " in line:
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
-    return values
+    """conftest.clean_env without RESTART_SWITCHES, then the dict `extra`."""
+    return scrubbed_env(drop=RESTART_SWITCHES, **(extra or {}))
 
 
 class RestartCluster:
@@ -104,8 +83,8 @@ class RestartCluster:
         _, self.metrics[name] = bound_endpoints(first_log_line(self.logs[-1].name, proc))
 
     def gauge(self, host, name):
-        values = scrape(self.metrics[host])
-        return None if values is None else values.get(name)
+        """One metric of a host, summed over its series; None when it does not answer."""
+        return metric_value(self.metrics[host], name)
 
     def wait_for_workers(self, n, timeout=30.0):
         deadline = time.monotonic() + timeout
@@ -118,11 +97,7 @@ class RestartCluster:
         return {name: self.gauge(name, "gt_worker_live_tensors") for name in self.workers}
 
     def log_tail(self, chars=2500):
-        text = ""
-        for log in self.logs:
-            log.flush()
-            text += f"--- {pathlib.Path(log.name).name}\n" + pathlib.Path(log.name).read_text()[-chars:]
-        return text
+        return logs_tail(self.logs, chars)
 
     def stop(self):
         procs = list(self.workers.values()) + ([self.dispatcher] if self.dispatcher else [])

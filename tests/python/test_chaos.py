@@ -39,12 +39,11 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 
 import pytest
 
-import gt
-from conftest import bound_endpoints, first_log_line, next_output_line, stop_processes
+from conftest import (bound_endpoints, clean_env, first_log_line, logs_tail, metric_value, next_output_line,
+                      stop_processes)
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -60,20 +59,6 @@ RUN_SECONDS = 14.0  # of workload, once every client is running
 # send a heartbeat every second); workers heartbeat every interval.
 HEARTBEAT_TIMEOUT_MS = 2500
 DEFAULT_SEED = 11
-
-# Environment variables that change what a host or client runs: nothing
-# leaks in from the caller (the ctest registration sets GT_WORKERS=4).
-HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
-                 "GT_CONNECT_TIMEOUT", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_EXPLAIN")
-
-
-def clean_env():
-    env = {k: v for k, v in os.environ.items() if k not in HOST_SWITCHES}
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
 
 # ---- the client program ---------------------------------------------------------------
 
@@ -221,22 +206,6 @@ def read_json_line(proc, timeout):
 # ---- the cluster ----------------------------------------------------------------------
 
 
-def scrape(address):
-    """{metric name: value} of the gauges at http://address/metrics (labels
-    dropped; each host exports one series of each), or None when it does not answer."""
-    try:
-        with urllib.request.urlopen(f"http://{address}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return None
-    values = {}
-    for line in text.splitlines():
-        if line.startswith("gt_") and " " in line:
-            name = line.split("{", 1)[0].split(" ", 1)[0]
-            values[name] = float(line.rsplit(" ", 1)[1])
-    return values
-
-
 class ChaosCluster:
     """A gt-dispatcher and gt-worker processes on ports of 127.0.0.1 they
     bound themselves, each serving /metrics, their output in log_dir; procs
@@ -284,8 +253,8 @@ class ChaosCluster:
         return proc
 
     def gauge(self, host, name):
-        values = scrape(self.metrics[host])
-        return None if values is None else values.get(name)
+        """One gauge of a host (each exports one series of each), None when it does not answer."""
+        return metric_value(self.metrics[host], name)
 
     def wait_for_workers(self, n, timeout=30.0):
         deadline = time.monotonic() + timeout
@@ -294,11 +263,7 @@ class ChaosCluster:
             time.sleep(0.05)
 
     def log_tail(self, chars=3000):
-        text = ""
-        for log in self.logs:
-            log.flush()
-            text += f"--- {pathlib.Path(log.name).name}\n" + pathlib.Path(log.name).read_text()[-chars:]
-        return text
+        return logs_tail(self.logs, chars)
 
     def stop(self):
         stop_processes([p for p in reversed(list(self.procs.values())) if p.poll() is None])

@@ -24,7 +24,7 @@ import textwrap
 import pytest
 
 from conftest import bound_endpoints, first_log_line, next_output_line, start_on_free_port, stop_processes
-from test_cluster import BIN_DIR, PRELUDE, clean_env, require_services, run_client
+from cluster_harness import BIN_DIR, FIRST_SYNC_ERROR, PRELUDE, clean_env, require_services, run_client
 
 PAIRS = ("dispatcher", "worker", "client")
 SUM_BODY = """
@@ -34,14 +34,6 @@ SUM_BODY = """
 ALL_THREE_BODY = """
     wait_for_workers(["worker-0", "worker-1", "worker-2"])
     say(value=gt.ones(3).sum().item())
-"""
-REFUSED_BODY = """
-    start = time.monotonic()
-    try:
-        gt.ones(2).sum().item()
-        say(error=None)
-    except gt.Error as e:
-        say(error=str(e), seconds=time.monotonic() - start)
 """
 
 
@@ -105,7 +97,7 @@ def test_gt_cluster_without_key_flags_serves_its_owner_and_refuses_keyless_peers
         for local_ipc in ("1", "0"):  # the ipc socket beside the port is guarded the same way
             out = run_client(endpoint, SUM_BODY, env=owner_env(config_home, GT_LOCAL_IPC=local_ipc))
             assert out["value"] == 3.0
-        keyless = run_client(endpoint, REFUSED_BODY, env=owner_env(config_home, GT_INSECURE="1"))
+        keyless = run_client(endpoint, FIRST_SYNC_ERROR, env=owner_env(config_home, GT_INSECURE="1"))
         assert keyless["error"] and "requires CURVE keys" in keyless["error"], keyless
     finally:
         stop_processes([proc])
@@ -202,7 +194,7 @@ def test_insecure_is_said_loudly_and_takes_no_keys(config_home, tmp_path):
         out = run_client(endpoint, SUM_BODY, env=owner_env(config_home, GT_INSECURE="1"))
         assert out["value"] == 3.0
         # A client that did not opt out uses its keys, and the keyless dispatcher cannot take them.
-        keyed = run_client(endpoint, REFUSED_BODY, env=owner_env(config_home, GT_CONNECT_TIMEOUT="5"))
+        keyed = run_client(endpoint, FIRST_SYNC_ERROR, env=owner_env(config_home, GT_CONNECT_TIMEOUT="5"))
         assert keyed["error"], keyed
     finally:
         stop_processes([proc])
@@ -248,8 +240,8 @@ def as_user(uid, gid, home, argv, env, timeout=120):
 
 
 def stranger_client(stranger, endpoint, env):
-    """REFUSED_BODY's JSON line, run as the second user with `env`."""
-    code = f"ENDPOINT = {endpoint!r}\n" + PRELUDE + textwrap.dedent(REFUSED_BODY)
+    """FIRST_SYNC_ERROR's JSON line, run as the second user with `env`."""
+    code = f"ENDPOINT = {endpoint!r}\n" + PRELUDE + textwrap.dedent(FIRST_SYNC_ERROR)
     done = as_user(*stranger, [sys.executable, "-c", code], {"GT_CONNECT_TIMEOUT": "30", **env})
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])

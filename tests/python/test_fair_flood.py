@@ -30,7 +30,7 @@ import tempfile
 import textwrap
 import time
 
-import gt
+from conftest import clean_env
 
 FLOOD_SECONDS = 12.0
 FLOOD_SYNC_EVERY = 50000
@@ -38,18 +38,6 @@ MIN_FLOOD_OPS = 20000
 MIN_BACKLOG_MS = 200.0
 FLOOD_SHARE_BOUNDS = (0.25, 0.75)  # weights 1:1 give 0.5 when both keep work queued
 LIGHT_ITERS = 100
-
-HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
-                 "GT_CONNECT_TIMEOUT", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_EXPLAIN")
-
-
-def clean_env():
-    env = {k: v for k, v in os.environ.items() if k not in HOST_SWITCHES}
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
 
 COMMON = textwrap.dedent("""
     import json, os, sys, time

@@ -29,12 +29,10 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 
 import pytest
 
-import gt
-from conftest import bound_endpoints, first_log_line, next_output_line, stop_processes
+from conftest import bound_endpoints, clean_env, first_log_line, next_output_line, stop_processes, workers_connected
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BIN_DIR = pathlib.Path(os.environ.get("GT_BIN_DIR", REPO / "build" / "bin"))
@@ -47,19 +45,6 @@ ERROR_BOUND_S = HEARTBEAT_TIMEOUT_MS / 1000 + 12
 # a pause as long as the heartbeat timeout would mean it did.
 UNAFFECTED_GAP_S = 0.75 * HEARTBEAT_TIMEOUT_MS / 1000
 WORKERS = ["worker-0", "worker-1", "worker-2"]
-
-# Only what the tests set reaches the hosts and clients.
-HOST_SWITCHES = ("GT_COMPILE", "GT_INSTRUCTION_LOG", "GT_CONFIG", "GT_AUTO_SHARD", "GT_WORKERS", "GT_LOCAL_IPC",
-                 "GT_CONNECT_TIMEOUT", "GT_WORKER_BATCH_SIZE", "GT_CLIENT_MANIFEST", "GT_EXPLAIN")
-
-
-def clean_env():
-    env = {k: v for k, v in os.environ.items() if k not in HOST_SWITCHES}
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(gt.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [os.environ.get("PYTHONPATH")] if p])
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
-
 
 @contextlib.contextmanager
 def cluster(tmp_path):
@@ -96,17 +81,6 @@ def cluster(tmp_path):
             if p.poll() is None:
                 p.send_signal(signal.SIGCONT)  # a stopped process cannot take its SIGTERM
         stop_processes(list(reversed(procs)))
-
-
-def workers_connected(metrics):
-    """The dispatcher's gt_host_workers_connected, scraped over HTTP (None if unreadable)."""
-    try:
-        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=2) as r:
-            text = r.read().decode()
-    except OSError:
-        return None
-    found = re.search(r"^gt_host_workers_connected\{[^}]*\} (\S+)$", text, re.M)
-    return int(float(found.group(1))) if found else None
 
 
 def wait_until(condition, what, timeout=60.0):

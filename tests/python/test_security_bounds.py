@@ -21,7 +21,7 @@ import pytest
 
 import raw_zmq
 from conftest import stop_processes
-from test_cluster import BIN_DIR, Cluster, clean_env, require_services, run_client
+from cluster_harness import BIN_DIR, FIRST_SYNC_ERROR, Cluster, clean_env, require_services, run_client
 from test_security import SecureCluster, keys  # noqa: F401  (the module's key fixture)
 
 GT = BIN_DIR / "gt"
@@ -118,14 +118,8 @@ def test_an_address_where_nothing_speaks_zeromq_is_named_so():
     require_services()
     closing = ClosingListener()
     try:
-        out = run_client(f"127.0.0.1:{closing.port}", """
-    start = time.monotonic()
-    try:
-        gt.ones(2).sum().item()
-        say(error=None)
-    except gt.Error as e:
-        say(error=str(e), seconds=time.monotonic() - start)
-""", env={"GT_CONNECT_TIMEOUT": "20", "GT_LOCAL_IPC": "0"})
+        out = run_client(f"127.0.0.1:{closing.port}", FIRST_SYNC_ERROR,
+                         env={"GT_CONNECT_TIMEOUT": "20", "GT_LOCAL_IPC": "0"})
     finally:
         closing.close()
     assert out["error"] and "nothing there answered" in out["error"], out
