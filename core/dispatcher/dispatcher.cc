@@ -228,6 +228,10 @@ class Dispatcher::Impl {
     // this one before it lost the worker), sent on as its connection came
     // back: nobody to give them to, and no error (it would end the worker).
     if (kind == wire::Envelope::SYNC_ACK || kind == wire::Envelope::DATA || kind == wire::Envelope::STATS_REPLY) return;
+    // A worker's heartbeat (or goodbye) that reaches a restarted dispatcher
+    // before its registration does: the token is nobody's yet, the REGISTER
+    // follows. Refusing it would end the worker and lose what it holds.
+    if (zap_ && role == PeerRole::kWorker && (kind == wire::Envelope::HEARTBEAT || kind == wire::Envelope::BYE)) return;
     if (zap_)
       if (Status s = CheckRole(role, kind); !s.ok()) return outbox_.Reject(route, s);
     if (kind == wire::Envelope::REGISTER) return membership_->Register(route, msg->envelope, peer_ip, peer_fd, peer_key);

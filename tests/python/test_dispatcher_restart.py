@@ -142,11 +142,6 @@ def test_killed_dispatcher_mid_training_loses_nothing(tmp_path, mode, workers, e
         cluster.stop()
 
 
-# Known bug (issue 37's note): in about half the runs on a loaded 2-vCPU machine the third
-# dispatcher refuses the second RESUME ("no worker that came back holds it"): a worker did not
-# rejoin it with the session within resume_wait_ms. Kept running, not strict, so a fix shows as
-# XPASS; the first restart (every other test here) is not affected.
-@pytest.mark.xfail(reason="a worker sometimes does not rejoin the third dispatcher in time", strict=False)
 def test_killed_twice_in_a_row(tmp_path):
     cluster = RestartCluster(tmp_path, 2)
     try:
