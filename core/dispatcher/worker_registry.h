@@ -58,7 +58,9 @@ struct WorkerState {
   bool alive = true;
   wire::Envelope outgoing;        // this pass's BATCH, sent by Flush()
   std::vector<BlobPtr> payloads;  // its payload frames
-  // Its load, from its last heartbeat (ReportLoad), and the clients placed
+  // Its load, from its last heartbeat (ReportLoad: the most instructions that
+  // waited at once since the one before, so a busy worker never reads idle
+  // between a client's rounds), and the clients placed
   // on it since (a burst of new clients between two heartbeats spreads).
   uint64_t queued = 0;
   uint64_t resident_bytes = 0;

@@ -1,5 +1,6 @@
 #include "worker/fair_scheduler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -47,7 +48,16 @@ void FairScheduler::SetShare(const ClientShare& share) {
 
 void FairScheduler::Push(Instruction&& inst) {
   queue_.Push(std::move(inst));
-  queued_.store(queue_.queued(), std::memory_order_relaxed);
+  const uint64_t now = queue_.queued();
+  queued_.store(now, std::memory_order_relaxed);
+  uint64_t peak = peak_queued_.load(std::memory_order_relaxed);
+  while (now > peak && !peak_queued_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+uint64_t FairScheduler::TakePeakQueued() {
+  const uint64_t peak = peak_queued_.exchange(queued(), std::memory_order_relaxed);
+  return std::max(peak, queued());
 }
 
 void FairScheduler::RunTurn() {

@@ -69,6 +69,11 @@ class FairScheduler {
   bool empty() const { return queue_.empty(); }
   // Instructions waiting, as of the last Push or turn. Any thread.
   uint64_t queued() const { return queued_.load(std::memory_order_relaxed); }
+  // The most instructions that waited at once since the last call (at least
+  // those waiting now). The load a heartbeat reports: the instant count reads
+  // zero whenever a busy client is between rounds, which sent new clients to
+  // the busy worker. Any one thread (the heartbeat's).
+  uint64_t TakePeakQueued();
 
  private:
   void Publish();
@@ -90,6 +95,7 @@ class FairScheduler {
   QuotaMetrics compute_quota_;
   std::unordered_map<ClientId, Budget> budgets_;  // clients with a quota only
   std::atomic<uint64_t> queued_{0};
+  std::atomic<uint64_t> peak_queued_{0};
 };
 
 }  // namespace gt

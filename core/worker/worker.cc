@@ -191,7 +191,7 @@ class Worker::Impl {
     if (kind != wire::Envelope::BYE) env.set_token(token_);
     // What the dispatcher places new clients by (WorkerRegistry::NextPlacement).
     if (kind == wire::Envelope::HEARTBEAT && scheduler_)
-      AddLoad({scheduler_->queued(), static_cast<uint64_t>(metrics_.resident_bytes.Value())}, env);
+      AddLoad({scheduler_->TakePeakQueued(), static_cast<uint64_t>(metrics_.resident_bytes.Value())}, env);
     if (Result<size_t> sent = SendEnvelope(dealer, "", env, {}); sent.ok()) Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 

@@ -136,8 +136,20 @@ def test_a_new_client_goes_to_the_idle_worker():
         heavy = bench.client(bench.HEAVY, c.endpoint, 600, 40, stop, env=clean_env())
         small = None
         try:
-            time.sleep(2)  # its tensors are on worker-0 (both idle: round robin's first)
-            small = client(c.endpoint, "x = gt.ones(4)\nsay(value=x.sum().item())\nsys.stdin.readline()\n")
+            # The heavy client's tensors are on worker-0 (both idle: round robin's first);
+            # the small client waits until that worker reports a queue before it makes one.
+            small = client(c.endpoint, """
+def queued(worker):
+    h = gt.debug.get_worker_stats().get(worker) or {"samples": []}
+    return sum(s["value"] for s in h["samples"] if s["name"] == "gt_worker_queued_instructions")
+deadline = time.monotonic() + 120
+while queued("worker-0") <= 0:
+    assert time.monotonic() < deadline, "the heavy client never queued on worker-0"
+    time.sleep(0.05)
+x = gt.ones(4)
+say(value=x.sum().item())
+sys.stdin.readline()
+""")
             assert read_line(small) == {"value": 4.0}
             time.sleep(1.5)  # a heartbeat reported worker-0's queue
             got = run_client(c.endpoint, worker_samples("gt_worker_client_instructions_total") + """
