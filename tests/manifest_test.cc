@@ -85,6 +85,13 @@ TEST(ManifestTest, ReportsEveryProblemInOneErrorWithPathAndLine) {
   for (const std::string& line : expected) EXPECT_THAT(msg, HasSubstr("\n  " + line)) << "in:\n" << msg;
 }
 
+// `plugin: null` is YAML's null, not the null backend's name: say so.
+TEST(ManifestTest, ABarePluginNullIsNamedAsYamlNull) {
+  Result<HostManifest> m = ParseManifest("host: worker\nbackend: {plugin: null}\n", "null.yaml", std::nullopt);
+  ASSERT_FALSE(m.ok());
+  EXPECT_THAT(m.status().message(), HasSubstr("null.yaml:2: backend.plugin: 'plugin' is YAML null, not a name"));
+}
+
 TEST(ManifestTest, ValidateManifestReturnsTheSameProblemsAsData) {
   std::vector<ManifestProblem> problems = ValidateManifest(kManyProblems, std::nullopt);
   ASSERT_EQ(problems.size(), 9u);

@@ -39,7 +39,7 @@ const std::set<std::string>& TopLevelKeys() {
 std::string Known(const std::set<std::string>& keys) {
   std::string out;
   for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
-  return out;
+  return out.empty() ? "none" : out;
 }
 
 std::optional<std::string> ScalarAt(Checker& c, const YAML::Node& parent, const std::string& key,
@@ -261,7 +261,8 @@ std::optional<ManifestStage> CheckStage(Checker& c, const YAML::Node& node, cons
   }
   std::optional<std::string> plugin_name = ScalarAt(c, node, "plugin", path + ".plugin");
   if (!plugin_name) {
-    c.Add(path + ".plugin", node, "missing 'plugin'");
+    const bool bare_null = node["plugin"].IsDefined() && node["plugin"].IsNull();  // YAML reads `null` and `~` as no value
+    c.Add(path + ".plugin", node, bare_null ? "'plugin' is YAML null, not a name (the null backend is 'null_backend')" : "missing 'plugin'");
     return std::nullopt;
   }
   Result<LoadedPlugin> plugin = FindPlugin(*plugin_name);
