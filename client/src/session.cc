@@ -219,7 +219,7 @@ void Session::ConnectLocked(const std::string& endpoint,
   if (!address_.empty()) {
     // The reply to a sync comes from another process, whose work runs on
     // its own cores: polling before sleeping saves this thread's wake-up
-    // (docs/PERFORMANCE.md, the process cluster's round trip). In the
+    // (docs/performance/round-trip.md). In the
     // embedded default the poll would take the CPU its own hosts need.
     busy_wait_ = std::chrono::microseconds(OrThrow(IntSetting("GT_BUSY_WAIT_US")));
     if (connect_timeout) {

@@ -54,7 +54,7 @@ class Dispatcher {
   // sleeping for up to `busy_wait` before it sleeps (PollWithBusyWait): a
   // worker's acknowledgement or the client's next batch is probably near.
   // 0 (the default): never. The embedded default sets it, where the next
-  // message is a thread away; over tcp it did not pay (docs/PERFORMANCE.md).
+  // message is a thread away; over tcp it did not pay (docs/performance/round-trip.md).
   // REQUIRES: Run() has not started.
   void set_busy_wait(std::chrono::microseconds busy_wait);
 

@@ -28,7 +28,7 @@ constexpr SettingSpec kSettings[] = {
      "microseconds the embedded default's dispatcher and worker threads keep polling (yielding the CPU between "
      "polls) before they sleep, after a sync point passes through them, and a client connected to a dispatcher "
      "(`gt.connect`) while it waits for a reply: the round trip's next message is usually that near, and waking a "
-     "thread costs about as much again; `0` turns it off; at most 10000 (`docs/PERFORMANCE.md`, round trip)"},
+     "thread costs about as much again; `0` turns it off; at most 10000 (`docs/performance/round-trip.md`)"},
     {"GT_CONFIG", SettingType::kText, nullptr, kNoRange, kNoRange, nullptr,
      "a YAML signal-config file loaded at `import gt` (and by the C++ client on first use), as `gt.load_config` "
      "would"},

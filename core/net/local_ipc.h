@@ -4,7 +4,7 @@
 // services/service_common.h, BindLocalIpc), and a client or worker told to
 // reach localhost:P uses that socket instead when a dispatcher of this user
 // listens on it (PreferLocalIpc): ipc is faster on one machine
-// (docs/PERFORMANCE.md, "Local transport"). GT_LOCAL_IPC=0 turns it off.
+// (docs/performance/transport.md). GT_LOCAL_IPC=0 turns it off.
 //
 // Thread-safety: plain functions; they read the environment and the file
 // system.

@@ -49,8 +49,8 @@ Result<size_t> SendFrames(zmq::socket_t& socket, const std::string& routing_id,
 // yielding the CPU between polls (a thread woken on this vCPU runs at
 // once). Between threads of one process (inproc://) a reply often comes
 // within tens of microseconds, and on a virtual machine waking a thread
-// whose vCPU went idle costs about as much again (docs/PERFORMANCE.md,
-// round trip).
+// whose vCPU went idle costs about as much again (docs/performance/
+// round-trip.md).
 int PollWithBusyWait(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout,
                      std::chrono::microseconds busy_wait);
 
