@@ -373,22 +373,27 @@ TEST_F(DispatcherRestartTest, ASyncInFlightAtTheKillGetsItsRealAnswerAfterAQueue
   // A RESUME waits 300 ms for workers that are not back; the worker's queue
   // (kChain matmuls of a 256 x 256 matrix, a few seconds) runs far longer.
   cluster_ = std::make_unique<RestartCluster>(300);
-  setenv("GT_DEBUG_DISPATCHER", "1", 1);  // the completing inventory's log line
+  setenv("GT_DEBUG_DISPATCHER", "1", 1);  // the completing inventory's log line (both dispatchers)
   StartWithClient();
-  unsetenv("GT_DEBUG_DISPATCHER");
   // A = 1/256 everywhere: A @ A = A exactly in float, in any summing order.
-  constexpr int kChain = 600;
+  // Each product frees the one before (memory stays flat): seqs 2k-1 + kA and 2k + kA.
+  constexpr int kChain = 4000;
   constexpr TensorId kA = 10;
   std::vector<Instruction> batch = {FromFloats(kA, std::vector<float>(256 * 256, 1.0f / 256), {256, 256})};
-  for (int k = 1; k <= kChain; ++k) batch.push_back(Binary(Op::kMatmul, kA + k, kA + k, kA + k - 1, kA));
-  const uint64_t fetch_seq = kA + kChain + 1;
+  for (int k = 1; k <= kChain; ++k) {
+    batch.push_back(Binary(Op::kMatmul, kA + 2 * k - 1, kA + k, kA + k - 1, kA));
+    if (k > 1) batch.push_back(MakeInstruction(Op::kFree, kA + 2 * k, {}, {kA + k - 1}));
+  }
+  const uint64_t last_seq = kA + 2 * kChain - 1;
+  const uint64_t fetch_seq = kA + 2 * kChain + 1;
   batch.push_back(MakeInstruction(Op::kFetch, fetch_seq, {}, {kA + kChain}));
   client_->Send(batch);  // the fetch is in flight: its DATA would go to the dispatcher killed below
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   Restart();
+  unsetenv("GT_DEBUG_DISPATCHER");
   std::vector<std::pair<TensorId, uint64_t>> live = kFirstLive;
   live.emplace_back(kA, kA);
-  live.emplace_back(kA + kChain, kA + kChain);
+  live.emplace_back(kA + kChain, last_seq);
   Resumed resumed = Resume(3, live);
   ASSERT_TRUE(resumed.ok()) << Why(resumed.answer);
   EXPECT_GE(resumed.answer->seq(), fetch_seq);

@@ -240,7 +240,10 @@ class Worker::Impl {
     bool attached = false;
     int64_t welcome_poll_ms = 1;  // backs off while no dispatcher answers
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
-      if (attached && !welcomed_.load(std::memory_order_acquire)) attached = false;  // the dispatcher went away
+      if (attached && !welcomed_.load(std::memory_order_acquire)) {  // the dispatcher went away
+        attached = false;
+        attach_unanswered_ = true;
+      }
       WatchLink();
       if (!attached && welcomed_.load(std::memory_order_acquire)) {
         SendControl(control, wire::Envelope::ATTACH);
@@ -288,6 +291,14 @@ class Worker::Impl {
       auto frames = ReceiveFrames(control, zmq::recv_flags::dontwait);
       if (!frames) return;
       Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
+      // An ATTACH sent just before the dispatcher died can reach the next one
+      // ahead of this worker's REGISTER: its refusal must not end the worker.
+      const bool stale = attach_unanswered_ || !welcomed_.load(std::memory_order_acquire);
+      std::optional<wire::Envelope> refusal = ControlMessage(*frames);
+      if (stale && refusal && refusal->kind() == wire::Envelope::ERROR && !IsLostNotice(*refusal, token_)) {
+        attach_unanswered_ = false;
+        continue;
+      }
       if (!AnswerControl(control, *frames)) metrics_.malformed_messages.Increment();
     }
   }
@@ -417,6 +428,7 @@ class Worker::Impl {
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
   // Outliving the dispatcher (worker_rejoin.h).
   DispatcherLink link_;     // I/O thread
+  bool attach_unanswered_ = false;  // I/O thread: an ATTACH went to a dispatcher lost since
   Rejoiner rejoiner_;       // pipeline thread
   uint32_t index_ = 0;      // pipeline thread: the index the last WELCOME gave
   std::atomic<bool> rejoin_requested_{false};  // I/O -> pipeline thread: register again
@@ -429,14 +441,11 @@ class Worker::Impl {
     if (actions.grace_over) grace_over_.store(true, std::memory_order_release);
   }
 
-  // Pipeline thread: REGISTER again, under the same token and old index,
-  // with the inventory (Rejoiner). What the old dispatcher sent that this
-  // thread has not read yet was received all the same: read first, so the
-  // inventory counts it (the new dispatcher sends nothing before its
-  // WELCOME, which, read here, answers an earlier registration).
+  // Pipeline thread: REGISTER again, same token and old index, with the inventory
+  // (Rejoiner). What the old dispatcher sent is read first, so the inventory counts
+  // it (the new one sends nothing before a WELCOME, which answers an earlier REGISTER).
   void SendRejoin(zmq::socket_t& work) {
-    while (ReceiveAvailable(work)) {
-    }
+    while (ReceiveAvailable(work)) continue;
     if (!welcomed_.load(std::memory_order_acquire)) rejoiner_.Register(index_);
   }
 
