@@ -3,3 +3,5 @@
 gt_add_test(resume_book_test resume_book_test.cc)
 gt_add_test(dispatcher_restart_test dispatcher_restart_test.cc)
 add_dependencies(dispatcher_restart_test gt-dispatcher gt-worker gt_torch gt_sharding)
+# A worker still busy with what the old dispatcher sent when it rejoins.
+gt_add_test(rejoin_busy_test rejoin_busy_test.cc)

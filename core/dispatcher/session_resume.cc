@@ -67,10 +67,17 @@ Status ResumeBook::Add(size_t w, const wire::SessionInventory& inventory, Clock:
   piece.received_seq = inventory.received_seq();
   piece.acked_sync = inventory.acked_sync();
   piece.errors.assign(inventory.errors().begin(), inventory.errors().end());
+  piece.running = inventory.running();
   for (const wire::HeldTensor& t : inventory.tensors()) piece.tensors.push_back(t.id());
   s.pieces.push_back(std::move(piece));
   max_client_ = std::max(max_client_, client);
   return Status::Ok();
+}
+
+bool ResumeBook::Holds(size_t w, ClientId client) const {
+  auto it = sessions_.find(client);
+  return it != sessions_.end() &&
+         std::any_of(it->second.pieces.begin(), it->second.pieces.end(), [w](const Piece& p) { return p.worker == w; });
 }
 
 void ResumeBook::ForgetWorker(size_t w) {
@@ -119,6 +126,9 @@ ResumeBook::Verdict ResumeBook::Resume(ClientId id, Unclaimed& s, const ResumeCl
     v.why = InvalidArgument("this session belongs to another client key");
     return v;
   }
+  // Its tensors are still being made by what the old dispatcher sent: the
+  // worker's completing inventory comes once it ran that (or it is lost).
+  if (std::any_of(s.pieces.begin(), s.pieces.end(), [](const Piece& p) { return p.running; })) return v;
   // Pieces a stage made (physical ids: shards, replicas, pending sums)
   // need the stage's records, which are not rebuilt yet.
   for (const Piece& p : s.pieces)

@@ -11,7 +11,10 @@
 //     highest seq any worker received (replayed instructions up to it are
 //     dropped), and the errors of acknowledgements the client never got;
 //   - kWait: some of its tensors are not located yet, and its wait
-//     (resume_wait_ms from the RESUME's arrival) is not over;
+//     (resume_wait_ms from the RESUME's arrival) is not over; or a worker
+//     holding part of it still runs instructions of it that it received
+//     before the restart (SessionInventory.running): as long as that
+//     worker lives;
 //   - kRefuse: why not, in words a user can act on (no token; an unknown or
 //     expired session; another key's session; tensors no worker holds;
 //     tensors a stage placed across workers, whose records are not rebuilt).
@@ -74,6 +77,9 @@ class ResumeBook {
   Status Add(size_t w, const wire::SessionInventory& inventory, Clock::time_point now);
   // Worker `w` was lost: what it reported is gone with it.
   void ForgetWorker(size_t w);
+  // Whether worker `w` reported a piece of `client`'s session that no
+  // RESUME took yet (a completing inventory updates only those).
+  bool Holds(size_t w, ClientId client) const;
 
   struct Verdict {
     enum Kind { kWait, kRefuse, kResume };
@@ -100,6 +106,7 @@ class ResumeBook {
     uint64_t acked_sync = 0;
     std::vector<wire::OpError> errors;
     std::vector<TensorId> tensors;
+    bool running = false;  // the worker still runs what it received: a later inventory completes it
   };
   struct Unclaimed {
     wire::ClientSession session;

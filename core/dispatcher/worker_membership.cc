@@ -47,6 +47,7 @@ void WorkerMembership::Register(const std::string& route, const wire::Envelope& 
   // had its connection closed (its monitor event was lost).
   ConnectionClosed(fd);
   std::optional<size_t> at;
+  bool moved = false;  // a rejoining worker given a new index
   if (env.rejoining()) {
     if (env.worker_index() >= kMaxRejoinIndex) {
       const std::string why = "worker '" + env.name() + "' rejoins as #" + std::to_string(env.worker_index()) +
@@ -57,14 +58,26 @@ void WorkerMembership::Register(const std::string& route, const wire::Envelope& 
     at = env.worker_index();
     if (workers_.IsAlive(*at)) {
       const WorkerState& holder = workers_.at(*at);
-      if (holder.token != env.token() || holder.key != key) {
+      if (holder.token == env.token() && holder.key == key) {
+        Lost(*at, "registered again on a new connection");  // itself, after a lost connection this side missed
+        if (!lost_unreported_.empty()) ReportLost();
+      } else if (holder.claimed_index) {
+        // Both say they were #at before the restart: one of them is not.
         const std::string why = "worker '" + env.name() + "' rejoins as #" + std::to_string(*at) +
-                                ", which live worker '" + holder.name + "' holds: refused (two workers, one identity)";
+                                ", which live worker '" + holder.name +
+                                "' claimed first: refused (two workers, one identity)";
         log::Warn("dispatcher", manifest_.id + ": " + why);
         return outbox_.Reject(route, FailedPrecondition(why));
+      } else {
+        // A worker that registered afresh (or was moved) took the index
+        // first: no identity conflict. The rejoining one gets a new index;
+        // its inventory is taken there.
+        log::Warn("dispatcher", manifest_.id + ": worker '" + env.name() + "' rejoins as #" + std::to_string(*at) +
+                                    ", which worker '" + holder.name + "' took first: it gets index #" +
+                                    std::to_string(workers_.size()) + ", its tensors kept");
+        at = workers_.size();
+        moved = true;
       }
-      Lost(*at, "registered again on a new connection");  // itself, after a lost connection this side missed
-      if (!lost_unreported_.empty()) ReportLost();
     }
   } else if (std::optional<size_t> old = workers_.FindLiveByName(env.name())) {
     // One that is heard from keeps its place (two workers may share an id,
@@ -74,7 +87,7 @@ void WorkerMembership::Register(const std::string& route, const wire::Envelope& 
       Lost(*old, "replaced by a new registration under its id");
   }
   const size_t index =
-      workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd, env.token(), key, at);
+      workers_.Register(route, env.name(), env.metrics_endpoint(), peer_ip, fd, env.token(), key, at, !moved);
   Welcome(index, route, peer_ip);
   if (env.rejoining()) TakeInventory(index, env);
 }
@@ -124,6 +137,24 @@ void WorkerMembership::TakeInventory(size_t w, const wire::Envelope& env) {
   Flush();
   GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " rejoined with "
                                    << env.inventory_size() << " client sessions");
+  if (hooks_.on_rejoined) hooks_.on_rejoined();
+}
+
+// Only sessions the book still has from `w` are updated: one resumed
+// meanwhile, or freed on the worker, is no longer the inventory's to change.
+void WorkerMembership::CompleteInventory(size_t w, const wire::Envelope& env) {
+  if (!resume_) return;
+  const auto now = WorkerRegistry::Clock::now();
+  size_t completed = 0;
+  for (const wire::SessionInventory& inventory : env.inventory()) {
+    const ClientId client = inventory.session().client();
+    if (!resume_->Holds(w, client)) continue;
+    if (Status taken = resume_->Add(w, inventory, now); !taken.ok()) DropOn(w, client, taken.message());
+    else ++completed;
+  }
+  Flush();
+  GT_LOG(kDispatcher, manifest_.id << ": worker " << workers_.at(w).name << " completed the inventory of "
+                                   << completed << " client sessions");
   if (hooks_.on_rejoined) hooks_.on_rejoined();
 }
 
@@ -186,8 +217,12 @@ void WorkerMembership::Handle(size_t w, WireMessage& msg) {
     case wire::Envelope::BYE:
       return Lost(w, std::string(kGoodbye));
     case wire::Envelope::REGISTER:
+      // A rejoined worker that was still running what the old dispatcher
+      // sent: the rest of its inventory (wire.proto SessionInventory.running).
+      if (env.rejoining() && env.token() != 0 && env.token() == workers_.at(w).token) CompleteInventory(w, env);
+      return;  // else a repeated registration changes nothing
     case wire::Envelope::ATTACH:
-      return;  // a repeated registration changes nothing
+      return;
     case wire::Envelope::STATS_REPLY:
       return stats_.OnReply(w, env);
     default:

@@ -60,9 +60,13 @@ class WorkerMembership {
   // CURVE key it proved ("" without keys).
   // A REGISTER with `rejoining` (a worker that outlived its dispatcher,
   // worker_rejoin.cc) takes back its old index unless a live worker holds
-  // it (then it is refused: two workers claim one identity), and its
-  // inventory goes to the ResumeBook; sessions this dispatcher cannot give
-  // back (already open here, refused by the book) are freed on the worker.
+  // it: one that claimed that index the same way -> refused (two workers
+  // claim one identity); one that registered afresh (or was moved) ->
+  // the rejoining worker gets the next new index. Its inventory goes to
+  // the ResumeBook; sessions this dispatcher cannot give back (already
+  // open here, refused by the book) are freed on the worker. A later
+  // rejoining REGISTER on its own connection completes the inventory of
+  // sessions it reported `running`.
   void Register(const std::string& route, const wire::Envelope& env, const std::string& peer_ip, int fd,
                 const std::string& key);
   // Where rejoining workers' inventories go (null: every session they name
@@ -101,6 +105,7 @@ class WorkerMembership {
   void Lost(size_t w, const std::string& why);
   void Welcome(size_t index, const std::string& route, const std::string& peer_ip);
   void TakeInventory(size_t w, const wire::Envelope& env);
+  void CompleteInventory(size_t w, const wire::Envelope& env);
   void DropOn(size_t w, ClientId client, const std::string& why);
   void ReportLost();
   void Announce();

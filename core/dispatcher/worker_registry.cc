@@ -6,7 +6,7 @@ namespace gt {
 
 size_t WorkerRegistry::Register(const std::string& route, const std::string& name,
                                 const std::string& metrics_endpoint, const std::string& peer_ip, int fd,
-                                uint64_t token, const std::string& key, std::optional<size_t> at) {
+                                uint64_t token, const std::string& key, std::optional<size_t> at, bool claimed) {
   size_t index = workers_.size();
   for (size_t i = 0; i < workers_.size() && !name.empty() && !at; ++i)
     if (!workers_[i].alive && workers_[i].name == name) index = i;  // a replacement
@@ -27,6 +27,7 @@ size_t WorkerRegistry::Register(const std::string& route, const std::string& nam
   w.fd = fd;
   w.token = token;
   w.key = key;
+  w.claimed_index = at.has_value() && claimed;
   w.last_seen = Clock::now();
   if (index == workers_.size()) workers_.push_back(std::move(w));
   else workers_[index] = std::move(w);

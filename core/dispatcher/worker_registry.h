@@ -56,6 +56,9 @@ struct WorkerState {
   int fd = -1;          // its work connection's file descriptor (tcp, ipc); -1: unknown (inproc)
   int control_fd = -1;  // its control connection's, likewise
   bool alive = true;
+  // It holds its index because it said it had it before a restart (REGISTER
+  // `rejoining`): a second such claim is refused, not moved.
+  bool claimed_index = false;
   wire::Envelope outgoing;        // this pass's BATCH, sent by Flush()
   std::vector<BlobPtr> payloads;  // its payload frames
   // Its load, from its last heartbeat (ReportLoad: the most instructions that
@@ -86,10 +89,11 @@ class WorkerRegistry {
   // `token` and `key` are what a control connection must show to attach.
   // `at`: the index a rejoining worker had (wire.proto REGISTER
   // `rejoining`), taken when not live; the slots before it that no worker
-  // held yet wait, dead, for theirs. REQUIRES: !IsAlive(*at).
+  // held yet wait, dead, for theirs; `claimed`: the worker asked for `at`
+  // (WorkerState::claimed_index). REQUIRES: !IsAlive(*at).
   size_t Register(const std::string& route, const std::string& name, const std::string& metrics_endpoint,
                   const std::string& peer_ip, int fd = -1, uint64_t token = 0, const std::string& key = "",
-                  std::optional<size_t> at = std::nullopt);
+                  std::optional<size_t> at = std::nullopt, bool claimed = true);
   // The worker, live or lost, that registered with `token` (non-zero), if
   // any still holds its index.
   std::optional<size_t> FindByToken(uint64_t token) const;

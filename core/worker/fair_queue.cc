@@ -79,6 +79,11 @@ Instruction FairQueue::Pop(Lane& lane) {
 
 void FairQueue::Charge(Lane& lane, double seconds) { lane.virtual_time_ += seconds / lane.weight_; }
 
+size_t FairQueue::Waiting(ClientId client) const {
+  auto it = lanes_.find(client);
+  return it == lanes_.end() ? 0 : it->second.size();
+}
+
 void FairQueue::Forget(ClientId client) {
   auto it = lanes_.find(client);
   if (it == lanes_.end() || !it->second.empty()) return;

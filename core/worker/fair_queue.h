@@ -79,6 +79,8 @@ class FairQueue {
   // instruction of it would make a fresh one.
   void Forget(ClientId client);
 
+  // Instructions of `client` waiting.
+  size_t Waiting(ClientId client) const;
   // Instructions waiting, all lanes together.
   size_t queued() const { return queued_; }
   bool empty() const { return queued_ == 0; }

@@ -67,6 +67,8 @@ class FairScheduler {
   void CountBytesMoved(ClientId client, uint64_t bytes) { meter_.AddBytesMoved(client, bytes); }
 
   bool empty() const { return queue_.empty(); }
+  // Instructions of `client` waiting (a rejoining worker's inventory).
+  size_t Waiting(ClientId client) const { return queue_.Waiting(client); }
   // Instructions waiting, as of the last Push or turn. Any thread.
   uint64_t queued() const { return queued_.load(std::memory_order_relaxed); }
   // The most instructions that waited at once since the last call (at least

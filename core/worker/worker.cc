@@ -64,7 +64,10 @@ class Worker::Impl {
         context_(context),
         registry_(registry),
         metrics_(HostKind::kWorker, manifest.id, registry),
-        link_(std::chrono::milliseconds(manifest.reconnect_grace_ms)) {}
+        link_(std::chrono::milliseconds(manifest.reconnect_grace_ms)),
+        rejoiner_({[this] { return terminal_->Held(); }, [this](Instruction&& inst) { scheduler_->Push(std::move(inst)); },
+                   [this](ClientId client) { return scheduler_->Waiting(client); },
+                   [this](wire::Envelope& reg) { SendRegistration(reg); }}) {}
 
   Status Init(prometheus::Registry& registry) {
     const StageContext ctx = PluginContext(manifest_, *manifest_.backend, registry);
@@ -199,7 +202,7 @@ class Worker::Impl {
   void SendOnWork(const wire::Envelope& env, const std::vector<BlobPtr>& frames) {
     if (env.kind() == wire::Envelope::DATA && !frames.empty() && frames[0])
       scheduler_->CountBytesMoved(env.client(), frames[0]->size());
-    if (env.kind() == wire::Envelope::SYNC_ACK) book_.NoteAck(env);
+    if (env.kind() == wire::Envelope::SYNC_ACK) rejoiner_.book().NoteAck(env);
     if (Result<size_t> sent = SendEnvelope(*work_, "", env, frames); sent.ok())
       Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
@@ -237,7 +240,10 @@ class Worker::Impl {
     bool attached = false;
     int64_t welcome_poll_ms = 1;  // backs off while no dispatcher answers
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
-      if (attached && !welcomed_.load(std::memory_order_acquire)) attached = false;  // the dispatcher went away
+      if (attached && !welcomed_.load(std::memory_order_acquire)) {  // the dispatcher went away
+        attached = false;
+        attach_unanswered_ = true;
+      }
       WatchLink();
       if (!attached && welcomed_.load(std::memory_order_acquire)) {
         SendControl(control, wire::Envelope::ATTACH);
@@ -285,6 +291,14 @@ class Worker::Impl {
       auto frames = ReceiveFrames(control, zmq::recv_flags::dontwait);
       if (!frames) return;
       Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
+      // An ATTACH sent just before the dispatcher died can reach the next one
+      // ahead of this worker's REGISTER: its refusal must not end the worker.
+      const bool stale = attach_unanswered_ || !welcomed_.load(std::memory_order_acquire);
+      std::optional<wire::Envelope> refusal = ControlMessage(*frames);
+      if (stale && refusal && refusal->kind() == wire::Envelope::ERROR && !IsLostNotice(*refusal, token_)) {
+        attach_unanswered_ = false;
+        continue;
+      }
       if (!AnswerControl(control, *frames)) metrics_.malformed_messages.Increment();
     }
   }
@@ -326,6 +340,7 @@ class Worker::Impl {
     work_ = &work;
     while (!stop.load(std::memory_order_relaxed) && !Refused()) {
       if (rejoin_requested_.exchange(false, std::memory_order_acq_rel)) SendRejoin(work);
+      if (rejoiner_.completing() && welcomed_.load(std::memory_order_acquire)) rejoiner_.Complete(index_);
       if (grace_over_.exchange(false, std::memory_order_acq_rel)) FreeAfterGrace();
       zmq::pollitem_t item{work.handle(), 0, ZMQ_POLLIN, 0};
       const bool idle = scheduler_->empty();
@@ -343,16 +358,18 @@ class Worker::Impl {
     work_ = nullptr;
   }
 
-  // Every message waiting on the work connection (at most kMaxMessagesPerRound).
-  void ReceiveAvailable(zmq::socket_t& work) {
-    constexpr int kMaxMessagesPerRound = 256;
+  // Every message waiting on the work connection (at most kMaxMessagesPerRound);
+  // false when it read them all.
+  static constexpr int kMaxMessagesPerRound = 256;
+  bool ReceiveAvailable(zmq::socket_t& work) {
     for (int n = 0; n < kMaxMessagesPerRound; ++n) {
       auto frames = ReceiveFrames(work, zmq::recv_flags::dontwait);
-      if (!frames) return;
+      if (!frames) return false;
       Count(FrameBytes(*frames), metrics_.bytes_received, metrics_.messages_received);
       // Before the control connection attaches, STATS come here.
       if (!AnswerControl(work, *frames)) HandleFrames(std::move(*frames));
     }
+    return true;
   }
 
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
@@ -376,7 +393,7 @@ class Worker::Impl {
     }
     if (msg->envelope.kind() != wire::Envelope::BATCH) return;  // WELCOME and friends need no action
     GT_LOG(kWorker, manifest_.id << ": batch of " << msg->envelope.instructions_size() << " instructions");
-    book_.NoteBatch(msg->envelope);
+    rejoiner_.book().NoteBatch(msg->envelope);
     if (msg->envelope.snapshots_size())
       for (const ClientShare& share : SharesIn(msg->envelope)) scheduler_->SetShare(share);
     for (const wire::Instruction& wi : msg->envelope.instructions()) {
@@ -410,8 +427,9 @@ class Worker::Impl {
   zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
   // Outliving the dispatcher (worker_rejoin.h).
-  RejoinBook book_;         // pipeline thread
   DispatcherLink link_;     // I/O thread
+  bool attach_unanswered_ = false;  // I/O thread: an ATTACH went to a dispatcher lost since
+  Rejoiner rejoiner_;       // pipeline thread
   uint32_t index_ = 0;      // pipeline thread: the index the last WELCOME gave
   std::atomic<bool> rejoin_requested_{false};  // I/O -> pipeline thread: register again
   std::atomic<bool> grace_over_{false};        // I/O -> pipeline thread: free everything
@@ -423,22 +441,21 @@ class Worker::Impl {
     if (actions.grace_over) grace_over_.store(true, std::memory_order_release);
   }
 
-  // Pipeline thread: REGISTER again, under the same token and old index,
-  // with the inventory. Tensors of a client no session is known of can be
-  // claimed by nobody: freed.
+  // Pipeline thread: REGISTER again, same token and old index, with the inventory
+  // (Rejoiner). What the old dispatcher sent is read first, so the inventory counts
+  // it (the new one sends nothing before a WELCOME, which answers an earlier REGISTER).
   void SendRejoin(zmq::socket_t& work) {
-    const std::vector<HeldTensor> held = terminal_->Held();
-    for (ClientId orphan : book_.Orphans(held)) scheduler_->Push(MakeDropClient(orphan));
-    wire::Envelope env;
-    env.set_kind(wire::Envelope::REGISTER);
-    env.set_name(manifest_.id);
-    env.set_metrics_endpoint(metrics_endpoint_);
-    env.set_token(token_);
-    env.set_worker_index(index_);
-    book_.FillInventory(held, env);
-    GT_LOG(kWorker, manifest_.id << ": registering again as #" << index_ << " with " << env.inventory_size()
-                                 << " client sessions");
-    if (Result<size_t> sent = SendEnvelope(work, "", env, {}); sent.ok())
+    while (ReceiveAvailable(work)) continue;
+    if (!welcomed_.load(std::memory_order_acquire)) rejoiner_.Register(index_);
+  }
+
+  void SendRegistration(wire::Envelope& reg) {
+    reg.set_name(manifest_.id);
+    reg.set_metrics_endpoint(metrics_endpoint_);
+    reg.set_token(token_);
+    GT_LOG(kWorker, manifest_.id << ": registering again as #" << reg.worker_index() << " with "
+                                 << reg.inventory_size() << " client sessions");
+    if (Result<size_t> sent = SendEnvelope(*work_, "", reg, {}); sent.ok())
       Count(*sent, metrics_.bytes_sent, metrics_.messages_sent);
   }
 
@@ -446,12 +463,13 @@ class Worker::Impl {
   // client's tensors are freed; then the worker ends, or (after_grace: wait)
   // stays, empty, for a dispatcher to come.
   void FreeAfterGrace() {
-    std::vector<ClientId> clients = book_.Sessions();
-    for (ClientId orphan : book_.Orphans(terminal_->Held())) clients.push_back(orphan);
+    RejoinBook& book = rejoiner_.book();
+    std::vector<ClientId> clients = book.Sessions();
+    for (ClientId orphan : book.Orphans(terminal_->Held())) clients.push_back(orphan);
     for (ClientId c : clients) scheduler_->Push(MakeDropClient(c));
     // Bounded: a collective whose peers are gone may never run; exiting frees it all the same.
     for (int turn = 0; turn < 1000 && !scheduler_->empty(); ++turn) scheduler_->RunTurn();
-    book_.Clear();
+    book.Clear();
     const std::string why = "no dispatcher took this worker back within " +
                             std::to_string(manifest_.reconnect_grace_ms) + " ms (reconnect grace); freed the tensors of " +
                             std::to_string(clients.size()) + " client sessions";

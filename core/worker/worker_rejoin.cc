@@ -5,6 +5,8 @@
 
 #include <zmq.h>
 
+#include "gt/op_attrs.h"
+
 namespace gt {
 
 void RejoinBook::NoteBatch(const wire::Envelope& batch) {
@@ -34,11 +36,15 @@ void RejoinBook::NoteAck(const wire::Envelope& ack) {
   it->second.errors.assign(ack.errors().begin(), ack.errors().end());
 }
 
-void RejoinBook::FillInventory(const std::vector<HeldTensor>& held, wire::Envelope& reg) const {
+void RejoinBook::FillInventory(const std::vector<HeldTensor>& held, wire::Envelope& reg,
+                               const std::unordered_set<ClientId>* only,
+                               const std::unordered_set<ClientId>& running) const {
   reg.set_rejoining(true);
   std::unordered_map<ClientId, wire::SessionInventory*> by_client;
   for (const auto& [client, s] : sessions_) {
+    if (only && !only->count(client)) continue;
     wire::SessionInventory* inv = reg.add_inventory();
+    inv->set_running(running.count(client) != 0);
     *inv->mutable_session() = s.session;
     inv->set_received_seq(s.received_seq);
     inv->set_acked_sync(s.acked_sync);
@@ -66,6 +72,35 @@ std::vector<ClientId> RejoinBook::Sessions() const {
   std::vector<ClientId> clients;
   for (const auto& [client, s] : sessions_) clients.push_back(client);
   return clients;
+}
+
+wire::Envelope Rejoiner::Registration(uint32_t index) const {
+  wire::Envelope reg;
+  reg.set_kind(wire::Envelope::REGISTER);
+  reg.set_worker_index(index);
+  return reg;
+}
+
+void Rejoiner::Register(uint32_t index) {
+  const std::vector<HeldTensor> held = hooks_.held();
+  for (ClientId orphan : book_.Orphans(held)) hooks_.push(MakeDropClient(orphan));
+  running_.clear();
+  for (ClientId client : book_.Sessions())
+    if (hooks_.waiting(client) > 0) running_.insert(client);
+  wire::Envelope reg = Registration(index);
+  book_.FillInventory(held, reg, nullptr, running_);
+  hooks_.send(reg);
+}
+
+void Rejoiner::Complete(uint32_t index) {
+  std::unordered_set<ClientId> done;
+  for (ClientId client : running_)
+    if (!book_.Knows(client) || hooks_.waiting(client) == 0) done.insert(client);
+  if (done.empty()) return;
+  for (ClientId client : done) running_.erase(client);
+  wire::Envelope reg = Registration(index);
+  book_.FillInventory(hooks_.held(), reg, &done);
+  if (reg.inventory_size() > 0) hooks_.send(reg);  // none: the dispatcher dropped them meanwhile
 }
 
 void DispatcherLink::Observe(uint16_t event, Clock::time_point now) {

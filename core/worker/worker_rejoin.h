@@ -21,7 +21,9 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <functional>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gt/backend.h"
@@ -38,10 +40,14 @@ class RejoinBook {
   // A SYNC_ACK this worker sends.
   void NoteAck(const wire::Envelope& ack);
   // Fills `reg` (a REGISTER) with `rejoining` and the inventory: every
-  // session known, with the tensors of `held` in its namespace. Tensors of
+  // session known (only those in `only`, when given), with the tensors of
+  // `held` in its namespace, those in `running` marked so. Tensors of
   // clients with no session known are left out (no dispatcher could give
   // them back to their client): Orphans() names those clients.
-  void FillInventory(const std::vector<HeldTensor>& held, wire::Envelope& reg) const;
+  void FillInventory(const std::vector<HeldTensor>& held, wire::Envelope& reg,
+                     const std::unordered_set<ClientId>* only = nullptr,
+                     const std::unordered_set<ClientId>& running = {}) const;
+  bool Knows(ClientId client) const { return sessions_.count(client) != 0; }
   // The clients in `held` with no session known.
   std::vector<ClientId> Orphans(const std::vector<HeldTensor>& held) const;
   // Every client this book knows a session of.
@@ -57,6 +63,42 @@ class RejoinBook {
     std::vector<wire::OpError> errors;  // of that acknowledgement
   };
   std::unordered_map<ClientId, Session> sessions_;
+};
+
+// The worker's side of a rejoin (pipeline thread). A worker may still be
+// running what the old dispatcher sent when a new one takes it: its
+// REGISTER comes at once, marking the sessions with instructions still
+// queued `running` (their tensors are not all made yet); once it ran every
+// queued instruction of such a session, a second REGISTER on the same
+// connection gives that session's full inventory. The new dispatcher makes
+// the session's RESUME wait for it, so the sync in flight at the loss is
+// answered with its real result (the client's replay asks again).
+class Rejoiner {
+ public:
+  struct Hooks {
+    std::function<std::vector<HeldTensor>()> held;   // the backend's tensors
+    std::function<void(Instruction&&)> push;         // into the run queue
+    std::function<size_t(ClientId)> waiting;         // instructions of a client still queued
+    std::function<void(wire::Envelope&)> send;       // a REGISTER (name, token set) on the work connection
+  };
+  explicit Rejoiner(Hooks hooks) : hooks_(std::move(hooks)) {}
+
+  RejoinBook& book() { return book_; }
+  // Registers again under `index`: the inventory of every session, those
+  // with instructions still queued marked running. Tensors of clients with
+  // no session known are freed (no dispatcher can give them back).
+  void Register(uint32_t index);
+  // Once welcomed, each pass while some session is marked running: the
+  // full inventory of those whose queue emptied, in one REGISTER.
+  void Complete(uint32_t index);
+  bool completing() const { return !running_.empty(); }
+
+ private:
+  wire::Envelope Registration(uint32_t index) const;
+
+  Hooks hooks_;
+  RejoinBook book_;
+  std::unordered_set<ClientId> running_;  // marked running in the last registration, not completed yet
 };
 
 class DispatcherLink {

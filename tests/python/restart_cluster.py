@@ -174,6 +174,7 @@ CLIENT = textwrap.dedent(r"""
                 m = (m @ a) * 1.0001
             say(syncing=True)
             slow = float(m.sum().item())
+            del a, m  # the workers' live tensors at the two pauses count the same tensors
         with gt.signal.context("data_parallel") if mode == "dp" else contextlib.nullcontext():
             losses.append(step(i))
         say(step=i, loss=losses[-1], t=time.time())

@@ -186,3 +186,52 @@ def test_configmap_manifests_pass_gt_validate(k8s, tmp_path):
         out = subprocess.run([str(gt_cli), "validate", str(path)], capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, f"{key}:\n{out.stdout}{out.stderr}"
         assert ": ok (" + key.split(".")[0] in out.stdout
+
+
+# ---- riding through a dispatcher pod restart (docs/CLUSTER.md, "When the dispatcher restarts") ----
+
+
+def _secret_file(workload, path):
+    """(Secret name, key) that the file `path` of the workload's container comes from; fails if it is
+    not mounted from a Secret (an emptyDir or a key made at start would differ after a restart)."""
+    spec = workload["spec"]["template"]["spec"]
+    path = pathlib.PurePosixPath(path)
+    mounts = {m["mountPath"]: m["name"] for m in container(workload)["volumeMounts"]}
+    volume = {v["name"]: v for v in spec["volumes"]}[mounts[str(path.parent)]]
+    assert "secret" in volume, f"{path} is not on a Secret volume: {volume}"
+    [item] = [i for i in volume["secret"]["items"] if i["path"] == path.name]
+    return volume["secret"]["secretName"], item["key"]
+
+
+def test_workers_and_clients_ride_through_a_dispatcher_pod_restart(k8s, tmp_path):
+    deployment = k8s[("Deployment", "gt-dispatcher")]
+    dispatcher = container(deployment)
+    workers = k8s[("StatefulSet", "gt-worker")]
+    worker = container(workers)
+    # The pod is restarted or replaced by its Deployment, never run twice at once (the workers would
+    # split between two dispatchers), and the pod template leaves restartPolicy at Always.
+    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert deployment["spec"]["template"]["spec"].get("restartPolicy", "Always") == "Always"
+    # A stable address: a ClusterIP Service (a headless one would resolve to the old pod's IP).
+    service = k8s[("Service", "gt-dispatcher")]["spec"]
+    assert service.get("type", "ClusterIP") == "ClusterIP" and service.get("clusterIP") != "None"
+    assert flag(worker, "--connect").split(":")[0] == "gt-dispatcher"
+    # The same keys after a restart: the dispatcher's key pair comes from the Secret, and the
+    # workers check it against that Secret's dispatcher.pub.
+    key_secret, key_name = _secret_file(deployment, flag(dispatcher, "--key"))
+    pub_secret, pub_name = _secret_file(workers, flag(worker, "--server-key"))
+    assert key_secret == pub_secret and (key_name, pub_name) == ("dispatcher.key", "dispatcher.pub")
+    # Workers keep their tensors long enough for a rescheduled pod, and stay up (not CrashLoopBackOff)
+    # if it never comes; the dispatcher keeps unclaimed sessions as long as the workers do.
+    grace_s = float(flag(worker, "--reconnect-grace"))
+    assert grace_s >= 60
+    assert flag(worker, "--after-grace") == "wait"
+    [dispatcher_manifest] = load_documents(manifests(k8s, tmp_path)["dispatcher.yaml"])
+    assert dispatcher_manifest["reconnect_grace_ms"] == grace_s * 1000
+    # A RESUME waits longer for the workers than it takes them to be routed to the new pod.
+    ready = dispatcher["readinessProbe"]
+    assert ready["periodSeconds"] <= 2 and ready["initialDelaySeconds"] <= 2
+    assert dispatcher_manifest["resume_wait_ms"] >= 1000 * (ready["initialDelaySeconds"] + ready["periodSeconds"])
+    # The clients are told to wait as long (the file's header, which docs/CLUSTER.md points to).
+    header = K8S_FILES[0].read_text().split("\n---", 1)[0]
+    assert f"GT_RECONNECT_GRACE={int(grace_s)}" in header

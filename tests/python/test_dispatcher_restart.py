@@ -122,9 +122,6 @@ def assert_same_run(reference, killed, cluster):
 # marked so that the day they are closed shows as XPASS.
 PLACED = pytest.mark.xfail(reason="a restarted dispatcher does not rebuild placed (sharded, replicated, "
                                   "mesh) tensors yet: it refuses such a session", strict=False)
-BUSY_WORKER = pytest.mark.xfail(reason="a worker rejoins with the inventory of what it has run while it still "
-                                       "runs what it received: the new dispatcher misses the tensors of the "
-                                       "sync in flight", strict=False)
 
 
 @pytest.mark.parametrize("mode, workers, env", [
@@ -151,7 +148,6 @@ def test_killed_twice_in_a_row(tmp_path):
         cluster.stop()
 
 
-@BUSY_WORKER
 def test_killed_during_a_sync_answers_it(tmp_path):
     cluster = RestartCluster(tmp_path, 1)
     try:
