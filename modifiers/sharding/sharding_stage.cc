@@ -110,6 +110,7 @@ void ShardingStage::ForgetLost(const LostWorker& lost, Emitter& out) {
     }
     if (c.default_worker == lost.index) c.default_worker = -1;
     if (!gone.empty()) {
+      MarkRetag(id, c);
       std::sort(gone.begin(), gone.end());
       out.Emit(MakeLostTensorsNote(id, lost, std::move(gone)));
     }
@@ -117,7 +118,9 @@ void ShardingStage::ForgetLost(const LostWorker& lost, Emitter& out) {
 }
 
 Status ShardingStage::EndBatch(Emitter& out) {
-  (void)out;
+  for (ClientId id : retag_)
+    if (auto it = clients_.find(id); it != clients_.end()) Retag(id, it->second, out);
+  retag_.clear();
   if (!gauges_.tensors) return Status::Ok();
   size_t tensors = 0;
   for (const auto& [id, c] : clients_) tensors += c.tensors.size();
@@ -145,6 +148,8 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
     for (TensorId id : *ids)
       if (id >= kPhysicalIdBase)
         return InvalidArgument(inst.Describe() + ": tensor ids from " + TensorName(kPhysicalIdBase) + " up are reserved");
+  // Only what a placing client sends can change a record.
+  if (c.placing || auto_shard_ || inst.op == Op::kRedistribute) MarkRetag(inst.client, c);
   if (workers_.empty()) {
     for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
     return Unavailable(inst.Describe() + ": no live worker");
