@@ -56,7 +56,9 @@ class ShardingRestoreTest : public ShardingStrategyTest {
   // and configs, then Restore(session).
   std::unique_ptr<Stage> Restarted(const RestoredSession& session, Status& restored, TagRecorder& out) {
     const StageContext context{HostKind::kDispatcher, "dispatcher-test", "sharding", &options_, nullptr};
-    std::unique_ptr<Stage> stage = std::move(*ShardingStage::Create(context, &StartAddressOnlyRendezvousForTest));
+    Result<std::unique_ptr<Stage>> created = ShardingStage::Create(context, &StartAddressOnlyRendezvousForTest);
+    EXPECT_TRUE(created.ok()) << created.status().ToString();
+    std::unique_ptr<Stage> stage = std::move(*created);
     Instruction membership;
     membership.op = Op::kMembership;
     membership.attrs.shape = {0, 1, 2, 3};

@@ -120,8 +120,6 @@ def assert_same_run(reference, killed, cluster):
 
 # Known gaps of the dispatcher's side (docs/ARCHITECTURE.md, "Surviving a dispatcher restart"),
 # marked so that the day they are closed shows as XPASS.
-PLACED = pytest.mark.xfail(reason="a restarted dispatcher does not rebuild placed (sharded, replicated, "
-                                  "mesh) tensors yet: it refuses such a session", strict=False)
 BUSY_WORKER = pytest.mark.xfail(reason="a worker rejoins with the inventory of what it has run while it still "
                                        "runs what it received: the new dispatcher misses the tensors of the "
                                        "sync in flight", strict=False)
@@ -129,8 +127,8 @@ BUSY_WORKER = pytest.mark.xfail(reason="a worker rejoins with the inventory of w
 
 @pytest.mark.parametrize("mode, workers, env", [
     ("plain", 1, None),
-    pytest.param("dp", 2, None, marks=PLACED),
-    pytest.param("mesh", 4, None, marks=PLACED),
+    ("dp", 2, None),
+    ("mesh", 4, None),
     ("plain", 2, {"GT_COMPILE": "1"}),
 ], ids=["one_worker", "data_parallel_2", "mesh_2x2", "compile"])
 def test_killed_dispatcher_mid_training_loses_nothing(tmp_path, mode, workers, env):
@@ -196,7 +194,7 @@ def test_grace_running_out_fails_the_next_sync_naming_what_was_lost(tmp_path):
 
 @pytest.mark.parametrize("specs", [
     [("plain", None), ("plain", {"GT_COMPILE": "1"})],
-    pytest.param([("dp", None), ("plain", {"GT_COMPILE": "1"})], marks=PLACED),
+    [("dp", None), ("plain", {"GT_COMPILE": "1"})],
 ], ids=["eager_and_compiled", "data_parallel_and_compiled"])
 def test_two_clients_ride_through_one_restart(tmp_path, specs):
     # The issue's scenario: two users' training on one cluster, the dispatcher killed under both.
