@@ -156,6 +156,31 @@ TEST_F(ShardingRestoreTest, FreesPiecesNoRecordHolds) {
   EXPECT_EQ(out.emitted[0].operands, std::vector<TensorId>{kPhysicalIdBase + 999});
 }
 
+// A rejoining worker whose old index a fresh worker took comes back under
+// another: its pieces are found there, and told their new records.
+TEST_F(ShardingRestoreTest, FollowsAWorkerThatCameBackUnderAnotherIndex) {
+  RestoredSession session = HeldFrom(MakePlacedTensors());
+  for (HeldPiece& piece : session.held)
+    if (piece.worker == 1) piece.worker = 3;
+  Status restored;
+  TagRecorder out;
+  std::unique_ptr<Stage> again = Restarted(session, restored, out);
+  ASSERT_TRUE(restored.ok()) << restored.ToString();
+  ASSERT_FALSE(out.tags.empty());
+  for (const PieceTag& tag : out.tags) {
+    Result<DecodedTag> d = DecodePieceTag(tag.placement);
+    ASSERT_TRUE(d.ok());
+    EXPECT_EQ(tag.worker, d->tensor.placement.workers[d->member]);
+    EXPECT_FALSE(Contains(d->tensor.placement.workers, 1)) << d->tensor.placement.ToString();
+  }
+  Instruction relu = Make(Op::kRelu, {20}, {10});
+  relu.client = 1;
+  relu.seq = 100;
+  out.emitted.clear();
+  ASSERT_TRUE(again->Process(std::move(relu), out).ok());
+  EXPECT_EQ(Summary(out.emitted), (std::vector<std::string>{"relu@0", "relu@3"}));
+}
+
 // Each way a session's tags can be wrong, applied to a good session.
 TEST_F(ShardingRestoreTest, RefusesMalformedOrContradictoryTags) {
   const RestoredSession good = HeldFrom(MakePlacedTensors());

@@ -38,16 +38,35 @@ std::string Where(const HeldPiece& piece) {
   return "piece " + TensorName(piece.id) + " on worker " + std::to_string(piece.worker);
 }
 
+// The workers' indexes as the tags name them (the old dispatcher's) and as
+// they are now: a rejoining worker whose old index a fresh worker took is
+// given another. One to one, or the tags contradict each other.
+struct Renumbering {
+  std::map<int, int> now_of, was_of;
+  Status Note(int was, int now, const HeldPiece& piece) {
+    auto [a, new_was] = now_of.emplace(was, now);
+    auto [b, new_now] = was_of.emplace(now, was);
+    if (a->second != now || b->second != was)
+      return InvalidArgument("piece " + TensorName(piece.id) + " on worker " + std::to_string(now) +
+                             ": its tag places that piece elsewhere (on worker " + std::to_string(was) +
+                             ", whose other pieces are on worker " + std::to_string(a->second) + ")");
+    return Status::Ok();
+  }
+  bool identity() const {
+    return std::all_of(now_of.begin(), now_of.end(), [](const auto& e) { return e.first == e.second; });
+  }
+};
+
 // `piece`'s tag decoded into its group; InvalidArgument naming the piece
 // when it is malformed or contradicts the other pieces or what it is.
-Status AddPiece(const HeldPiece& piece, std::unordered_map<TensorId, Group>& groups) {
+Status AddPiece(const HeldPiece& piece, std::unordered_map<TensorId, Group>& groups, Renumbering& renumbering) {
   Result<DecodedTag> tag = DecodePieceTag(piece.placement);
   if (!tag.ok()) return InvalidArgument(Where(piece) + ": " + tag.status().message());
   const Placement& p = tag->tensor.placement;
   if (tag->logical != piece.logical || p.workers.size() != piece.pieces)
     return InvalidArgument(Where(piece) + ": its tag names another tensor or piece count than the worker reports");
-  if (p.ids[tag->member] != piece.id || p.workers[tag->member] != piece.worker)
-    return InvalidArgument(Where(piece) + ": its tag places that piece elsewhere");
+  if (p.ids[tag->member] != piece.id) return InvalidArgument(Where(piece) + ": its tag names another piece");
+  if (Status s = renumbering.Note(p.workers[tag->member], piece.worker, piece); !s.ok()) return s;
   if (piece.dtype != tag->tensor.meta.dtype || piece.shape != PieceShape(tag->tensor, tag->member))
     return InvalidArgument(Where(piece) + ": the worker holds " + ShapeToString(piece.shape) +
                            ", not the piece its tag describes");
@@ -117,13 +136,14 @@ void ShardingStage::Retag(ClientId id, Client& c, Emitter& out) {
 
 Status ShardingStage::Restore(const RestoredSession& session, Emitter& out) {
   std::unordered_map<TensorId, Group> groups;
+  Renumbering renumbering;
   Client c;
   std::map<int, size_t> whole_on;  // untagged client tensors per worker: where its unrecorded ones live
   std::vector<const HeldPiece*> stray;
   for (const HeldPiece& piece : session.held) {
     if (piece.id >= kPhysicalIdBase) c.next_physical = std::max(c.next_physical, piece.id + 1);
     if (!piece.placement.empty()) {
-      if (Status s = AddPiece(piece, groups); !s.ok()) {
+      if (Status s = AddPiece(piece, groups, renumbering); !s.ok()) {
         log::Warn("sharding", "client " + std::to_string(session.client) + ": " + s.message());
         return s;
       }
@@ -137,10 +157,14 @@ Status ShardingStage::Restore(const RestoredSession& session, Emitter& out) {
     log::Warn("sharding", "client " + std::to_string(session.client) + ": " + s.message());
     return s;
   }
+  // A record is kept with today's worker indexes; its pieces' workers are
+  // told it again (Retag below) when that changed them.
   for (auto& [logical, g] : groups) {
     c.tagged.emplace(logical, g.tensor);
+    for (int& w : g.tensor.placement.workers) w = renumbering.now_of.at(w);
     c.tensors.emplace(logical, std::move(g.tensor));
   }
+  if (!renumbering.identity()) Retag(session.client, c, out);
   c.placing = !c.tensors.empty();
   auto most = std::max_element(whole_on.begin(), whole_on.end(),
                                [](const auto& a, const auto& b) { return a.second < b.second; });
