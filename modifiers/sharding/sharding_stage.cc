@@ -148,18 +148,23 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
     for (TensorId id : *ids)
       if (id >= kPhysicalIdBase)
         return InvalidArgument(inst.Describe() + ": tensor ids from " + TensorName(kPhysicalIdBase) + " up are reserved");
-  // Only what a placing client sends can change a record.
-  if (c.placing || auto_shard_ || inst.op == Op::kRedistribute) MarkRetag(inst.client, c);
   if (workers_.empty()) {
     for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
     return Unavailable(inst.Describe() + ": no live worker");
   }
-  if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
-  if (inst.op == Op::kSettle) return SettleTogether(c, std::move(inst), out);
-  if (inst.op == Op::kCheckpointWrite || inst.op == Op::kCheckpointRead) return Checkpoint(c, std::move(inst), out);
+  // What may change a record marks the client for Retag: these rare ops,
+  // and whatever a placing client sends (nothing on PassOn's path).
+  if (inst.op == Op::kInspect || inst.op == Op::kSettle || inst.op == Op::kCheckpointWrite ||
+      inst.op == Op::kCheckpointRead) {
+    MarkRetag(inst.client, c);
+    if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
+    if (inst.op == Op::kSettle) return SettleTogether(c, std::move(inst), out);
+    return Checkpoint(c, std::move(inst), out);
+  }
   // A redistributed tensor has a record, so the client's later tensors need them too.
   if (inst.op == Op::kRedistribute) c.placing = true;
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
+  MarkRetag(inst.client, c);
   if (inst.op == Op::kDefineUnit) {  // the router keeps it until the unit's first run on a worker
     out.Emit(std::move(inst));
     return Status::Ok();

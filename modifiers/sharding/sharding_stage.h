@@ -9,7 +9,8 @@
 // Its files, by concept: sharding_stage.cc (setup, routing, frees, fetches,
 // units), stage_config.cc (signal configs), stage_inspect.cc (layout
 // queries and recordings, answered from the records: gt/layout.h),
-// stage_pending.cc (pending sums), stage_ops.cc (creation and computation).
+// stage_pending.cc (pending sums), stage_ops.cc (creation and computation),
+// stage_restore.cc (records kept by the workers across a dispatcher restart).
 //
 // Thread-safety: as every Stage (one pipeline thread).
 #pragma once
