@@ -3,6 +3,7 @@
 // inventories, and every refusal), the worker's RejoinBook and
 // DispatcherLink, and the worker registry's rejoin slots and session notes.
 #include <chrono>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -152,13 +153,42 @@ TEST(ResumeBookTest, RefusesMalformedAndContradictoryInventories) {
   EXPECT_FALSE(book.Add(1, Inventory(8, kToken, {2}, 5), now).ok());
 }
 
-TEST(ResumeBookTest, RefusesSessionsWithPiecesAStagePlaced) {
+// A piece a stage tagged as one of `pieces` of client tensor `logical`.
+void TagLast(wire::SessionInventory& inv, TensorId logical, uint32_t pieces) {
+  wire::HeldTensor* t = inv.mutable_tensors(inv.tensors_size() - 1);
+  t->set_placement("tag");
+  t->set_logical(logical);
+  t->set_pieces(pieces);
+}
+
+TEST(ResumeBookTest, WaitsForEveryPieceOfATensorAStagePlaced) {
   ResumeBook book(milliseconds(1000), milliseconds(60000));
   const auto now = Clock::now();
-  ASSERT_TRUE(book.Add(0, Inventory(7, kToken, {1, kPhysicalIdBase + 3}, 5), now).ok());
-  ResumeBook::Verdict v = book.Decide(Claim(kToken, {{1, 1}}, 4), now, now);
-  ASSERT_EQ(v.kind, ResumeBook::Verdict::kRefuse);
-  EXPECT_NE(v.why.message().find("placed across workers"), std::string::npos) << v.why.message();
+  wire::SessionInventory first = Inventory(7, kToken, {1, kPhysicalIdBase + 3}, 5);
+  TagLast(first, 2, 2);
+  ASSERT_TRUE(book.Add(0, first, now).ok());
+  const ResumeClaim claim = Claim(kToken, {{1, 1}, {2, 2}}, 4);
+  EXPECT_EQ(book.Decide(claim, now, now).kind, ResumeBook::Verdict::kWait) << "one of %2's two pieces is back";
+  wire::SessionInventory second = Inventory(7, kToken, {kPhysicalIdBase + 4}, 5);
+  TagLast(second, 2, 2);
+  ASSERT_TRUE(book.Add(1, second, now).ok());
+  ResumeBook::Verdict v = book.Decide(claim, now, now);
+  ASSERT_EQ(v.kind, ResumeBook::Verdict::kResume) << v.why.ToString();
+  EXPECT_EQ(v.session.live, (std::set<TensorId>{1, 2})) << "a placed tensor is located by its pieces";
+  EXPECT_EQ(v.session.tensors.at(kPhysicalIdBase + 4), 1u) << "the router knows every piece";
+  ASSERT_EQ(v.session.held.size(), 3u);
+  EXPECT_EQ(v.session.held_on.size(), 3u);
+}
+
+TEST(ResumeBookTest, LeavesAnIncompletePlacementToTheStagesAfterTheWait) {
+  ResumeBook book(milliseconds(1000), milliseconds(60000));
+  const auto now = Clock::now();
+  wire::SessionInventory only = Inventory(7, kToken, {kPhysicalIdBase + 3}, 5);
+  TagLast(only, 2, 2);
+  ASSERT_TRUE(book.Add(0, only, now).ok());
+  ResumeBook::Verdict v = book.Decide(Claim(kToken, {{2, 2}}, 4), now, now + milliseconds(1001));
+  ASSERT_EQ(v.kind, ResumeBook::Verdict::kResume) << "Stage::Restore names the missing piece";
+  EXPECT_EQ(v.session.held[0].placement(), "tag");
 }
 
 TEST(ResumeBookTest, HandsBackSessionsNoClientClaimedWithinTheGrace) {
@@ -236,6 +266,42 @@ TEST(RejoinBookTest, InventoriesTheSessionsItWasToldOfWithTheirTensors) {
   ASSERT_EQ(inv.tensors_size(), 1);
   EXPECT_EQ(inv.tensors(0).shape_size(), 2);
   EXPECT_EQ(book.Orphans(held), std::vector<ClientId>{9});  // no session known: freed, not reported
+}
+
+TEST(RejoinBookTest, ReportsTheTagsOfThePiecesItHolds) {
+  RejoinBook book;
+  wire::Envelope batch;
+  batch.add_sessions()->set_client(7);
+  for (TensorId id : {kPhysicalIdBase, kPhysicalIdBase + 1, kPhysicalIdBase + 2}) {
+    wire::PieceTag* tag = batch.add_tags();
+    tag->set_client(7);
+    tag->set_id(id);
+    tag->set_logical(3);
+    tag->set_pieces(2);
+    tag->set_placement("record of %3");
+  }
+  wire::PieceTag* unknown = batch.add_tags();  // a session never told: not kept
+  unknown->set_client(8);
+  unknown->set_id(kPhysicalIdBase);
+  unknown->set_placement("x");
+  book.NoteBatch(batch);
+  wire::Envelope forget;
+  forget.add_tags()->set_client(7);
+  forget.mutable_tags(0)->set_id(kPhysicalIdBase + 1);
+  book.NoteBatch(forget);
+  const std::vector<HeldTensor> held = {{7, kPhysicalIdBase, DType::kFloat32, {2}},
+                                        {7, kPhysicalIdBase + 1, DType::kFloat32, {2}},
+                                        {7, 3, DType::kFloat32, {2}}};
+  wire::Envelope reg;
+  book.FillInventory(held, reg);
+  ASSERT_EQ(reg.inventory_size(), 1);
+  const wire::SessionInventory& inv = reg.inventory(0);
+  ASSERT_EQ(inv.tensors_size(), 3);
+  EXPECT_EQ(inv.tensors(0).placement(), "record of %3");
+  EXPECT_EQ(inv.tensors(0).logical(), 3u);
+  EXPECT_EQ(inv.tensors(0).pieces(), 2u);
+  EXPECT_TRUE(inv.tensors(1).placement().empty()) << "its tag was forgotten";
+  EXPECT_TRUE(inv.tensors(2).placement().empty()) << "never tagged";
 }
 
 TEST(RejoinBookTest, ForgetsADroppedClient) {

@@ -32,6 +32,22 @@ int WorkerWithMost(const ResumedSession& session) {
   return most == counts.end() ? -1 : static_cast<int>(most->first);
 }
 
+// What the stages rebuild the client from (Stage::Restore).
+RestoredSession StagesView(const ResumeClaim& claim, const ResumedSession& session) {
+  RestoredSession out;
+  out.client = session.id;
+  out.held.reserve(session.held.size());
+  for (size_t i = 0; i < session.held.size(); ++i) {
+    const wire::HeldTensor& t = session.held[i];
+    HeldPiece piece{static_cast<int32_t>(session.held_on[i]), t.id(), Shape(t.shape().begin(), t.shape().end()),
+                    static_cast<DType>(t.dtype()), t.logical(), t.pieces(), t.placement()};
+    out.held.push_back(std::move(piece));
+  }
+  for (const wire::ResumeTensor& t : claim.live)
+    out.live.push_back({t.id(), Shape(t.shape().begin(), t.shape().end()), static_cast<DType>(t.dtype())});
+  return out;
+}
+
 }  // namespace
 
 void ClientProtocol::Resume(WireMessage& msg, const std::string& peer_key) {
@@ -124,13 +140,23 @@ void ClientProtocol::Restore(PendingResume& pending, const ResumedSession& sessi
   ClientState& c = clients_.Adopt(session.id, route, pending.claim.token);
   c.key = pending.claim.key;
   c.tensors = session.tensors;
-  for (const auto& [tensor, w] : session.tensors) c.live.insert(tensor);
+  c.live.insert(session.live.begin(), session.live.end());
   c.ever = session.workers;
   c.touched = session.workers;  // the replayed sync asks each of them
   c.errors = session.errors;
   c.worker = WorkerWithMost(session);
   metrics_.clients_connected.Increment();
   if (events_.enabled()) events_.Record(HostEventKind::kConnect, "client " + std::to_string(c.id), "client", "resumed");
+  // The stages' records first (a refusal ends the session: its tensors are
+  // freed), then its configs and units as the client sent them.
+  if (Status restored = pipeline_.Restore(StagesView(pending.claim, session)); !restored.ok()) {
+    pipeline_.EndBatch();
+    log::Warn("dispatcher", manifest_.id + ": refused a RESUME of client " + std::to_string(c.id) + ": " +
+                                restored.message());
+    outbox_.SendError(route, Status(restored.code(), "dispatcher " + manifest_.id +
+                                                         " cannot resume the session: " + restored.message()));
+    return Drop(c.id, kGoodbye);
+  }
   AdmitAll(c, pending.msg);
   pipeline_.EndBatch();
   c.replay_through = session.received_seq;

@@ -96,7 +96,11 @@ class Dispatcher::Impl {
     membership_ = std::make_unique<WorkerMembership>(
         manifest_, metrics_, workers_, clients_, syncs_, stats_, router_, *pipeline_, outbox_, events_,
         WorkerMembership::Hooks{[this] { HandleMonitorEvents(); }, [this] { clients_protocol_->ReleaseBacklog(); },
-                                [this] { clients_protocol_->RetryResumes(Clock::now()); }});
+                                [this] {
+                                  // The stages hear of the rejoined worker before a session placed on it resumes.
+                                  membership_->EndPass();
+                                  clients_protocol_->RetryResumes(Clock::now());
+                                }});
     membership_->set_resume_book(&resume_);
     clients_protocol_->set_resume_book(&resume_);
     // What a restarted dispatcher checks a RESUME against (session_resume.h).

@@ -42,6 +42,8 @@ class Router final : public Terminal {
   // An error for the client's next sync point when `inst` is refused.
   Status Accept(Instruction inst) override;
   void EndBatch() override { end_batch_(); }
+  // A stage's tag for a piece goes to the worker holding it, with this pass's batch.
+  void Tag(PieceTag&& tag) override { workers_.AddTag(std::move(tag)); }
   // Worker `w` died (`why`): every client's tensors there are forgotten and
   // recorded as lost with it (a later use names the worker; a free of one is
   // no error), its units are sent again to a replacement, and each client

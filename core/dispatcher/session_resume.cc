@@ -68,7 +68,7 @@ Status ResumeBook::Add(size_t w, const wire::SessionInventory& inventory, Clock:
   piece.acked_sync = inventory.acked_sync();
   piece.errors.assign(inventory.errors().begin(), inventory.errors().end());
   piece.running = inventory.running();
-  for (const wire::HeldTensor& t : inventory.tensors()) piece.tensors.push_back(t.id());
+  piece.tensors.assign(inventory.tensors().begin(), inventory.tensors().end());
   s.pieces.push_back(std::move(piece));
   max_client_ = std::max(max_client_, client);
   return Status::Ok();
@@ -129,29 +129,25 @@ ResumeBook::Verdict ResumeBook::Resume(ClientId id, Unclaimed& s, const ResumeCl
   // Its tensors are still being made by what the old dispatcher sent: the
   // worker's completing inventory comes once it ran that (or it is lost).
   if (std::any_of(s.pieces.begin(), s.pieces.end(), [](const Piece& p) { return p.running; })) return v;
-  // Pieces a stage made (physical ids: shards, replicas, pending sums)
-  // need the stage's records, which are not rebuilt yet.
-  for (const Piece& p : s.pieces)
-    if (std::any_of(p.tensors.begin(), p.tensors.end(), [](TensorId t) { return t >= kPhysicalIdBase; })) {
-      v.kind = Verdict::kRefuse;
-      v.why = FailedPrecondition("this session holds tensors its signal configs placed across workers (sharded, "
-                                 "replicated or pending sums); a restarted dispatcher cannot rebuild their placement yet");
-      return v;
-    }
   ResumedSession& r = v.session;
   r.id = id;
-  std::unordered_map<TensorId, size_t> where;
+  std::unordered_map<TensorId, size_t> logical;  // a placed tensor: one of its pieces' worker
   for (const Piece& p : s.pieces) {
     r.workers.insert(p.worker);
     r.received_seq = std::max(r.received_seq, p.received_seq);
-    for (TensorId t : p.tensors) where[t] = p.worker;
+    for (const wire::HeldTensor& t : p.tensors) {
+      r.tensors[t.id()] = p.worker;
+      if (!t.placement().empty()) logical.emplace(t.logical(), p.worker);
+      r.held.push_back(t);
+      r.held_on.push_back(p.worker);
+    }
     if (p.acked_sync > claim.answered_sync) r.errors.insert(r.errors.end(), p.errors.begin(), p.errors.end());
   }
   // Tensors the workers received the making of must be on one of them;
   // the replay makes the later ones.
   std::vector<TensorId> missing;
   for (const wire::ResumeTensor& t : claim.live) {
-    if (auto it = where.find(t.id()); it != where.end()) r.tensors[t.id()] = it->second;
+    if (r.tensors.count(t.id()) || logical.count(t.id())) r.live.insert(t.id());
     else if (t.seq() <= std::max(r.received_seq, claim.answered_seq)) missing.push_back(t.id());
   }
   if (!missing.empty()) {
@@ -161,10 +157,23 @@ ResumeBook::Verdict ResumeBook::Resume(ClientId id, Unclaimed& s, const ResumeCl
                      " of this session are on no worker that came back (the workers holding them are gone)");
     return v;
   }
+  if (!waited_enough && !PiecesComplete(s)) return v;  // the stages judge what is still missing
   v.kind = Verdict::kResume;
   by_digest_.erase(s.session.digest());
   sessions_.erase(id);
   return v;
+}
+
+bool ResumeBook::PiecesComplete(const Unclaimed& s) {
+  std::unordered_map<TensorId, std::pair<uint32_t, std::set<TensorId>>> seen;  // logical -> (pieces, ids)
+  for (const Piece& p : s.pieces)
+    for (const wire::HeldTensor& t : p.tensors)
+      if (!t.placement().empty()) {
+        auto& [pieces, ids] = seen[t.logical()];
+        pieces = std::max(pieces, t.pieces());
+        ids.insert(t.id());
+      }
+  return std::all_of(seen.begin(), seen.end(), [](const auto& e) { return e.second.second.size() >= e.second.first; });
 }
 
 std::vector<std::pair<size_t, ClientId>> ResumeBook::TakeUnclaimed(Clock::time_point now) {

@@ -16,8 +16,11 @@
 //     before the restart (SessionInventory.running): as long as that
 //     worker lives;
 //   - kRefuse: why not, in words a user can act on (no token; an unknown or
-//     expired session; another key's session; tensors no worker holds;
-//     tensors a stage placed across workers, whose records are not rebuilt).
+//     expired session; another key's session; tensors no worker holds).
+// A tensor a stage placed across workers (a piece tagged with its logical
+// tensor and piece count, wire.proto PieceTag) counts as located once any
+// piece is; the RESUME waits (within its wait) until every tagged tensor has
+// all its pieces reported, and the stages judge the tags (Stage::Restore).
 // Sessions no RESUME claims within the reconnect grace are handed back
 // (TakeUnclaimed) so that their workers free them.
 //
@@ -59,8 +62,11 @@ struct ResumeClaim {
 struct ResumedSession {
   ClientId id = 0;             // 0: a fresh session (no worker held anything of it)
   uint64_t received_seq = 0;   // replayed instructions up to this seq already reached the workers
-  std::unordered_map<TensorId, size_t> tensors;  // each live tensor's worker
+  std::unordered_map<TensorId, size_t> tensors;  // each tensor a worker holds: its worker
+  std::set<TensorId> live;     // the client's live tensors located (whole, or pieces of)
   std::set<size_t> workers;    // every worker holding something of it
+  std::vector<wire::HeldTensor> held;  // every tensor a worker holds, with its tag
+  std::vector<size_t> held_on;         // held[i]'s worker
   std::vector<wire::OpError> errors;  // of acknowledgements the client never got
 };
 
@@ -105,7 +111,7 @@ class ResumeBook {
     uint64_t received_seq = 0;
     uint64_t acked_sync = 0;
     std::vector<wire::OpError> errors;
-    std::vector<TensorId> tensors;
+    std::vector<wire::HeldTensor> tensors;
     bool running = false;  // the worker still runs what it received: a later inventory completes it
   };
   struct Unclaimed {
@@ -114,6 +120,9 @@ class ResumeBook {
     std::vector<Piece> pieces;
   };
   Verdict Resume(ClientId id, Unclaimed& s, const ResumeClaim& claim, bool waited_enough);
+  // False while some tagged tensor of `s` lacks pieces (a worker holding
+  // them may not be back yet).
+  static bool PiecesComplete(const Unclaimed& s);
 
   std::chrono::milliseconds wait_;
   std::chrono::milliseconds grace_;

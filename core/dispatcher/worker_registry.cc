@@ -157,6 +157,21 @@ void WorkerRegistry::Enqueue(size_t w, const Instruction& inst) {
   dirty_.insert(w);
 }
 
+void WorkerRegistry::AddTag(PieceTag&& tag) {
+  if (tag.worker < 0 || static_cast<size_t>(tag.worker) >= workers_.size()) return;
+  const size_t w = static_cast<size_t>(tag.worker);
+  WorkerState& worker = workers_[w];
+  if (!worker.alive) return;
+  if (worker.outgoing.instructions_size() == 0) worker.outgoing.set_kind(wire::Envelope::BATCH);
+  wire::PieceTag* out = worker.outgoing.add_tags();
+  out->set_client(tag.client);
+  out->set_id(tag.id);
+  out->set_logical(tag.logical);
+  out->set_pieces(tag.pieces);
+  out->set_placement(std::move(tag.placement));
+  dirty_.insert(w);
+}
+
 std::vector<size_t> WorkerRegistry::Flush(const std::function<bool(const WorkerState&)>& send) {
   std::vector<size_t> unreachable;
   for (size_t w : dirty_) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "gt/instruction.h"
+#include "gt/stage.h"
 #include "host/fair_share_wire.h"
 #include "wire.pb.h"
 
@@ -146,6 +147,9 @@ class WorkerRegistry {
 
   // Appends `inst` to worker w's batch for this pass.
   void Enqueue(size_t w, const Instruction& inst);
+  // Appends a stage's tag (gt/stage.h PieceTag) to its worker's batch for
+  // this pass (a worker not alive: dropped).
+  void AddTag(PieceTag&& tag);
   // Hands every non-empty batch of a live worker to `send` and clears all
   // batches; returns the workers `send` could not reach.
   std::vector<size_t> Flush(const std::function<bool(const WorkerState&)>& send);

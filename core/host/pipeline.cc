@@ -20,7 +20,9 @@ double Seconds(Clock::time_point start, Clock::time_point end) {
 class Collector final : public Emitter {
  public:
   void Emit(Instruction&& inst) override { out.push_back(std::move(inst)); }
+  void Tag(PieceTag&& tag) override { tags.push_back(std::move(tag)); }
   std::vector<Instruction> out;
+  std::vector<PieceTag> tags;  // handed to the terminal at the batch's end (ForwardTags)
 };
 
 // A stage is plugin code: whatever it throws from `call` becomes a plugin
@@ -198,10 +200,35 @@ void Pipeline::EndBatch() {
     Clock::time_point start = Clock::now();
     for (size_t k = 0; k < slot.collector.out.size(); ++k) start = RunFrom(i + 1, std::move(slot.collector.out[k]), start);
     slot.collector.out.clear();
+    ForwardTags(slot);
     slot.metrics.queue_depth->Set(static_cast<double>(BufferedOf(slot)));
   }
   terminal_->EndBatch();
   FlushTallies();
+}
+
+void Pipeline::ForwardTags(Slot& slot) {
+  for (PieceTag& tag : slot.collector.tags)
+    if (tag.placement.size() <= kMaxPieceTagBytes) terminal_->Tag(std::move(tag));
+  slot.collector.tags.clear();
+}
+
+Status Pipeline::Restore(const RestoredSession& session) {
+  for (size_t i = 0; i < stages_.size(); ++i) {
+    Slot& slot = *stages_[i];
+    slot.collector.out.clear();
+    Status status = CallStage(slot.name, " restoring a session", [&] { return slot.stage->Restore(session, slot.collector); });
+    if (!status.ok()) {
+      slot.collector.out.clear();
+      slot.collector.tags.clear();
+      return Status(status.code(), "stage '" + slot.name + "': " + status.message());
+    }
+    Clock::time_point start = Clock::now();
+    for (size_t k = 0; k < slot.collector.out.size(); ++k) start = RunFrom(i + 1, std::move(slot.collector.out[k]), start);
+    slot.collector.out.clear();
+    ForwardTags(slot);
+  }
+  return Status::Ok();
 }
 
 void Pipeline::FlushTallies() {

@@ -35,6 +35,9 @@ class Terminal {
   virtual ~Terminal() = default;
   virtual Status Accept(Instruction inst) = 0;
   virtual void EndBatch() {}
+  // A stage's tag for a piece (gt/stage.h PieceTag), handed on at the end of
+  // the batch that made it, before EndBatch. Default: dropped.
+  virtual void Tag(PieceTag&& tag) { (void)tag; }
 };
 
 using ErrorSink = std::function<void(const OpRef&, const Status&)>;
@@ -53,6 +56,11 @@ class Pipeline {
   void Push(Instruction&& inst);
   // Tells every stage (and the terminal) that the current batch ended.
   void EndBatch();
+  // A restarted dispatcher takes `session` back: every stage's Restore in
+  // order, what each emits run through the stages after it. The first
+  // refusal is returned (prefixed by the stage's name) and the later stages
+  // are not asked. Follow it with EndBatch.
+  Status Restore(const RestoredSession& session);
 
   size_t stage_count() const { return stages_.size(); }
   // The sinks of the stages that asked for host events (in stage order).
@@ -81,6 +89,8 @@ class Pipeline {
   void Fail(StageMetrics& metrics, const OpRef& ref, const Status& status);
   size_t BufferedOf(Slot& slot);
   void FlushTallies();
+  // `slot`'s tags (Emitter::Tag) to the terminal; an oversized one is dropped.
+  void ForwardTags(Slot& slot);
 
   std::vector<std::unique_ptr<Slot>> stages_;
   Terminal* terminal_ = nullptr;

@@ -11,6 +11,7 @@ namespace gt {
 
 void RejoinBook::NoteBatch(const wire::Envelope& batch) {
   for (const wire::ClientSession& s : batch.sessions()) sessions_[s.client()].session = s;
+  if (batch.tags_size() > 0) NoteTags(batch);
   // Instructions of one client come in runs: look the session up once a run.
   Session* current = nullptr;
   ClientId current_client = 0;
@@ -26,6 +27,15 @@ void RejoinBook::NoteBatch(const wire::Envelope& batch) {
       sessions_.erase(current_client);
       current = nullptr;
     }
+  }
+}
+
+void RejoinBook::NoteTags(const wire::Envelope& batch) {
+  for (const wire::PieceTag& tag : batch.tags()) {
+    auto it = sessions_.find(tag.client());
+    if (it == sessions_.end()) continue;  // a session never told: nobody could resume it
+    if (tag.placement().empty()) it->second.tags.erase(tag.id());
+    else it->second.tags[tag.id()] = tag;
   }
 }
 
@@ -58,6 +68,12 @@ void RejoinBook::FillInventory(const std::vector<HeldTensor>& held, wire::Envelo
     out->set_id(t.id);
     out->set_dtype(static_cast<uint32_t>(t.dtype));
     for (int64_t d : t.shape) out->add_shape(d);
+    const Session& session = sessions_.at(t.client);
+    if (auto tag = session.tags.find(t.id); tag != session.tags.end()) {
+      out->set_placement(tag->second.placement());
+      out->set_logical(tag->second.logical());
+      out->set_pieces(tag->second.pieces());
+    }
   }
 }
 

@@ -5,7 +5,10 @@
 // told this worker of, what a restarted dispatcher needs to take the
 // session back: the session (ClientId, token digest, key), the highest seq
 // of that client received, and the last SYNC_ACK's sync id and errors (the
-// acknowledgement may have died with the dispatcher). With the backend's
+// acknowledgement may have died with the dispatcher), and the tags a
+// dispatcher stage gave the pieces it placed here (BATCH `tags`; a tag
+// outlives its piece only until the stage forgets it, and the inventory
+// reports only the tags of pieces held). With the backend's
 // tensors it makes the inventory of a rejoining REGISTER. Kept per batch
 // and per sync, never per instruction beyond a compare.
 //
@@ -37,6 +40,8 @@ class RejoinBook {
   // A BATCH from the dispatcher: the sessions it introduces, the highest
   // seq per client, and the clients it drops (kDropClient).
   void NoteBatch(const wire::Envelope& batch);
+  // The placement tags of a BATCH (from NoteBatch).
+  void NoteTags(const wire::Envelope& batch);
   // A SYNC_ACK this worker sends.
   void NoteAck(const wire::Envelope& ack);
   // Fills `reg` (a REGISTER) with `rejoining` and the inventory: every
@@ -61,6 +66,7 @@ class RejoinBook {
     uint64_t received_seq = 0;
     uint64_t acked_sync = 0;
     std::vector<wire::OpError> errors;  // of that acknowledgement
+    std::unordered_map<TensorId, wire::PieceTag> tags;  // by piece
   };
   std::unordered_map<ClientId, Session> sessions_;
 };

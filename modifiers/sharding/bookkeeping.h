@@ -50,7 +50,11 @@ struct Client {
   bool recording = false;
   std::vector<int64_t> collective_log;
   uint64_t collectives_dropped = 0;  // past kMaxCollectiveLog: not noted, only counted
-
+  // What its pieces' workers were last told of each record (PieceTag,
+  // piece_tags.h), compared at the end of a batch in which it placed
+  // anything (`retag`): a record that changed is told again.
+  bool retag = false;
+  std::unordered_map<TensorId, Tensor> tagged;
 };
 
 // A recording client's log holds at most this many values (32 MiB): a

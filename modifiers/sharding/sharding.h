@@ -127,6 +127,9 @@
 //                          records through the layout codec (gt/layout.h)
 //   stage_pending.cc       pending sums settled (one by one, or together on kSettle)
 //   stage_ops.cc           creation and every other op (Compute), on meshes and workers
+//   stage_restore.cc       a dispatcher restart: records told to their pieces' workers as
+//                          tags (Retag), rebuilt from them (Restore)
+//   piece_tags.{h,cc}      the tags' encoding and checks
 //   bookkeeping.{h,cc}     per-client records (configs, placements, failed ids), live workers
 //   placement.{h,cc}       Placement, the placed Tensor, torch.chunk sizes
 //   strategy_table.{h,cc}  op -> strategy, the table above

@@ -110,6 +110,7 @@ void ShardingStage::ForgetLost(const LostWorker& lost, Emitter& out) {
     }
     if (c.default_worker == lost.index) c.default_worker = -1;
     if (!gone.empty()) {
+      MarkRetag(id, c);
       std::sort(gone.begin(), gone.end());
       out.Emit(MakeLostTensorsNote(id, lost, std::move(gone)));
     }
@@ -117,7 +118,9 @@ void ShardingStage::ForgetLost(const LostWorker& lost, Emitter& out) {
 }
 
 Status ShardingStage::EndBatch(Emitter& out) {
-  (void)out;
+  for (ClientId id : retag_)
+    if (auto it = clients_.find(id); it != clients_.end()) Retag(id, it->second, out);
+  retag_.clear();
   if (!gauges_.tensors) return Status::Ok();
   size_t tensors = 0;
   for (const auto& [id, c] : clients_) tensors += c.tensors.size();
@@ -149,12 +152,19 @@ Status ShardingStage::Handle(Instruction&& inst, Emitter& out) {
     for (TensorId r : inst.results) c.failed.RecordIfAbsent(r, inst.seq);
     return Unavailable(inst.Describe() + ": no live worker");
   }
-  if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
-  if (inst.op == Op::kSettle) return SettleTogether(c, std::move(inst), out);
-  if (inst.op == Op::kCheckpointWrite || inst.op == Op::kCheckpointRead) return Checkpoint(c, std::move(inst), out);
+  // What may change a record marks the client for Retag: these rare ops,
+  // and whatever a placing client sends (nothing on PassOn's path).
+  if (inst.op == Op::kInspect || inst.op == Op::kSettle || inst.op == Op::kCheckpointWrite ||
+      inst.op == Op::kCheckpointRead) {
+    MarkRetag(inst.client, c);
+    if (inst.op == Op::kInspect) return Inspect(c, std::move(inst), out);
+    if (inst.op == Op::kSettle) return SettleTogether(c, std::move(inst), out);
+    return Checkpoint(c, std::move(inst), out);
+  }
   // A redistributed tensor has a record, so the client's later tensors need them too.
   if (inst.op == Op::kRedistribute) c.placing = true;
   if (!c.placing && !auto_shard_) return PassOn(c, std::move(inst), out);
+  MarkRetag(inst.client, c);
   if (inst.op == Op::kDefineUnit) {  // the router keeps it until the unit's first run on a worker
     out.Emit(std::move(inst));
     return Status::Ok();

@@ -9,7 +9,8 @@
 // Its files, by concept: sharding_stage.cc (setup, routing, frees, fetches,
 // units), stage_config.cc (signal configs), stage_inspect.cc (layout
 // queries and recordings, answered from the records: gt/layout.h),
-// stage_pending.cc (pending sums), stage_ops.cc (creation and computation).
+// stage_pending.cc (pending sums), stage_ops.cc (creation and computation),
+// stage_restore.cc (records kept by the workers across a dispatcher restart).
 //
 // Thread-safety: as every Stage (one pipeline thread).
 #pragma once
@@ -44,8 +45,15 @@ class ShardingStage final : public Stage {
   ~ShardingStage() override;
 
   Status Process(Instruction&& inst, Emitter& out) override;
-  // Publishes the gauges (clients and tensors with state here).
+  // Tells the workers the records that changed in this batch (Retag), and
+  // publishes the gauges (clients and tensors with state here).
   Status EndBatch(Emitter& out) override;
+  // A restarted dispatcher takes a client back (stage_restore.cc): its
+  // records rebuilt from the tags its pieces carry, each checked against
+  // the others and against what the workers hold; a malformed or
+  // contradictory tag refuses the session. Pieces without a tag (a step's
+  // temporaries) are freed.
+  Status Restore(const RestoredSession& session, Emitter& out) override;
 
  private:
   // The stage's own gauges; owned by the host's registry.
@@ -138,6 +146,17 @@ class ShardingStage final : public Stage {
   // Frees the operands a kRunUnit this stage refuses would have consumed.
   void FreeConsumed(Client& c, const Instruction& run, Emitter& out);
 
+  // `c`'s records that changed since they were last told (c.tagged) told
+  // to their pieces' workers, and the pieces no record holds any more
+  // forgotten there (stage_restore.cc).
+  void Retag(ClientId id, Client& c, Emitter& out);
+  // Marks `c` for Retag at the batch's end.
+  void MarkRetag(ClientId id, Client& c) {
+    if (c.retag) return;
+    c.retag = true;
+    retag_.push_back(id);
+  }
+
   // A step expanding `inst` of `c` into `out`.
   Step StepFor(Client& c, const Instruction& inst, Emitter& out);
   // With explain on: one line on stderr with the op's input placements,
@@ -152,6 +171,7 @@ class ShardingStage final : public Stage {
   Gauges gauges_;
   Workers workers_;
   std::unordered_map<ClientId, Client> clients_;
+  std::vector<ClientId> retag_;  // clients marked for Retag this batch
 };
 
 }  // namespace gt::sharding

@@ -118,16 +118,10 @@ def assert_same_run(reference, killed, cluster):
     print(f"resume times after the new dispatcher listened: {[round(r, 3) for r in resumes]} s")
 
 
-# Known gaps of the dispatcher's side (docs/ARCHITECTURE.md, "Surviving a dispatcher restart"),
-# marked so that the day they are closed shows as XPASS.
-PLACED = pytest.mark.xfail(reason="a restarted dispatcher does not rebuild placed (sharded, replicated, "
-                                  "mesh) tensors yet: it refuses such a session", strict=False)
-
-
 @pytest.mark.parametrize("mode, workers, env", [
     ("plain", 1, None),
-    pytest.param("dp", 2, None, marks=PLACED),
-    pytest.param("mesh", 4, None, marks=PLACED),
+    ("dp", 2, None),
+    ("mesh", 4, None),
     ("plain", 2, {"GT_COMPILE": "1"}),
 ], ids=["one_worker", "data_parallel_2", "mesh_2x2", "compile"])
 def test_killed_dispatcher_mid_training_loses_nothing(tmp_path, mode, workers, env):
@@ -192,7 +186,7 @@ def test_grace_running_out_fails_the_next_sync_naming_what_was_lost(tmp_path):
 
 @pytest.mark.parametrize("specs", [
     [("plain", None), ("plain", {"GT_COMPILE": "1"})],
-    pytest.param([("dp", None), ("plain", {"GT_COMPILE": "1"})], marks=PLACED),
+    [("dp", None), ("plain", {"GT_COMPILE": "1"})],
 ], ids=["eager_and_compiled", "data_parallel_and_compiled"])
 def test_two_clients_ride_through_one_restart(tmp_path, specs):
     # The issue's scenario: two users' training on one cluster, the dispatcher killed under both.

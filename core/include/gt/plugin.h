@@ -11,7 +11,9 @@
 // names the environment variable that overrides an option (and the unused
 // OptionValues::Has and OptionValueToString are gone). 5: Stage gains the
 // virtual host_event_sink() (gt/host_event.h), which changes its vtable.
-// 7: Backend gains the virtual ClientBytes() (gt/backend.h).
+// 7: Backend gains the virtual ClientBytes() (gt/backend.h). 8: Emitter
+// gains Tag() and Stage gains Restore() (gt/stage.h: a restarted dispatcher
+// rebuilds a stage's placements), which change both vtables.
 #pragma once
 
 #include <cstddef>
@@ -24,7 +26,7 @@
 #include "gt/status.h"
 
 #ifndef GT_PLUGIN_ABI_VERSION
-#define GT_PLUGIN_ABI_VERSION 7
+#define GT_PLUGIN_ABI_VERSION 8
 #endif
 
 namespace gt {

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "gt/host_event.h"
 #include "gt/instruction.h"
@@ -34,11 +35,50 @@ namespace gt {
 enum class HostKind : uint8_t { kDispatcher = 1, kWorker = 2, kClient = 3 };
 std::string_view HostKindName(HostKind kind);  // "dispatcher" | "worker" | "client"
 
+// A stage's tag for one piece of a client tensor it placed on a worker (a
+// shard, a copy, a pending sum's addend): the worker keeps it with the piece
+// and reports it back to a restarted dispatcher (Stage::Restore). Bounded by
+// kMaxPieceTagBytes; an empty `placement` forgets the piece's tag.
+struct PieceTag {
+  ClientId client = 0;
+  int32_t worker = -1;
+  TensorId id = 0;         // the piece
+  TensorId logical = 0;    // the client tensor it is part of
+  uint32_t pieces = 0;     // how many pieces that tensor has
+  std::string placement;   // the stage's own encoding
+};
+inline constexpr size_t kMaxPieceTagBytes = 16 * 1024;
+
 // Where a stage sends what it emits.
 class Emitter {
  public:
   virtual ~Emitter() = default;
   virtual void Emit(Instruction&& inst) = 0;
+  // Tags a piece (plugin ABI 8). The host sends the tags a stage gave during
+  // a batch with that batch's instructions; hosts without workers drop them.
+  virtual void Tag(PieceTag&& tag) { (void)tag; }
+};
+
+// A client session a restarted dispatcher takes back (Stage::Restore): what
+// its workers hold of it, and the tensors the client holds handles to.
+struct HeldPiece {
+  int32_t worker = -1;
+  TensorId id = 0;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+  TensorId logical = 0;   // with a tag (PieceTag)
+  uint32_t pieces = 0;    // with a tag
+  std::string placement;  // the tag; empty: none
+};
+struct ClientTensor {
+  TensorId id = 0;
+  Shape shape;
+  DType dtype = DType::kFloat32;
+};
+struct RestoredSession {
+  ClientId client = 0;
+  std::vector<HeldPiece> held;       // every tensor of it any worker holds
+  std::vector<ClientTensor> live;    // the client's own view
 };
 
 // Everything a plugin's factory may use. Valid for the lifetime of the host.
@@ -88,6 +128,17 @@ class Stage {
   // lives as long as the stage; the host asks once, right after creating
   // it. nullptr (the default): no events, and no cost.
   virtual HostEventSink* host_event_sink() { return nullptr; }
+
+  // A restarted dispatcher takes `session` back (plugin ABI 8), before the
+  // client's configs and replay reach Process: a stage rebuilds what it
+  // kept of the client from the tags it gave (Emitter::Tag). A non-OK
+  // status refuses the session (the client gets it; its tensors are freed)
+  // and must leave nothing of the client behind. Default: nothing to rebuild.
+  virtual Status Restore(const RestoredSession& session, Emitter& out) {
+    (void)session;
+    (void)out;
+    return Status::Ok();
+  }
 };
 
 }  // namespace gt
