@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _C, _dtype
 from .args import is_scalar, scalar_value
-from .base import data_to_c, operand
+from .base import TensorBase, data_to_c, operand
 
 
 def _binary(a, b, method):
@@ -15,6 +15,13 @@ def _binary(a, b, method):
     if c is None:
         return NotImplemented
     return a._wrap(getattr(a._c, method)(c))
+
+
+# The dunder methods below test for a tensor operand before calling _binary
+# and call the extension's tensor-only form (`add_tensor`, one pybind11
+# overload): a loop of `x = x + y` spends about a third of its client thread
+# in this wrapper and in pybind11's overload resolution, and the checks for
+# scalars and arrays come to nothing for a tensor.
 
 
 def _reflected(a, b, scalar_method, tensor_method):
@@ -63,15 +70,23 @@ class ArithmeticOps:
     # ---- arithmetic -------------------------------------------------------
 
     def __add__(self, o):
+        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+            return self._wrap(self._c.add_tensor(o._c))
         return _binary(self, o, "add")
 
     def __sub__(self, o):
+        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+            return self._wrap(self._c.sub_tensor(o._c))
         return _binary(self, o, "sub")
 
     def __mul__(self, o):
+        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+            return self._wrap(self._c.mul_tensor(o._c))
         return _binary(self, o, "mul")
 
     def __truediv__(self, o):
+        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+            return self._wrap(self._c.div_tensor(o._c))
         return _binary(self, o, "div")
 
     def __radd__(self, o):
@@ -107,6 +122,8 @@ class ArithmeticOps:
         return self.__pow__(exponent)
 
     def __matmul__(self, o):
+        if isinstance(o, TensorBase):
+            return self._wrap(self._c.matmul(o._c))
         c = operand(o, self)
         if c is None:
             return NotImplemented
