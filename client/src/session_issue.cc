@@ -28,12 +28,15 @@ constexpr int64_t kSyncWindow = 32768;
 // other instruction; this bounds one instruction's size).
 constexpr size_t kFreesPerInstruction = 1024;
 constexpr size_t kBatchPayloadBytes = 4 << 20;
-// An op with at least this much work (RoughWork) is sent at once with what
-// is queued before it, so that the worker starts on it while the client
-// issues the rest: a training step that syncs every step otherwise sends
-// everything at its sync, and the worker waits for the whole step to be
-// issued (about 60 us of a 784-256-10 MLP step). A million multiply-adds
-// take 100 us or more of a core, far more than a message costs.
+// The first op since a sync point with at least this much work (RoughWork)
+// is sent at once with what is queued before it, so that the worker, idle
+// since that sync, starts on it while the client issues the rest: a
+// training step that syncs every step otherwise sends everything at its
+// sync, and the worker waits for the whole step to be issued. A million
+// multiply-adds take 100 us or more of a core, far more than a message
+// costs; later heavy ops wait for the batch as before (the worker has work
+// then, and each message costs the client and the dispatcher CPU that a
+// 2-core machine takes from the kernels).
 constexpr int64_t kSendNowWork = int64_t{1} << 20;
 
 // Roughly how many element operations `op` takes: a matmul's result
@@ -61,7 +64,7 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   }
   Result<TensorMeta> meta = InferResult(inst, metas);
   if (!meta.ok()) throw Error(meta.status().code(), meta.status().message());
-  const bool send_now = RoughWork(inst, metas, *meta) >= kSendNowWork;
+  const bool heavy = RoughWork(inst, metas, *meta) >= kSendNowWork;
   LoadEnvConfigOnce();
   Origin origin = NoteOrigin(inst.op, inst.signal);
   std::lock_guard<std::mutex> lock(mu_);
@@ -81,7 +84,10 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   if (resume_) resume_->Made(record->id, record->meta, inst.seq);
   QueueLocked(std::move(inst));
   // (The client's own stages, when it runs them, decide what to send.)
-  if (send_now && (!pipeline_ || placing_)) SendBatchLocked();
+  if (heavy && !sent_early_ && (!pipeline_ || placing_)) {
+    SendBatchLocked();
+    sent_early_ = true;
+  }
   // Only once queued: a record dropped by a throw above must not free its
   // id (its destructor would take mu_, held here).
   record->session = shared_from_this();
