@@ -17,13 +17,6 @@ def _binary(a, b, method):
     return a._wrap(getattr(a._c, method)(c))
 
 
-# The dunder methods below test for a tensor operand before calling _binary
-# and call the extension's tensor-only form (`add_tensor`, one pybind11
-# overload): a loop of `x = x + y` spends about a third of its client thread
-# in this wrapper and in pybind11's overload resolution, and the checks for
-# scalars and arrays come to nothing for a tensor.
-
-
 def _reflected(a, b, scalar_method, tensor_method):
     """b (op) a, for b that is not a gt Tensor."""
     if is_scalar(b):
@@ -68,24 +61,28 @@ class ArithmeticOps:
     __slots__ = ()
 
     # ---- arithmetic -------------------------------------------------------
+    # + - * / @ test for a tensor operand before _binary and call the
+    # extension's tensor-only form (`add_tensor`: one pybind11 overload): a
+    # loop of `x = x + y` spent a third of its client thread in _binary's
+    # checks for scalars and arrays and in pybind11's failed scalar overload.
 
     def __add__(self, o):
-        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+        if isinstance(o, TensorBase):  # the common case first
             return self._wrap(self._c.add_tensor(o._c))
         return _binary(self, o, "add")
 
     def __sub__(self, o):
-        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+        if isinstance(o, TensorBase):  # the common case first
             return self._wrap(self._c.sub_tensor(o._c))
         return _binary(self, o, "sub")
 
     def __mul__(self, o):
-        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+        if isinstance(o, TensorBase):  # the common case first
             return self._wrap(self._c.mul_tensor(o._c))
         return _binary(self, o, "mul")
 
     def __truediv__(self, o):
-        if isinstance(o, TensorBase):  # the common case first (see _binary_tensor)
+        if isinstance(o, TensorBase):  # the common case first
             return self._wrap(self._c.div_tensor(o._c))
         return _binary(self, o, "div")
 
