@@ -356,12 +356,16 @@ class Worker::Impl {
   }
 
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
-    Result<WireMessage> msg = DecodeFrames(std::move(frames), false);
-    if (!msg.ok()) {
+    if (Status decoded = DecodeFramesInto(std::move(frames), false, incoming_); !decoded.ok()) {
       metrics_.malformed_messages.Increment();
-      std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << msg.status().ToString() << "\n";
+      std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << decoded.ToString() << "\n";
       return;
     }
+    HandleMessage(&incoming_);
+    incoming_.frames.clear();  // the instructions hold their payloads: no frame outlives its message here
+  }
+
+  void HandleMessage(WireMessage* msg) {
     if (msg->envelope.kind() == wire::Envelope::WELCOME) {
       GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
       index_ = msg->envelope.worker_index();
@@ -411,6 +415,7 @@ class Worker::Impl {
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
   // Outliving the dispatcher (worker_rejoin.h).
   RejoinBook book_;         // pipeline thread
+  WireMessage incoming_;    // pipeline thread: the message being handled, reused (DecodeFramesInto)
   DispatcherLink link_;     // I/O thread
   uint32_t index_ = 0;      // pipeline thread: the index the last WELCOME gave
   std::atomic<bool> rejoin_requested_{false};  // I/O -> pipeline thread: register again
