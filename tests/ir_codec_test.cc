@@ -230,6 +230,52 @@ TEST(CodecTest, PayloadSurvivesZeroMqFramesWithoutACopy) {
   EXPECT_EQ(std::memcmp(got->payload->data(), values.data(), got->payload->size()), 0);
 }
 
+// The worker decodes every message into one WireMessage it keeps: a smaller
+// message after a larger one must leave nothing of the first behind.
+TEST(CodecTest, DecodeFramesIntoAReusedMessageHoldsOnlyTheNewOne) {
+  auto frames_of = [](const std::vector<Instruction>& insts) {
+    wire::Envelope env;
+    env.set_kind(wire::Envelope::BATCH);
+    std::vector<BlobPtr> payloads;
+    for (const Instruction& inst : insts) EncodeInstruction(inst, env.add_instructions(), &payloads);
+    std::vector<zmq::message_t> frames;
+    frames.emplace_back(env.SerializeAsString());
+    for (const BlobPtr& p : payloads) frames.push_back(BlobToMessage(p));
+    return frames;
+  };
+  Instruction add;
+  add.op = Op::kAdd;
+  add.seq = 7;
+  add.results = {3};
+  add.operands = {1, 2};
+  Instruction bytes;
+  bytes.op = Op::kFromBytes;
+  bytes.seq = 8;
+  bytes.results = {4};
+  bytes.attrs.shape = {2};
+  bytes.attrs.dtype = DType::kFloat32;
+  bytes.payload = CopyToBlob("12345678", 8);
+  Instruction free_op;
+  free_op.op = Op::kFree;
+  free_op.seq = 9;
+  free_op.operands = {5};
+
+  WireMessage reused;
+  ASSERT_TRUE(DecodeFramesInto(frames_of({add, bytes, add}), false, reused).ok());
+  ASSERT_EQ(reused.envelope.instructions_size(), 3);
+  ASSERT_EQ(reused.frames.size(), 1u);
+  ASSERT_TRUE(DecodeFramesInto(frames_of({free_op}), false, reused).ok());
+  ASSERT_EQ(reused.envelope.instructions_size(), 1);
+  EXPECT_TRUE(reused.frames.empty()) << "a frame of the earlier message was kept";
+  Result<Instruction> got = DecodeInstruction(reused.envelope.instructions(0), reused.frames);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ExpectSameInstruction(free_op, *got);
+
+  std::vector<zmq::message_t> garbage;
+  garbage.emplace_back(std::string("\xff\xff\xff"));
+  EXPECT_EQ(DecodeFramesInto(std::move(garbage), false, reused).code(), Code::kInvalidArgument);
+}
+
 // The busy phase finds a message that comes while it polls (the sleeping
 // poll after it, with timeout 0, would not wait for one); with nothing
 // coming it lasts its full length, and a zero busy wait is a plain poll.

@@ -221,6 +221,7 @@ class Session : public std::enable_shared_from_this<Session> {
   size_t payload_bytes_ = 0;    // GUARDED_BY(mu_)
   std::vector<wire::OpError> stray_errors_;  // GUARDED_BY(mu_): ERROR replies seen while waiting
   int64_t unsynced_ = 0;                     // GUARDED_BY(mu_): instructions sent since the last sync
+  bool sent_early_ = false;                  // GUARDED_BY(mu_): a heavy op went out ahead since the last sync
   std::optional<Instruction> pending_free_;  // GUARDED_BY(mu_): the run of frees not queued yet
   std::map<std::string, SignalConfig> configs_;  // GUARDED_BY(mu_)
   bool placing_ = false;        // GUARDED_BY(mu_): a config placed tensors at some point, or a redistribute did

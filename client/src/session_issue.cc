@@ -4,6 +4,9 @@
 // are in session_sync.cc; connection setup in session.cc.
 #include "session.h"
 
+#include <algorithm>
+#include <limits>
+
 #include "gt/log.h"
 #include "gt/op_attrs.h"
 #include "ir/codec.h"
@@ -25,11 +28,35 @@ constexpr int64_t kSyncWindow = 32768;
 // other instruction; this bounds one instruction's size).
 constexpr size_t kFreesPerInstruction = 1024;
 constexpr size_t kBatchPayloadBytes = 4 << 20;
+// The first op since a sync point with at least this much work (RoughWork)
+// is sent at once with what is queued before it, so that the worker, idle
+// since that sync, starts on it while the client issues the rest: a
+// training step that syncs every step otherwise sends everything at its
+// sync, and the worker waits for the whole step to be issued. A million
+// multiply-adds take 100 us or more of a core, far more than a message
+// costs; later heavy ops wait for the batch as before (the worker has work
+// then, and each message costs the client and the dispatcher CPU that a
+// 2-core machine takes from the kernels).
+constexpr int64_t kSendNowWork = int64_t{1} << 20;
+
+// Roughly how many element operations `op` takes: a matmul's result
+// elements times its inner dimension, any other op's largest operand or
+// result. Only compared with kSendNowWork; saturates instead of overflowing.
+int64_t RoughWork(const Instruction& inst, const std::vector<const TensorMeta*>& operands, const TensorMeta& result) {
+  int64_t work = NumElements(result.shape);
+  for (const TensorMeta* m : operands) work = std::max(work, NumElements(m->shape));
+  if (inst.op == Op::kMatmul && !operands.empty() && !operands[0]->shape.empty() &&
+      __builtin_mul_overflow(NumElements(result.shape), operands[0]->shape.back(), &work))
+    work = std::numeric_limits<int64_t>::max();
+  return work;
+}
 
 }  // namespace
 
 std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector<const TensorRecord*>& operands) {
   std::vector<const TensorMeta*> metas;
+  metas.reserve(operands.size());
+  inst.operands.reserve(operands.size());
   for (const TensorRecord* r : operands) {
     if (r == nullptr) throw Error(Code::kInvalidArgument, std::string(OpName(inst.op)) + ": operand is an undefined tensor");
     metas.push_back(&r->meta);
@@ -37,6 +64,7 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   }
   Result<TensorMeta> meta = InferResult(inst, metas);
   if (!meta.ok()) throw Error(meta.status().code(), meta.status().message());
+  const bool heavy = RoughWork(inst, metas, *meta) >= kSendNowWork;
   LoadEnvConfigOnce();
   Origin origin = NoteOrigin(inst.op, inst.signal);
   std::lock_guard<std::mutex> lock(mu_);
@@ -55,6 +83,11 @@ std::shared_ptr<TensorRecord> Session::Issue(Instruction inst, const std::vector
   }
   if (resume_) resume_->Made(record->id, record->meta, inst.seq);
   QueueLocked(std::move(inst));
+  // (The client's own stages, when it runs them, decide what to send.)
+  if (heavy && !sent_early_ && (!pipeline_ || placing_)) {
+    SendBatchLocked();
+    sent_early_ = true;
+  }
   // Only once queued: a record dropped by a throw above must not free its
   // id (its destructor would take mu_, held here).
   record->session = shared_from_this();

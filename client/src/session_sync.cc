@@ -58,6 +58,7 @@ void Session::SyncLocked(uint64_t fetch_seq, FetchedData* data, bool keep_errors
   // Its dispatcher is gone: nothing queued will ever be answered.
   if (!broken_.ok()) throw Error(broken_.code(), "gt: " + broken_.message());
   unsynced_ = 0;
+  sent_early_ = false;
   const uint64_t sync_id = next_sync_++;
   Instruction sync = MakeSync(0, next_seq_++, sync_id);
   const uint64_t sync_seq = sync.seq;

@@ -96,6 +96,10 @@ void Pipeline::SetTerminal(Terminal* terminal, const std::string& name) {
 
 void Pipeline::Push(Instruction&& inst) { (void)RunFrom(0, std::move(inst), Clock::now()); }
 
+Pipeline::Clock::time_point Pipeline::Push(Instruction&& inst, Clock::time_point start) {
+  return RunFrom(0, std::move(inst), start);
+}
+
 void Pipeline::Fail(StageMetrics& m, const OpRef& ref, const Status& status) {
   m.errors[static_cast<size_t>(status.code())]->Increment();
   if (errors_) errors_(ref, status);

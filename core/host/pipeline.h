@@ -53,6 +53,11 @@ class Pipeline {
   void SetTerminal(Terminal* terminal, const std::string& name);
   void SetErrorSink(ErrorSink sink) { errors_ = std::move(sink); }
 
+  // `start` is a clock reading the caller took just before (its last one):
+  // the instruction's first visit is timed from it. Returns the reading that
+  // ended its last visit, for the caller's own timing (one reading per
+  // instruction and visit, not two).
+  std::chrono::steady_clock::time_point Push(Instruction&& inst, std::chrono::steady_clock::time_point start);
   void Push(Instruction&& inst);
   // Tells every stage (and the terminal) that the current batch ended.
   void EndBatch();

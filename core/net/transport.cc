@@ -43,22 +43,31 @@ std::optional<std::vector<zmq::message_t>> ReceiveFrames(zmq::socket_t& socket, 
 
 Result<WireMessage> DecodeFrames(std::vector<zmq::message_t>&& frames, bool with_routing_id) {
   WireMessage out;
+  if (Status decoded = DecodeFramesInto(std::move(frames), with_routing_id, out); !decoded.ok()) return decoded;
+  return out;
+}
+
+Status DecodeFramesInto(std::vector<zmq::message_t>&& frames, bool with_routing_id, WireMessage& out) {
+  out.routing_id.clear();
+  out.frames.clear();
+  out.bytes = 0;
   size_t next = 0;
   if (with_routing_id) {
     if (frames.empty()) return InvalidArgument("message without routing id");
-    out.routing_id = frames[0].to_string();
+    out.routing_id.assign(static_cast<const char*>(frames[0].data()), frames[0].size());
     next = 1;
   }
   for (size_t i = next; i < frames.size(); ++i) out.bytes += frames[i].size();
   if (next >= frames.size()) return InvalidArgument("message without an envelope frame");
   const zmq::message_t& head = frames[next];
+  // ParseFromArray clears `envelope` first; cleared repeated elements are kept for reuse.
   if (!out.envelope.ParseFromArray(head.data(), static_cast<int>(head.size())))
     return InvalidArgument("envelope frame of " + std::to_string(head.size()) + " bytes is not a gt.wire.Envelope");
   if (out.envelope.kind() == wire::Envelope::UNKNOWN)
     return InvalidArgument("envelope has no kind");
   for (size_t i = next + 1; i < frames.size(); ++i)
     out.frames.push_back(std::make_shared<FrameBlob>(std::move(frames[i])));
-  return out;
+  return Status::Ok();
 }
 
 int PollWithBusyWait(zmq::pollitem_t* items, size_t count, std::chrono::milliseconds timeout,

@@ -33,6 +33,12 @@ std::optional<std::vector<zmq::message_t>> ReceiveFrames(zmq::socket_t& socket, 
 // Decodes frames into a WireMessage; `with_routing_id` for ROUTER sockets.
 // Fails with InvalidArgument on anything malformed.
 Result<WireMessage> DecodeFrames(std::vector<zmq::message_t>&& frames, bool with_routing_id);
+// The same into `out`, which a hot loop keeps from message to message:
+// parsing into a used Envelope reuses the repeated fields' storage (each
+// instruction's message and id arrays), where a fresh one allocates them
+// all again. `out` holds only this message afterwards; on failure its
+// contents are unspecified.
+Status DecodeFramesInto(std::vector<zmq::message_t>&& frames, bool with_routing_id, WireMessage& out);
 
 // Sends envelope + frames; `routing_id` empty for DEALER/PAIR sockets.
 // Returns the bytes sent; Unavailable when the peer cannot be reached;

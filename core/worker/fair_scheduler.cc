@@ -80,9 +80,10 @@ void FairScheduler::RunTurn() {
   while (queue_.Runnable(*lane)) {
     Instruction inst = queue_.Pop(*lane);
     dropped |= inst.op == Op::kDropClient;
-    pipeline_.Push(std::move(inst));
+    // The reading that ends one instruction starts the next one's timing:
+    // one clock reading per instruction here, not two.
+    now = pipeline_.Push(std::move(inst), now);
     ++ran;
-    now = Clock::now();
     if (now - start >= kSlice) break;
   }
   pipeline_.EndBatch();

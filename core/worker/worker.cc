@@ -23,6 +23,7 @@
 #include "net/peer_address.h"
 #include "net/transport.h"
 #include "worker/fair_scheduler.h"
+#include "worker/first_refusal.h"
 #include "worker/worker_rejoin.h"
 #include "worker/worker_terminal.h"
 
@@ -154,7 +155,7 @@ class Worker::Impl {
     if (stopping && !attached) SendControl(work, wire::Envelope::BYE);
     // A refusal after the goodbye (replies the dispatcher no longer takes) is
     // no failure of this worker.
-    const Status refused = RefusedStatus();
+    const Status refused = refusal_.why();
     if (!stopping) return Status(refused.code(), "worker " + manifest_.id + ": " + refused.message());
     GT_LOG(kWorker, manifest_.id << ": said goodbye to " << dispatcher
                                  << (refused.ok() ? std::string() : " (then: " + refused.message() + ")"));
@@ -220,16 +221,8 @@ class Worker::Impl {
 
   // The dispatcher's refusal (of the registration, the attach, or the keys)
   // ends the worker: no work would ever come. Either thread may learn it.
-  void Refuse(Status why) {
-    std::lock_guard<std::mutex> lock(refused_mutex_);
-    if (refused_.ok()) refused_ = std::move(why);
-    refused_flag_.store(true, std::memory_order_release);
-  }
-  bool Refused() const { return refused_flag_.load(std::memory_order_acquire); }
-  Status RefusedStatus() const {
-    std::lock_guard<std::mutex> lock(refused_mutex_);
-    return refused_;
-  }
+  void Refuse(Status why) { refusal_.Set(std::move(why)); }
+  bool Refused() const { return refusal_.set(); }
 
   // I/O thread: attaches the control connection once the pipeline thread
   // saw the WELCOME, then keeps the heartbeat going and answers STATS.
@@ -373,12 +366,16 @@ class Worker::Impl {
   }
 
   void HandleFrames(std::vector<zmq::message_t>&& frames) {
-    Result<WireMessage> msg = DecodeFrames(std::move(frames), false);
-    if (!msg.ok()) {
+    if (Status decoded = DecodeFramesInto(std::move(frames), false, incoming_); !decoded.ok()) {
       metrics_.malformed_messages.Increment();
-      std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << msg.status().ToString() << "\n";
+      std::cerr << "worker " << manifest_.id << ": dropped a malformed message: " << decoded.ToString() << "\n";
       return;
     }
+    HandleMessage(&incoming_);
+    incoming_.frames.clear();  // the instructions hold their payloads: no frame outlives its message here
+  }
+
+  void HandleMessage(WireMessage* msg) {
     if (msg->envelope.kind() == wire::Envelope::WELCOME) {
       GT_LOG(kWorker, manifest_.id << ": registered as worker #" << msg->envelope.worker_index());
       index_ = msg->envelope.worker_index();
@@ -419,14 +416,13 @@ class Worker::Impl {
   std::unique_ptr<FairScheduler> scheduler_;  // runs pipeline_; after it, which it holds
   uint64_t token_ = 0;  // shown by REGISTER, ATTACH and the heartbeats
   std::atomic<bool> welcomed_{false};  // the pipeline thread saw the WELCOME: time to attach
-  mutable std::mutex refused_mutex_;
-  Status refused_;  // GUARDED_BY(refused_mutex_): the dispatcher's refusal, ending the worker
-  std::atomic<bool> refused_flag_{false};
+  FirstRefusal refusal_;  // why the worker ends, once a thread learns it
   std::atomic<bool> declared_lost_{false};  // the refusal was the lost notice
   std::optional<HandshakeVerdict> handshake_verdict_;  // I/O thread; made by Run()
   zmq::socket_t* handshake_events_ = nullptr;  // I/O thread: the work dealer's handshake events
   zmq::socket_t* work_ = nullptr;              // the work connection, owned by the pipeline thread
   // Outliving the dispatcher (worker_rejoin.h).
+  WireMessage incoming_;    // pipeline thread: the message being handled, reused (DecodeFramesInto)
   DispatcherLink link_;     // I/O thread
   bool attach_unanswered_ = false;  // I/O thread: an ATTACH went to a dispatcher lost since
   Rejoiner rejoiner_;       // pipeline thread

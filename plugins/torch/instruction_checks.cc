@@ -7,16 +7,20 @@
 
 namespace gt::torch_backend {
 
+namespace {
+std::string SeqSuffix(const Instruction& inst) { return " (seq #" + std::to_string(inst.seq) + ")"; }
+}  // namespace
+
+// Runs for every instruction: the error text is built only when one fails.
 Status CheckEnums(const Instruction& inst) {
-  const std::string seq = " (seq #" + std::to_string(inst.seq) + ")";
   if (static_cast<size_t>(inst.op) >= static_cast<size_t>(Op::kCount))
-    return InvalidArgument("op " + std::to_string(static_cast<int>(inst.op)) + " is not a gt op" + seq);
+    return InvalidArgument("op " + std::to_string(static_cast<int>(inst.op)) + " is not a gt op" + SeqSuffix(inst));
   if (KindOf(inst.op) == OpKind::kCreate && !IsValid(inst.attrs.dtype))
     return InvalidArgument("dtype " + std::to_string(static_cast<int>(inst.attrs.dtype)) +
-                           " is not a gt dtype" + seq);
+                           " is not a gt dtype" + SeqSuffix(inst));
   if (static_cast<uint8_t>(inst.attrs.scalar_side) > static_cast<uint8_t>(ScalarSide::kLeft))
     return InvalidArgument("scalar_side " + std::to_string(static_cast<int>(inst.attrs.scalar_side)) +
-                           " is not a ScalarSide" + seq);
+                           " is not a ScalarSide" + SeqSuffix(inst));
   return Status::Ok();
 }
 

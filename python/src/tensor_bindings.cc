@@ -137,6 +137,12 @@ void BindTensor(py::module_& m) {
       .def("mul", [](const Tensor& a, const Tensor& b) { return a * b; })
       .def("div", [](const Tensor& a, double s) { return a / s; })
       .def("div", [](const Tensor& a, const Tensor& b) { return a / b; })
+      // Tensor operands only, one overload each: python/gt calls these when it
+      // knows the operand is a tensor, skipping the failed scalar overload.
+      .def("add_tensor", [](const Tensor& a, const Tensor& b) { return a + b; })
+      .def("sub_tensor", [](const Tensor& a, const Tensor& b) { return a - b; })
+      .def("mul_tensor", [](const Tensor& a, const Tensor& b) { return a * b; })
+      .def("div_tensor", [](const Tensor& a, const Tensor& b) { return a / b; })
       .def("radd", [](const Tensor& a, double s) { return s + a; })
       .def("rsub", [](const Tensor& a, double s) { return s - a; })
       .def("rmul", [](const Tensor& a, double s) { return s * a; })

@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import _C, _dtype
 from .args import is_scalar, scalar_value
-from .base import data_to_c, operand
+from .base import TensorBase, data_to_c, operand
 
 
 def _binary(a, b, method):
@@ -61,17 +61,29 @@ class ArithmeticOps:
     __slots__ = ()
 
     # ---- arithmetic -------------------------------------------------------
+    # + - * / @ test for a tensor operand before _binary and call the
+    # extension's tensor-only form (`add_tensor`: one pybind11 overload): a
+    # loop of `x = x + y` spent a third of its client thread in _binary's
+    # checks for scalars and arrays and in pybind11's failed scalar overload.
 
     def __add__(self, o):
+        if isinstance(o, TensorBase):  # the common case first
+            return self._wrap(self._c.add_tensor(o._c))
         return _binary(self, o, "add")
 
     def __sub__(self, o):
+        if isinstance(o, TensorBase):  # the common case first
+            return self._wrap(self._c.sub_tensor(o._c))
         return _binary(self, o, "sub")
 
     def __mul__(self, o):
+        if isinstance(o, TensorBase):  # the common case first
+            return self._wrap(self._c.mul_tensor(o._c))
         return _binary(self, o, "mul")
 
     def __truediv__(self, o):
+        if isinstance(o, TensorBase):  # the common case first
+            return self._wrap(self._c.div_tensor(o._c))
         return _binary(self, o, "div")
 
     def __radd__(self, o):
@@ -107,6 +119,8 @@ class ArithmeticOps:
         return self.__pow__(exponent)
 
     def __matmul__(self, o):
+        if isinstance(o, TensorBase):
+            return self._wrap(self._c.matmul(o._c))
         c = operand(o, self)
         if c is None:
             return NotImplemented
