@@ -15,6 +15,7 @@
 #include "gt/op_attrs.h"
 #include "ir/codec.h"
 #include "worker/worker_rejoin.h"
+#include "resume_test_support.h"
 
 namespace gt {
 namespace {
@@ -25,30 +26,13 @@ using std::chrono::milliseconds;
 constexpr uint64_t kToken = 0x0badc0ffee15600dull;
 
 wire::SessionInventory Inventory(ClientId client, std::vector<TensorId> tensors, uint64_t received_seq, bool running) {
-  wire::SessionInventory inv;
-  inv.mutable_session()->set_client(client);
-  inv.mutable_session()->set_digest(SessionDigest(kToken));
-  inv.set_received_seq(received_seq);
+  wire::SessionInventory inv = resume_test::Inventory(client, kToken, tensors, received_seq);
   inv.set_running(running);
-  for (TensorId id : tensors) {
-    wire::HeldTensor* t = inv.add_tensors();
-    t->set_id(id);
-    t->add_shape(2);
-  }
   return inv;
 }
 
 ResumeClaim Claim(std::vector<std::pair<TensorId, uint64_t>> live, uint64_t answered_seq) {
-  ResumeClaim claim;
-  claim.token = kToken;
-  claim.answered_seq = answered_seq;
-  for (auto [id, seq] : live) {
-    wire::ResumeTensor t;
-    t.set_id(id);
-    t.set_seq(seq);
-    claim.live.push_back(t);
-  }
-  return claim;
+  return resume_test::Claim(kToken, live, answered_seq);
 }
 
 TEST(ResumeBookBusyTest, ARunningSessionWaitsPastTheResumeWaitUntilItsInventoryIsComplete) {
@@ -76,6 +60,16 @@ TEST(ResumeBookBusyTest, ARunningWorkerLostMeanwhileNamesWhatWasLost) {
   ResumeBook::Verdict v = book.Decide(Claim({{1, 1}, {2, 2}}, 4), asked, asked + milliseconds(1001));
   ASSERT_EQ(v.kind, ResumeBook::Verdict::kRefuse);
   EXPECT_NE(v.why.message().find("tensors 1 "), std::string::npos) << v.why.message();
+}
+
+TEST(ResumeBookBusyTest, AGraceThatRunsOutWhileTheWorkerStillRunsSaysSo) {
+  ResumeBook book(milliseconds(1000), milliseconds(60000));
+  const auto asked = Clock::now();
+  ASSERT_TRUE(book.Add(0, Inventory(7, {1}, 10, true), asked).ok());
+  ASSERT_EQ(book.TakeUnclaimed(asked + milliseconds(60001)).size(), 1u);  // freed on worker 0
+  ResumeBook::Verdict v = book.Decide(Claim({{1, 1}}, 4), asked, asked + milliseconds(60002));
+  ASSERT_EQ(v.kind, ResumeBook::Verdict::kRefuse);
+  EXPECT_NE(v.why.message().find("ran out while a worker was still running"), std::string::npos) << v.why.message();
 }
 
 Instruction Inst(Op op, ClientId client, uint64_t seq) {

@@ -13,9 +13,11 @@
 #include "dispatcher/session_resume.h"
 #include "dispatcher/worker_registry.h"
 #include "gt/op_attrs.h"
+#include "gt/stage.h"
 #include "host/manifest.h"
 #include "ir/codec.h"
 #include "worker/worker_rejoin.h"
+#include "resume_test_support.h"
 
 namespace gt {
 namespace {
@@ -25,36 +27,8 @@ using std::chrono::milliseconds;
 
 constexpr uint64_t kToken = 0x1234567890abcdefull;
 
-wire::SessionInventory Inventory(ClientId client, uint64_t token, std::vector<TensorId> tensors,
-                                 uint64_t received_seq, const std::string& key = "") {
-  wire::SessionInventory inv;
-  inv.mutable_session()->set_client(client);
-  inv.mutable_session()->set_digest(SessionDigest(token));
-  inv.mutable_session()->set_key(key);
-  inv.set_received_seq(received_seq);
-  for (TensorId id : tensors) {
-    wire::HeldTensor* t = inv.add_tensors();
-    t->set_id(id);
-    t->add_shape(2);
-    t->set_dtype(0);
-  }
-  return inv;
-}
-
-ResumeClaim Claim(uint64_t token, std::vector<std::pair<TensorId, uint64_t>> live, uint64_t answered_seq,
-                  const std::string& key = "") {
-  ResumeClaim claim;
-  claim.token = token;
-  claim.key = key;
-  claim.answered_seq = answered_seq;
-  for (auto [id, seq] : live) {
-    wire::ResumeTensor t;
-    t.set_id(id);
-    t.set_seq(seq);
-    claim.live.push_back(t);
-  }
-  return claim;
-}
+using resume_test::Claim;
+using resume_test::Inventory;
 
 TEST(SessionDigestTest, IsNotTheTokenAndTellsTokensApart) {
   EXPECT_NE(SessionDigest(kToken), kToken);
@@ -146,6 +120,9 @@ TEST(ResumeBookTest, RefusesMalformedAndContradictoryInventories) {
   wire::SessionInventory negative = Inventory(7, kToken, {1}, 5);
   negative.mutable_tensors(0)->set_shape(0, -3);
   EXPECT_FALSE(book.Add(0, negative, now).ok());
+  wire::SessionInventory huge_tag = Inventory(7, kToken, {1}, 5);  // kept until claimed: bounded on arrival
+  huge_tag.mutable_tensors(0)->set_placement(std::string(kMaxPieceTagBytes + 1, 'x'));
+  EXPECT_NE(book.Add(0, huge_tag, now).message().find("placement tag of 16385 bytes"), std::string::npos);
   EXPECT_FALSE(book.Add(0, Inventory(0, kToken, {1}, 5), now).ok());  // client 0
   ASSERT_TRUE(book.Add(0, Inventory(7, kToken, {1}, 5), now).ok());
   // Another worker names client 7 under another session, or this session under client 8.

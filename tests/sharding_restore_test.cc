@@ -5,6 +5,7 @@
 // contradictory tag refuses the session.
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <map>
 #include <tuple>
 
@@ -235,6 +236,27 @@ TEST(PieceTagTest, NoPrefixOfATagDecodes) {
   EXPECT_FALSE(DecodePieceTag(PieceTagOf(EncodeRecord(10, lying), 0)).ok());
   EXPECT_FALSE(DecodePieceTag(PieceTagOf(EncodeRecord(10, t), 2)).ok()) << "member 2 of 2 pieces";
   EXPECT_FALSE(DecodePieceTag(PieceTagOf(EncodeRecord(kPhysicalIdBase, t), 0)).ok()) << "a physical logical id";
+}
+
+// A hostile worker's record whose arithmetic wraps (review 4, F1 and F2):
+// mesh sides whose int64 product is the piece count, shard sizes whose sum
+// wraps to the dim. Both are refused before anything multiplies or adds them.
+TEST(PieceTagTest, ARecordWhoseArithmeticWrapsIsRefused) {
+  Tensor mesh{TensorMeta{{4, 4}, DType::kFloat32}, Placement{}};
+  mesh.placement.kind = Placement::Kind::kMesh;
+  mesh.placement.workers = {0};
+  mesh.placement.ids = {kPhysicalIdBase};
+  mesh.placement.mesh_shape = {280001728286195853, 1000005};  // the product wraps to 1
+  mesh.placement.mesh_axes = {MeshAxis{}, MeshAxis{}};
+  EXPECT_NE(CheckRecord(10, mesh).message().find("rows x columns"), std::string::npos);
+
+  const int64_t big = std::numeric_limits<int64_t>::max();
+  Tensor sharded{TensorMeta{{10}, DType::kFloat32},
+                 Placement{Placement::Kind::kSharded, {0, 1, 2}, {kPhysicalIdBase, kPhysicalIdBase + 1, kPhysicalIdBase + 2},
+                           0, {big, big, 12}}};  // adds up to 10 in wrapping arithmetic
+  EXPECT_NE(CheckRecord(10, sharded).message().find("a shard size outside 0..10"), std::string::npos);
+  sharded.placement.sizes = {4, 3, 3};
+  EXPECT_TRUE(CheckRecord(10, sharded).ok());
 }
 
 }  // namespace

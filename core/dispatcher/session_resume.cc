@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gt/dtype.h"
+#include "gt/stage.h"
 
 namespace gt {
 namespace {
@@ -34,6 +35,11 @@ Status CheckTensor(const wire::HeldTensor& t, ClientId client) {
     if (d < 0)
       return InvalidArgument("tensor " + std::to_string(t.id()) + " of client " + std::to_string(client) +
                              " has a negative dimension");
+  // Kept until the session is claimed: bounded here, not only where a stage reads it.
+  if (t.placement().size() > kMaxPieceTagBytes)
+    return InvalidArgument("tensor " + std::to_string(t.id()) + " of client " + std::to_string(client) +
+                           " has a placement tag of " + std::to_string(t.placement().size()) + " bytes (at most " +
+                           std::to_string(kMaxPieceTagBytes) + ")");
   return Status::Ok();
 }
 
@@ -114,6 +120,12 @@ ResumeBook::Verdict ResumeBook::Decide(const ResumeClaim& claim, Clock::time_poi
   }
   if (!waited_enough) return v;
   v.kind = Verdict::kRefuse;
+  if (std::find(expired_running_.begin(), expired_running_.end(), SessionDigest(claim.token)) != expired_running_.end()) {
+    v.why = NotFound("expired session: the dispatcher's reconnect grace (" + std::to_string(grace_.count()) +
+                             " ms) ran out while a worker was still running what the old dispatcher had sent it; "
+                             "its tensors were freed");
+    return v;
+  }
   v.why = NotFound("unknown or expired session: no worker that came back holds it (it ended, the workers' reconnect "
                    "grace ran out, or the workers holding its tensors are gone)");
   return v;
@@ -184,6 +196,10 @@ std::vector<std::pair<size_t, ClientId>> ResumeBook::TakeUnclaimed(Clock::time_p
       continue;
     }
     for (const Piece& p : it->second.pieces) unclaimed.emplace_back(p.worker, it->first);
+    if (std::any_of(it->second.pieces.begin(), it->second.pieces.end(), [](const Piece& p) { return p.running; })) {
+      expired_running_.push_back(it->second.session.digest());
+      if (expired_running_.size() > kExpiredRunningKept) expired_running_.pop_front();
+    }
     by_digest_.erase(it->second.session.digest());
     it = sessions_.erase(it);
   }

@@ -32,6 +32,7 @@
 #pragma once
 
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <set>
 #include <string>
@@ -128,6 +129,10 @@ class ResumeBook {
   std::chrono::milliseconds grace_;
   std::unordered_map<ClientId, Unclaimed> sessions_;
   std::unordered_map<uint64_t, ClientId> by_digest_;
+  // Digests of sessions the grace ended while a worker still ran them (for
+  // the refusal's words), oldest first, at most kExpiredRunningKept.
+  std::deque<uint64_t> expired_running_;
+  static constexpr size_t kExpiredRunningKept = 1024;
   ClientId max_client_ = 0;
 };
 

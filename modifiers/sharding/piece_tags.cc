@@ -1,7 +1,7 @@
 #include "piece_tags.h"
 
+#include <algorithm>
 #include <cstdint>
-#include <numeric>
 #include <set>
 
 #include "gt/stage.h"
@@ -166,15 +166,23 @@ Status CheckRecord(TensorId logical, const Tensor& t) {
         return InvalidArgument(of + "sharded on axis " + std::to_string(p.axis) + " of " + ShapeToString(shape) +
                                " with " + std::to_string(p.sizes.size()) + " sizes for " +
                                std::to_string(p.workers.size()) + " pieces");
-      const int64_t total = std::accumulate(p.sizes.begin(), p.sizes.end(), int64_t{0});
-      if (total != shape[static_cast<size_t>(p.axis)])
+      // Each size within the dim, so that no sum of at most kMaxTagWorkers wraps.
+      const int64_t dim = shape[static_cast<size_t>(p.axis)];
+      if (std::any_of(p.sizes.begin(), p.sizes.end(), [&](int64_t n) { return n < 0 || n > dim; }))
+        return InvalidArgument(of + "a shard size outside 0.." + std::to_string(dim));
+      int64_t total = 0;
+      for (int64_t n : p.sizes)
+        if (__builtin_add_overflow(total, n, &total)) return InvalidArgument(of + "shard sizes overflow");
+      if (total != dim)
         return InvalidArgument(of + "shard sizes add up to " + std::to_string(total) + ", not " +
                                std::to_string(shape[static_cast<size_t>(p.axis)]));
       break;
     }
     case Placement::Kind::kMesh: {
-      if (p.mesh_shape.size() != 2 || p.mesh_axes.size() != 2 || p.mesh_shape[0] <= 0 || p.mesh_shape[1] <= 0 ||
-          p.mesh_shape[0] * p.mesh_shape[1] != static_cast<int64_t>(p.workers.size()))
+      // Both sides bounded before the product: a forged pair whose product wraps must not pass.
+      const auto side_ok = [](int64_t n) { return n > 0 && n <= static_cast<int64_t>(kMaxTagWorkers); };
+      if (p.mesh_shape.size() != 2 || p.mesh_axes.size() != 2 || !side_ok(p.mesh_shape[0]) ||
+          !side_ok(p.mesh_shape[1]) || p.mesh_shape[0] * p.mesh_shape[1] != static_cast<int64_t>(p.workers.size()))
         return InvalidArgument(of + "a mesh that is not rows x columns pieces with two axes");
       for (const MeshAxis& a : p.mesh_axes)
         if (a.shard() && (a.dim < 0 || a.dim >= rank)) return InvalidArgument(of + "a mesh Shard dim out of range");
