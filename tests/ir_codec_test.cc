@@ -388,5 +388,18 @@ TEST(CodecTest, OpErrorRoundTrips) {
   EXPECT_EQ(OpErrorToStatus(parsed).code(), Code::kInternal);
 }
 
+// An error message quoting a peer's bytes (the dispatcher fuzzer found one:
+// a proto3 string that is not UTF-8 made the whole envelope unparsable).
+TEST(CodecTest, AnErrorMessageIsValidUtf8WhateverItQuotes) {
+  const std::string quoted = std::string("name '") + "\xbd\xbd" + "' \xc3\xa9 \xe2\x82 \xed\xa0\x80 \xf4\x90\x80\x80 \xc0\xaf";
+  wire::OpError e = MakeOpError(OpRef{}, InvalidArgument(quoted), "dispatcher");
+  EXPECT_EQ(e.message(), "name '\\xbd\\xbd' \xc3\xa9 \\xe2\\x82 \\xed\\xa0\\x80 \\xf4\\x90\\x80\\x80 \\xc0\\xaf");
+  std::string bytes;
+  ASSERT_TRUE(e.SerializeToString(&bytes));
+  wire::OpError parsed;
+  EXPECT_TRUE(parsed.ParseFromString(bytes));
+  EXPECT_EQ(WireText("plain text, caf\xc3\xa9, \xf0\x9f\x98\x80"), "plain text, caf\xc3\xa9, \xf0\x9f\x98\x80");
+}
+
 }  // namespace
 }  // namespace gt

@@ -3,6 +3,7 @@
 #include <iterator>
 #include <utility>
 
+#include "ir/codec.h"
 #include "net/transport.h"
 
 namespace gt {
@@ -26,7 +27,7 @@ void PeerOutbox::SendError(const std::string& route, const Status& status) {
   reply.set_kind(wire::Envelope::ERROR);
   wire::OpError* e = reply.add_errors();
   e->set_code(static_cast<uint32_t>(status.code()));
-  e->set_message(status.message());
+  e->set_message(WireText(status.message()));
   e->set_host(host_id_);
   Send(route, reply, {});
 }

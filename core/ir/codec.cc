@@ -70,9 +70,46 @@ wire::OpError MakeOpError(const OpRef& ref, const Status& status, const std::str
   e.set_seq(ref.seq);
   e.set_op(static_cast<uint32_t>(ref.op));
   e.set_code(static_cast<uint32_t>(status.code()));
-  e.set_message(status.message());
+  e.set_message(WireText(status.message()));
   e.set_host(host);
   return e;
+}
+
+namespace {
+
+// The length of the valid UTF-8 sequence at text[i], or 0 (RFC 3629: no
+// overlong forms, no surrogates, nothing above U+10FFFF).
+size_t Utf8SequenceAt(std::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char b = byte(i);
+  if (b < 0x80) return 1;
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+  if (b >= 0xC2 && b <= 0xDF) n = 2;
+  else if (b >= 0xE0 && b <= 0xEF) n = 3, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+  else if (b >= 0xF0 && b <= 0xF4) n = 4, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+  if (n == 0 || i + n > text.size() || byte(i + 1) < lo || byte(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (byte(i + k) < 0x80 || byte(i + k) > 0xBF) return 0;
+  return n;
+}
+
+}  // namespace
+
+std::string WireText(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (const size_t n = Utf8SequenceAt(text, i)) {
+      out.append(text.substr(i, n));
+      i += n;
+      continue;
+    }
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto b = static_cast<unsigned char>(text[i++]);
+    out += {'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+  }
+  return out;
 }
 
 Status OpErrorToStatus(const wire::OpError& error) {
