@@ -76,8 +76,11 @@ bool Session::ResumeOnceLocked(Clock::time_point deadline) {
   // libzmq's own back-off while nothing listens at the address yet.
   socket_->set(zmq::sockopt::reconnect_ivl, 50);
   socket_->set(zmq::sockopt::reconnect_ivl_max, 1000);
+  // Rounded up and a millisecond more: the grace, not the watch's connect
+  // timeout, must end first, so that the error names the grace.
   const auto left = std::max(std::chrono::milliseconds(1),
-                             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+                             std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()) +
+                                 std::chrono::milliseconds(1));
   Result<std::unique_ptr<ConnectionWatch>> watch = WatchLocked(endpoint, left);
   if (!watch.ok()) {
     broken_ = watch.status();
